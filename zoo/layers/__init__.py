@@ -1,0 +1,21 @@
+"""Reusable Keras layers of the zoo (see README.md in this folder)."""
+
+from zoo.layers.attention import MultiHeadAttention
+from zoo.layers.funnel_pooling import FunnelPooling
+from zoo.layers.funnel_pooling import FunnelUpsampling
+from zoo.layers.funnel_pooling import pool_positions
+from zoo.layers.funnel_pooling import pool_sequence
+from zoo.layers.funnel_pooling import pooled_length
+from zoo.layers.relative_attention import RelativeMultiHeadAttention
+from zoo.layers.transformer_block import TransformerBlock
+
+__all__ = [
+    "FunnelPooling",
+    "FunnelUpsampling",
+    "MultiHeadAttention",
+    "RelativeMultiHeadAttention",
+    "TransformerBlock",
+    "pool_positions",
+    "pool_sequence",
+    "pooled_length",
+]

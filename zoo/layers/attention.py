@@ -1,0 +1,170 @@
+"""Multi-head attention with an optional residual-attention carry (RealFormer).
+
+Axes: B batch, T query length, S key length, N heads, H head width, D model width.
+
+Residual attention (RealFormer, Sec. 3): with `S_l` the full pre-softmax score of
+layer `l` (scaled, before any mask), the layer computes
+
+    C_l      = S_l + C_{l-1}                     (C_{-1} = 0)
+    logits_l = C_l / (l + 1) if running_mean else C_l
+    probs_l  = softmax(logits_l + mask_bias)
+
+and passes `C_l` up undivided, unmasked and in float32. Gradients flow through it.
+"""
+
+import math
+
+import tensorflow as tf
+import tf_keras as keras
+
+# Added to the float32 logits of masked positions. Softmax runs in float32, so a
+# fully masked row becomes a uniform distribution, never NaN or Inf.
+MASK_BIAS = -1e9
+
+
+def attention_mask_bias(attention_mask):
+  """`[B, S]` or `[B, T, S]` mask (1 = attend) -> float32 bias `[B, 1, 1|T, S]`."""
+  mask = tf.cast(attention_mask, tf.float32)
+  if mask.shape.rank == 2:
+    mask = mask[:, None, None, :]
+  elif mask.shape.rank == 3:
+    mask = mask[:, None, :, :]
+  else:
+    raise ValueError(
+        f"attention_mask must be [batch, keys] or [batch, queries, keys], got rank {mask.shape.rank}")
+  return (1.0 - mask) * MASK_BIAS
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class MultiHeadAttention(keras.layers.Layer):
+  """Scaled dot-product multi-head attention with optional residual attention.
+
+  Computes `softmax(q̂·k + mask_bias) v` per head with `q̂ = q / sqrt(head_size)`, then
+  projects the heads back to the query width. With `residual_attention=True` it
+  implements RealFormer's residual attention (Liu et al., 2021, Sec. 3; see the module
+  docstring): it takes the previous layer's carry and returns the new one.
+
+  Args:
+    num_heads: number of heads `N`.
+    head_size: width `H` of each head.
+    dropout: dropout rate on the attention probabilities.
+    residual_attention: take and return the float32 carry of raw scores.
+    running_mean: divide the carry by `layer_index + 1` before the softmax (the
+      paper's choice for models deeper than 24 layers). Needs `residual_attention`.
+    kernel_initializer: initializer of the projection kernels.
+
+  Call arguments:
+    query: `[B, T, D]`.
+    value: `[B, S, D]` keys and values; defaults to `query` (self-attention).
+    attention_mask: `[B, S]` or `[B, T, S]`, 1 where a query may attend to a key. The
+      mask is applied after the running-mean division, to the softmax input only.
+    attention_carry: float32 `[B, N, T, S]` carry of the layers below, or None for
+      the first layer.
+    layer_index: 0-based depth of this layer in the residual stack, i.e. the number
+      of score maps summed in `attention_carry` (used only with `running_mean`).
+    return_attention_probs: also return the float32 probabilities `[B, N, T, S]`.
+
+  Returns:
+    `output [B, T, D]`; with `residual_attention`, `(output, carry)`; with
+    `return_attention_probs`, the probabilities are appended.
+
+  Example:
+    >>> x = tf.random.normal([2, 8, 32])
+    >>> layer = MultiHeadAttention(num_heads=4, head_size=8, residual_attention=True)
+    >>> out, carry = layer(x)
+    >>> out, carry = layer(out, attention_carry=carry, layer_index=1)
+    >>> out.shape, carry.shape
+    (TensorShape([2, 8, 32]), TensorShape([2, 4, 8, 8]))
+  """
+
+  def __init__(self,
+               num_heads,
+               head_size,
+               dropout=0.0,
+               residual_attention=False,
+               running_mean=False,
+               kernel_initializer="glorot_uniform",
+               **kwargs):
+    super().__init__(**kwargs)
+    if running_mean and not residual_attention:
+      raise ValueError("running_mean=True needs residual_attention=True")
+    self.num_heads = num_heads
+    self.head_size = head_size
+    self.dropout = dropout
+    self.residual_attention = residual_attention
+    self.running_mean = running_mean
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+  def build(self, input_shape):
+    width = input_shape[-1]
+    heads = (self.num_heads, self.head_size)
+    projection = dict(kernel_initializer=self.kernel_initializer, bias_axes="NH")
+    self.query_dense = keras.layers.EinsumDense(
+        "BTD,DNH->BTNH", output_shape=(None, *heads), name="query", **projection)
+    self.key_dense = keras.layers.EinsumDense(
+        "BSD,DNH->BSNH", output_shape=(None, *heads), name="key", **projection)
+    self.value_dense = keras.layers.EinsumDense(
+        "BSD,DNH->BSNH", output_shape=(None, *heads), name="value", **projection)
+    self.output_dense = keras.layers.EinsumDense(
+        "BTNH,NHD->BTD", output_shape=(None, width), bias_axes="D",
+        kernel_initializer=self.kernel_initializer, name="attention_output")
+    self.probs_dropout = keras.layers.Dropout(self.dropout, name="probs_dropout")
+    super().build(input_shape)
+
+  def call(self,
+           query,
+           value=None,
+           attention_mask=None,
+           attention_carry=None,
+           layer_index=0,
+           return_attention_probs=False,
+           training=None):
+    return self._attend(query, value, self._content_scores, attention_mask,
+                        attention_carry, layer_index, return_attention_probs, training)
+
+  def _content_scores(self, query_heads, key_heads):
+    """`[B, T, N, H]`, `[B, S, N, H]` -> scaled scores `[B, N, T, S]`."""
+    return tf.einsum("BTNH,BSNH->BNTS", query_heads * self._scale(), key_heads)
+
+  def _scale(self):
+    return tf.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
+
+  def _attend(self, query, value, scores_fn, attention_mask, attention_carry,
+              layer_index, return_attention_probs, training):
+    """Shared attention body; `scores_fn(query_heads, key_heads)` gives `S_l`."""
+    value = query if value is None else value
+    query_heads = self.query_dense(query)   # [B, T, N, H]
+    key_heads = self.key_dense(value)       # [B, S, N, H]
+    value_heads = self.value_dense(value)   # [B, S, N, H]
+
+    # The score, the carry and the softmax stay float32.
+    scores = tf.cast(scores_fn(query_heads, key_heads), tf.float32)   # [B, N, T, S]
+    if self.residual_attention and attention_carry is not None:
+      scores += tf.cast(attention_carry, tf.float32)
+    carry = scores
+    logits = scores / float(layer_index + 1) if self.running_mean else scores
+    if attention_mask is not None:
+      logits += attention_mask_bias(attention_mask)
+    probs = tf.nn.softmax(logits, axis=-1)
+    dropped = self.probs_dropout(probs, training=training)
+
+    context = tf.einsum("BNTS,BSNH->BTNH", tf.cast(dropped, self.compute_dtype), value_heads)
+    output = self.output_dense(context)     # [B, T, D]
+    results = (output,)
+    if self.residual_attention:
+      results += (carry,)
+    if return_attention_probs:
+      results += (probs,)
+    return results[0] if len(results) == 1 else results
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_heads=self.num_heads,
+        head_size=self.head_size,
+        dropout=self.dropout,
+        residual_attention=self.residual_attention,
+        running_mean=self.running_mean,
+        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+    )
+    return config

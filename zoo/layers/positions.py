@@ -1,0 +1,50 @@
+"""Sinusoid relative-position tables (Transformer-XL, Funnel paper appendix A.2).
+
+Axes: T query length, S key length, L number of relative distances, D model width.
+Positional tables are built in float32 and cast to the compute dtype only where they
+enter a matmul.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+
+def sinusoid_frequencies(width):
+  """`f_k = 10000^(-2k/width)` for `k < width/2`, float32 `[width/2]`."""
+  if width % 2:
+    raise ValueError(f"the sinusoid width must be even, got {width}")
+  k = tf.range(width // 2, dtype=tf.float32)
+  return 1.0 / tf.pow(10000.0, 2.0 * k / float(width))
+
+
+def sinusoid(positions, width):
+  """`concat[sin(t·f), cos(t·f)]` (not interleaved): `[..., L] -> [..., L, width]`."""
+  angles = tf.cast(positions, tf.float32)[..., None] * sinusoid_frequencies(width)
+  return tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+
+
+def static_positions(positions, length, name):
+  """Returns `positions` as a 1-D float numpy array when known at trace time, else None.
+
+  `None` means the default grid `0, 1, ..., length-1`.
+  """
+  if positions is None:
+    return np.arange(length, dtype=np.float64)
+  value = tf.get_static_value(positions) if tf.is_tensor(positions) else np.asarray(positions)
+  if value is None:
+    return None
+  value = np.asarray(value, dtype=np.float64)
+  if value.ndim != 1 or value.shape[0] != length:
+    raise ValueError(f"{name} must be a vector of length {length}, got shape {value.shape}")
+  return value
+
+
+def position_grid(positions, name):
+  """`(start, stride)` of an arithmetic position vector; raises if it is not one."""
+  start = float(positions[0])
+  stride = float(positions[1] - positions[0]) if positions.shape[0] > 1 else None
+  if stride is not None and not np.allclose(np.diff(positions), stride):
+    raise ValueError(
+        f"{name} must be evenly spaced for position_encoding='shift' (got {positions}); "
+        "use position_encoding='factorized' for arbitrary positions")
+  return start, stride

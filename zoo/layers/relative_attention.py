@@ -1,0 +1,232 @@
+"""Multi-head attention with Transformer-XL relative positions (Funnel paper, A.2).
+
+Axes: B batch, T query length, S key length, N heads, H head width, D model width,
+L number of relative distances (shift form), K = 2 segment classes.
+
+With `q̂ = q / sqrt(H)` and the per-head biases scaled the same way:
+
+    score_ij = (q̂_i + v)·k_j                      content
+             + (q̂_i + u)·(W_r R(p_i - p_j))        position
+             + (q̂_i + s)·seg[σ_ij]                 segment (optional)
+
+`R(t) = concat[sin(t·f), cos(t·f)]`, `f_k = 10000^(-2k/D)`; `σ_ij = 1` when tokens i
+and j share a segment or either is [cls] (segment id `cls_segment_id`).
+"""
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from zoo.layers import positions as pos_lib
+from zoo.layers.attention import MultiHeadAttention
+
+POSITION_ENCODINGS = ("factorized", "shift")
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class RelativeMultiHeadAttention(MultiHeadAttention):
+  """Relative-position multi-head attention, factorized (default) or shift form.
+
+  Implements the Funnel-Transformer's attention (Dai et al., 2020, appendix A.2) with
+  the Transformer-XL parameterization in the module docstring. Queries and keys take
+  their own position vectors, so pooled queries can attend to full-length keys.
+
+  - `position_encoding="factorized"` (A.2.2): `(q̃ ⊙ φ_i)·ψ_j + (q̃ ⊙ π_i)·ω_j` with
+    `q̃ = (q̂ + u) W_rᵀ`. Only elementwise products and matmuls, no gather: the fast
+    form on TPUs. Positions may be any vectors, static or not, `[T]` or `[B, T]`.
+  - `position_encoding="shift"` (A.2.1): scores against every relative distance,
+    then a reshape-and-slice shift. Cheaper on CPU/GPU. Positions must be static,
+    evenly spaced, and the query spacing a whole multiple of the key spacing.
+
+  Both give the same scores. Residual attention works as in `MultiHeadAttention`.
+
+  Args:
+    num_heads, head_size, dropout, residual_attention, running_mean,
+      kernel_initializer: as in `MultiHeadAttention`.
+    position_encoding: "factorized" or "shift".
+    use_segment_bias: add the relative segment term (needs segment ids in the call).
+    separate_cls: the first query and the first key are [cls]; the position and
+      segment terms of every pair that involves them are zeroed (Funnel's
+      `separate_cls`, as in the authors' code).
+    cls_segment_id: segment id of [cls], which counts as the same segment as anything.
+
+  Call arguments (besides `MultiHeadAttention`'s):
+    query_positions: `[T]` or `[B, T]` positions of the queries (default `0..T-1`).
+    key_positions: `[S]` or `[B, S]` positions of the keys (default `0..S-1`).
+    query_segment_ids: int `[B, T]`, needed with `use_segment_bias`.
+    key_segment_ids: int `[B, S]`, defaults to `query_segment_ids`.
+
+  Example:
+    >>> x = tf.random.normal([2, 8, 32])
+    >>> pooled = x[:, ::2]                 # 4 queries at positions 0, 2, 4, 6
+    >>> layer = RelativeMultiHeadAttention(num_heads=4, head_size=8)
+    >>> layer(pooled, x, query_positions=[0, 2, 4, 6]).shape
+    TensorShape([2, 4, 32])
+  """
+
+  def __init__(self,
+               num_heads,
+               head_size,
+               position_encoding="factorized",
+               use_segment_bias=False,
+               separate_cls=False,
+               cls_segment_id=2,
+               **kwargs):
+    super().__init__(num_heads, head_size, **kwargs)
+    if position_encoding not in POSITION_ENCODINGS:
+      raise ValueError(
+          f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+    self.position_encoding = position_encoding
+    self.use_segment_bias = use_segment_bias
+    self.separate_cls = separate_cls
+    self.cls_segment_id = cls_segment_id
+
+  def build(self, input_shape):
+    width = input_shape[-1]
+    if width % 2:
+      raise ValueError(f"relative attention needs an even model width, got {width}")
+    heads = (self.num_heads, self.head_size)
+    self.content_bias = self.add_weight("content_bias", heads, initializer="zeros")    # v
+    self.position_bias = self.add_weight("position_bias", heads, initializer="zeros")  # u
+    self.position_kernel = self.add_weight(                                              # W_r
+        "position_kernel", (width, *heads), initializer=self.kernel_initializer)
+    if self.use_segment_bias:
+      self.segment_bias = self.add_weight("segment_bias", heads, initializer="zeros")  # s
+      self.segment_embedding = self.add_weight(                                          # seg
+          "segment_embedding", (2, *heads), initializer=self.kernel_initializer)
+    super().build(input_shape)
+
+  def call(self,
+           query,
+           value=None,
+           attention_mask=None,
+           query_positions=None,
+           key_positions=None,
+           query_segment_ids=None,
+           key_segment_ids=None,
+           attention_carry=None,
+           layer_index=0,
+           return_attention_probs=False,
+           training=None):
+    if self.use_segment_bias and query_segment_ids is None:
+      raise ValueError("use_segment_bias=True needs query_segment_ids")
+    key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
+
+    def scores_fn(query_heads, key_heads):
+      scale = self._scale()
+      scores = tf.einsum("BTNH,BSNH->BNTS", (query_heads + self.content_bias) * scale, key_heads)
+      relative = self._position_scores(
+          (query_heads + self.position_bias) * scale, query_positions, key_positions,
+          key_length=key_heads.shape[1])
+      if self.use_segment_bias:
+        relative += self._segment_scores(
+            (query_heads + self.segment_bias) * scale, query_segment_ids, key_segment_ids)
+      if self.separate_cls:
+        relative *= self._cls_pair_mask(relative)
+      return scores + relative
+
+    return self._attend(query, value, scores_fn, attention_mask, attention_carry,
+                        layer_index, return_attention_probs, training)
+
+  def _position_scores(self, query_heads, query_positions, key_positions, key_length):
+    """`(q̂ + u)·W_r R(p_i - p_j)`: `[B, T, N, H] -> [B, N, T, S]`."""
+    if self.position_encoding == "shift":
+      return self._shift_position_scores(query_heads, query_positions, key_positions, key_length)
+    return self._factorized_position_scores(query_heads, query_positions, key_positions, key_length)
+
+  def _factorized_position_scores(self, query_heads, query_positions, key_positions, key_length):
+    width = self.position_kernel.shape[0]
+    query_positions = self._positions_or_default(query_positions, query_heads.shape[1])
+    key_positions = self._positions_or_default(key_positions, key_length)
+    # Positional tables are float32; cast only for the matmuls.
+    query_angles = tf.cast(query_positions, tf.float32)[..., None] * pos_lib.sinusoid_frequencies(width)
+    key_angles = tf.cast(key_positions, tf.float32)[..., None] * pos_lib.sinusoid_frequencies(width)
+    sin_q, cos_q = tf.sin(query_angles), tf.cos(query_angles)   # [(B,) T, D/2]
+    sin_k, cos_k = tf.sin(key_angles), tf.cos(key_angles)       # [(B,) S, D/2]
+    cast = lambda t: tf.cast(t, self.compute_dtype)  # noqa: E731
+    phi = cast(tf.concat([sin_q, sin_q], -1))     # [(B,) T, D]
+    pi = cast(tf.concat([cos_q, cos_q], -1))      # [(B,) T, D]
+    psi = cast(tf.concat([cos_k, sin_k], -1))     # [(B,) S, D]
+    omega = cast(tf.concat([-sin_k, cos_k], -1))  # [(B,) S, D]
+
+    q_tilde = tf.einsum("BTNH,DNH->BNTD", query_heads, self.position_kernel)   # [B, N, T, D]
+    if phi.shape.rank == 2:
+      return (tf.einsum("BNTD,SD->BNTS", q_tilde * phi, psi)
+              + tf.einsum("BNTD,SD->BNTS", q_tilde * pi, omega))
+    phi, pi = phi[:, None], pi[:, None]   # [B, 1, T, D]
+    return (tf.einsum("BNTD,BSD->BNTS", q_tilde * phi, psi)
+            + tf.einsum("BNTD,BSD->BNTS", q_tilde * pi, omega))
+
+  def _shift_position_scores(self, query_heads, query_positions, key_positions, key_length):
+    query_length = query_heads.shape[1]
+    if query_length is None or key_length is None:
+      raise ValueError("position_encoding='shift' needs static sequence lengths")
+    query_grid = self._static_grid(query_positions, query_length, "query_positions")
+    key_grid = self._static_grid(key_positions, key_length, "key_positions")
+    (q_start, q_stride), (k_start, k_stride) = query_grid, key_grid
+    k_stride = k_stride or q_stride or 1.0
+    q_stride = q_stride or k_stride
+    ratio = q_stride / k_stride
+    if ratio < 1 or ratio != int(ratio):
+      raise ValueError(
+          "position_encoding='shift' needs the query spacing to be a whole multiple of the "
+          f"key spacing, got {q_stride} and {k_stride}")
+    ratio = int(ratio)
+    # Distances t_n = (q0 - k0) + (ratio·T - n)·k_stride for n in [0, L), L = ratio·T + S,
+    # so that pair (i, j) sits at n = ratio·(T - i) + j.
+    num_distances = ratio * query_length + key_length
+    distances = (q_start - k_start) + (ratio * query_length - np.arange(num_distances)) * k_stride
+    width = self.position_kernel.shape[0]
+    table = tf.cast(pos_lib.sinusoid(distances.astype(np.float32), width), self.compute_dtype)
+    position_heads = tf.einsum("LD,DNH->LNH", table, self.position_kernel)        # [L, N, H]
+    scores = tf.einsum("BTNH,LNH->BNTL", query_heads, position_heads)              # [B, N, T, L]
+    # Row i needs the slice starting at ratio·(T - i): drop ratio·T flat entries,
+    # re-read the rest as rows of L - ratio, keep S columns.
+    batch, heads = tf.shape(scores)[0], self.num_heads
+    flat = tf.reshape(scores, [batch, heads, query_length * num_distances])
+    flat = flat[:, :, ratio * query_length:]
+    rows = tf.reshape(flat, [batch, heads, query_length, num_distances - ratio])
+    return rows[:, :, :, :key_length]   # [B, N, T, S]
+
+  def _segment_scores(self, query_heads, query_segment_ids, key_segment_ids):
+    """`(q̂ + s)·seg[σ_ij]`: `[B, T, N, H] -> [B, N, T, S]`, a select, not a gather."""
+    query_ids = tf.cast(query_segment_ids, tf.int32)
+    key_ids = tf.cast(key_segment_ids, tf.int32)
+    same = tf.equal(query_ids[:, :, None], key_ids[:, None, :])                   # [B, T, S]
+    same |= tf.equal(query_ids, self.cls_segment_id)[:, :, None]
+    same |= tf.equal(key_ids, self.cls_segment_id)[:, None, :]
+    by_class = tf.einsum("BTNH,KNH->BNTK", query_heads, self.segment_embedding)    # [B, N, T, 2]
+    return tf.where(same[:, None], by_class[..., 1:], by_class[..., :1])
+
+  @staticmethod
+  def _cls_pair_mask(scores):
+    """1 everywhere but the first row and column of `[B, N, T, S]`, in its dtype."""
+    query_length, key_length = scores.shape[2], scores.shape[3]
+    inner = tf.ones([query_length - 1, key_length - 1], scores.dtype)
+    return tf.pad(inner, [[1, 0], [1, 0]])
+
+  @staticmethod
+  def _positions_or_default(positions, length):
+    if positions is None:
+      return tf.range(length, dtype=tf.float32)
+    return tf.convert_to_tensor(positions)
+
+  @staticmethod
+  def _static_grid(positions, length, name):
+    values = pos_lib.static_positions(positions, length, name)
+    if values is None:
+      raise ValueError(
+          f"position_encoding='shift' needs {name} known when the graph is built "
+          "(a Python list, NumPy array or constant); use position_encoding='factorized' "
+          "for positions computed at run time")
+    return pos_lib.position_grid(values, name)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        position_encoding=self.position_encoding,
+        use_segment_bias=self.use_segment_bias,
+        separate_cls=self.separate_cls,
+        cls_segment_id=self.cls_segment_id,
+    )
+    return config

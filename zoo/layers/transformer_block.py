@@ -1,0 +1,215 @@
+"""Transformer encoder block: attention + feed-forward, Post-LN or Pre-LN.
+
+Axes: B batch, T query length, S key length, D model width, F feed-forward width,
+N heads.
+"""
+
+import tf_keras as keras
+
+from zoo.layers.attention import MultiHeadAttention
+from zoo.layers.relative_attention import RelativeMultiHeadAttention
+
+# Position encoding -> attention layer. "absolute" means positions are added to the
+# embeddings below the stack, so the attention itself has no position term.
+POSITION_ENCODINGS = ("absolute", "factorized", "shift")
+
+# Activation names -> Keras activations ("gelu_approximate" is the tanh form, which
+# Hugging Face calls "gelu_new").
+ACTIVATIONS = {
+    "gelu": lambda x: keras.activations.gelu(x, approximate=False),
+    "gelu_approximate": lambda x: keras.activations.gelu(x, approximate=True),
+    "relu": keras.activations.relu,
+    "swish": keras.activations.swish,
+}
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class TransformerBlock(keras.layers.Layer):
+  """One encoder layer: multi-head attention and a feed-forward net, each residual.
+
+  Post-LN (Vaswani et al., 2017; BERT), the default:
+      h = LN(x + Attention(x, kv));  out = LN(h + FFN(h))
+  Pre-LN (Xiong et al., 2020), `norm_first=True`:
+      h = x + Attention(LN(x), LN(kv));  out = h + FFN(LN(h))
+  (a Pre-LN stack needs a final layer norm on top, which the encoder adds).
+
+  The attention is absolute (positions live in the embeddings) or Transformer-XL
+  relative in the factorized or shift form (Funnel paper, A.2), and optionally
+  RealFormer residual attention, with the carry passed through. For Funnel's
+  pool-query-only layer, pass the pooled sequence as `hidden_states` (queries and the
+  residual) and the unpooled one as `key_value`.
+
+  Args:
+    num_heads: number of heads.
+    head_size: width of each head.
+    intermediate_size: feed-forward width F.
+    activation: one of `ACTIVATIONS`.
+    dropout: dropout on the attention output and the feed-forward output.
+    attention_dropout: dropout on the attention probabilities.
+    activation_dropout: dropout after the feed-forward activation.
+    norm_first: Pre-LN instead of Post-LN.
+    layer_norm_epsilon: epsilon of the layer norms.
+    position_encoding: one of `POSITION_ENCODINGS`.
+    use_segment_bias, separate_cls, cls_segment_id: see `RelativeMultiHeadAttention`.
+    residual_attention, running_mean: see `MultiHeadAttention`.
+    kernel_initializer: initializer of all kernels.
+
+  Call arguments:
+    hidden_states: `[B, T, D]`.
+    key_value: `[B, S, D]`, defaults to `hidden_states`.
+    attention_mask, attention_carry, layer_index, return_attention_probs: see
+      `MultiHeadAttention`.
+    query_positions, key_positions, query_segment_ids, key_segment_ids: see
+      `RelativeMultiHeadAttention` (relative position encodings only).
+
+  Returns:
+    `[B, T, D]`; `(output, carry)` with residual attention; probabilities appended
+    with `return_attention_probs`.
+
+  Example:
+    >>> block = TransformerBlock(num_heads=4, head_size=8, intermediate_size=64,
+    ...                          position_encoding="factorized", residual_attention=True)
+    >>> x = tf.random.normal([2, 8, 32])
+    >>> y, carry = block(x)
+    >>> y, carry = block(y, attention_carry=carry, layer_index=1)
+  """
+
+  def __init__(self,
+               num_heads,
+               head_size,
+               intermediate_size,
+               activation="gelu",
+               dropout=0.1,
+               attention_dropout=0.1,
+               activation_dropout=0.0,
+               norm_first=False,
+               layer_norm_epsilon=1e-12,
+               position_encoding="absolute",
+               use_segment_bias=False,
+               separate_cls=False,
+               cls_segment_id=2,
+               residual_attention=False,
+               running_mean=False,
+               kernel_initializer="glorot_uniform",
+               **kwargs):
+    super().__init__(**kwargs)
+    if position_encoding not in POSITION_ENCODINGS:
+      raise ValueError(
+          f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+    if activation not in ACTIVATIONS:
+      raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
+    if position_encoding == "absolute" and (use_segment_bias or separate_cls):
+      raise ValueError("use_segment_bias and separate_cls need a relative position_encoding")
+    self.num_heads = num_heads
+    self.head_size = head_size
+    self.intermediate_size = intermediate_size
+    self.activation = activation
+    self.dropout = dropout
+    self.attention_dropout = attention_dropout
+    self.activation_dropout = activation_dropout
+    self.norm_first = norm_first
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.position_encoding = position_encoding
+    self.use_segment_bias = use_segment_bias
+    self.separate_cls = separate_cls
+    self.cls_segment_id = cls_segment_id
+    self.residual_attention = residual_attention
+    self.running_mean = running_mean
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+  def build(self, input_shape):
+    width = input_shape[-1]
+    attention_args = dict(
+        num_heads=self.num_heads, head_size=self.head_size, dropout=self.attention_dropout,
+        residual_attention=self.residual_attention, running_mean=self.running_mean,
+        kernel_initializer=self.kernel_initializer, name="attention")
+    if self.position_encoding == "absolute":
+      self.attention = MultiHeadAttention(**attention_args)
+    else:
+      self.attention = RelativeMultiHeadAttention(
+          position_encoding=self.position_encoding, use_segment_bias=self.use_segment_bias,
+          separate_cls=self.separate_cls, cls_segment_id=self.cls_segment_id,
+          **attention_args)
+    norm = dict(epsilon=self.layer_norm_epsilon, dtype="float32")
+    # Layer norms compute in float32 under mixed precision.
+    self.attention_norm = keras.layers.LayerNormalization(name="attention_norm", **norm)
+    self.output_norm = keras.layers.LayerNormalization(name="output_norm", **norm)
+    self.attention_dropout_layer = keras.layers.Dropout(self.dropout, name="attention_output_dropout")
+    self.intermediate_dense = keras.layers.EinsumDense(
+        "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
+        kernel_initializer=self.kernel_initializer, name="intermediate")
+    self.activation_dropout_layer = keras.layers.Dropout(
+        self.activation_dropout, name="activation_dropout")
+    self.output_dense = keras.layers.EinsumDense(
+        "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
+        kernel_initializer=self.kernel_initializer, name="output")
+    self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout")
+    super().build(input_shape)
+
+  def call(self,
+           hidden_states,
+           key_value=None,
+           attention_mask=None,
+           query_positions=None,
+           key_positions=None,
+           query_segment_ids=None,
+           key_segment_ids=None,
+           attention_carry=None,
+           layer_index=0,
+           return_attention_probs=False,
+           training=None):
+    key_value = hidden_states if key_value is None else key_value
+    attention_kwargs = dict(
+        attention_mask=attention_mask, attention_carry=attention_carry,
+        layer_index=layer_index, return_attention_probs=return_attention_probs,
+        training=training)
+    if self.position_encoding != "absolute":
+      attention_kwargs.update(
+          query_positions=query_positions, key_positions=key_positions,
+          query_segment_ids=query_segment_ids, key_segment_ids=key_segment_ids)
+
+    if self.norm_first:
+      query = self._cast(self.attention_norm(hidden_states))
+      key_value = query if key_value is hidden_states else self._cast(self.attention_norm(key_value))
+    else:
+      query = hidden_states
+    results = self.attention(query, key_value, **attention_kwargs)
+    attended, extras = (results[0], results[1:]) if isinstance(results, tuple) else (results, ())
+    hidden = hidden_states + self.attention_dropout_layer(attended, training=training)
+    if not self.norm_first:
+      hidden = self._cast(self.attention_norm(hidden))
+
+    ffn_input = self._cast(self.output_norm(hidden)) if self.norm_first else hidden
+    ffn = self.intermediate_dense(ffn_input)
+    ffn = ACTIVATIONS[self.activation](ffn)
+    ffn = self.activation_dropout_layer(ffn, training=training)
+    ffn = self.output_dropout(self.output_dense(ffn), training=training)
+    output = hidden + ffn
+    if not self.norm_first:
+      output = self._cast(self.output_norm(output))
+    return (output, *extras) if extras else output
+
+  def _cast(self, x):
+    return keras.backend.cast(x, self.compute_dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_heads=self.num_heads,
+        head_size=self.head_size,
+        intermediate_size=self.intermediate_size,
+        activation=self.activation,
+        dropout=self.dropout,
+        attention_dropout=self.attention_dropout,
+        activation_dropout=self.activation_dropout,
+        norm_first=self.norm_first,
+        layer_norm_epsilon=self.layer_norm_epsilon,
+        position_encoding=self.position_encoding,
+        use_segment_bias=self.use_segment_bias,
+        separate_cls=self.separate_cls,
+        cls_segment_id=self.cls_segment_id,
+        residual_attention=self.residual_attention,
+        running_mean=self.running_mean,
+        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+    )
+    return config
