@@ -16,6 +16,7 @@ import math
 
 import tensorflow as tf
 import tf_keras as keras
+from official.modeling.tf_utils import clone_initializer
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
 # fully masked row becomes a uniform distribution, never NaN or Inf.
@@ -98,16 +99,16 @@ class MultiHeadAttention(keras.layers.Layer):
   def build(self, input_shape):
     width = input_shape[-1]
     heads = (self.num_heads, self.head_size)
-    projection = dict(kernel_initializer=self.kernel_initializer, bias_axes="NH")
-    self.query_dense = keras.layers.EinsumDense(
-        "BTD,DNH->BTNH", output_shape=(None, *heads), name="query", **projection)
-    self.key_dense = keras.layers.EinsumDense(
-        "BSD,DNH->BSNH", output_shape=(None, *heads), name="key", **projection)
-    self.value_dense = keras.layers.EinsumDense(
-        "BSD,DNH->BSNH", output_shape=(None, *heads), name="value", **projection)
-    self.output_dense = keras.layers.EinsumDense(
-        "BTNH,NHD->BTD", output_shape=(None, width), bias_axes="D",
-        kernel_initializer=self.kernel_initializer, name="attention_output")
+    # Each kernel gets its own initializer instance, so no two start out equal.
+    def projection(equation, output_shape, bias_axes, name):
+      return keras.layers.EinsumDense(
+          equation, output_shape=output_shape, bias_axes=bias_axes,
+          kernel_initializer=clone_initializer(self.kernel_initializer), name=name)
+
+    self.query_dense = projection("BTD,DNH->BTNH", (None, *heads), "NH", "query")
+    self.key_dense = projection("BSD,DNH->BSNH", (None, *heads), "NH", "key")
+    self.value_dense = projection("BSD,DNH->BSNH", (None, *heads), "NH", "value")
+    self.output_dense = projection("BTNH,NHD->BTD", (None, width), "D", "attention_output")
     self.probs_dropout = keras.layers.Dropout(self.dropout, name="probs_dropout")
     super().build(input_shape)
 

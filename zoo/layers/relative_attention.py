@@ -16,6 +16,7 @@ and j share a segment or either is [cls] (segment id `cls_segment_id`).
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
+from official.modeling.tf_utils import clone_initializer
 
 from zoo.layers import positions as pos_lib
 from zoo.layers.attention import MultiHeadAttention
@@ -89,11 +90,11 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     self.content_bias = self.add_weight("content_bias", heads, initializer="zeros")    # v
     self.position_bias = self.add_weight("position_bias", heads, initializer="zeros")  # u
     self.position_kernel = self.add_weight(                                              # W_r
-        "position_kernel", (width, *heads), initializer=self.kernel_initializer)
+        "position_kernel", (width, *heads), initializer=clone_initializer(self.kernel_initializer))
     if self.use_segment_bias:
       self.segment_bias = self.add_weight("segment_bias", heads, initializer="zeros")  # s
       self.segment_embedding = self.add_weight(                                          # seg
-          "segment_embedding", (2, *heads), initializer=self.kernel_initializer)
+          "segment_embedding", (2, *heads), initializer=clone_initializer(self.kernel_initializer))
     super().build(input_shape)
 
   def call(self,

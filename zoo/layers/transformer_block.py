@@ -5,6 +5,7 @@ N heads.
 """
 
 import tf_keras as keras
+from official.modeling.tf_utils import clone_initializer
 
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
@@ -137,12 +138,12 @@ class TransformerBlock(keras.layers.Layer):
     self.attention_dropout_layer = keras.layers.Dropout(self.dropout, name="attention_output_dropout")
     self.intermediate_dense = keras.layers.EinsumDense(
         "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
-        kernel_initializer=self.kernel_initializer, name="intermediate")
+        kernel_initializer=clone_initializer(self.kernel_initializer), name="intermediate")
     self.activation_dropout_layer = keras.layers.Dropout(
         self.activation_dropout, name="activation_dropout")
     self.output_dense = keras.layers.EinsumDense(
         "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
-        kernel_initializer=self.kernel_initializer, name="output")
+        kernel_initializer=clone_initializer(self.kernel_initializer), name="output")
     self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout")
     super().build(input_shape)
 

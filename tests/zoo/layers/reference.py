@@ -65,3 +65,29 @@ def named_weights(layer):
     name = name[name.index(prefix) + len(prefix):] if prefix in name else name
     result[name] = w.numpy().astype(np.float64)
   return result
+
+
+def attention_output(weights, probs, value):
+  """probs [B, N, T, S], value [B, S, D] -> projected output [B, T, D]."""
+  v = dense(value, weights["value/kernel"], weights["value/bias"])
+  context = np.einsum("bnts,bsnh->btnh", probs, v)
+  return np.einsum("btnh,nhd->btd", context, weights["attention_output/kernel"]) + weights[
+      "attention_output/bias"]
+
+
+def content_scores(weights, query, value):
+  """Absolute-position pre-softmax scores q·k / sqrt(H): [B, N, T, S]."""
+  q = dense(query, weights["query/kernel"], weights["query/bias"])
+  k = dense(value, weights["key/kernel"], weights["key/bias"])
+  return np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(q.shape[-1])
+
+
+def layer_norm(x, gamma, beta, epsilon):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + epsilon) * gamma + beta
+
+
+def gelu(x):
+  from math import erf
+  return 0.5 * x * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))
