@@ -127,7 +127,11 @@ def pool_positions(positions, separate_cls=True, truncate_seq=True):
 
 
 def pooled_length(length, separate_cls=True, truncate_seq=True):
-  """Sequence length after one pooling step."""
+  """Sequence length after one stride-2 pooling step.
+
+  512 -> 256 with `separate_cls` and `truncate_seq`, 512 -> 257 with `separate_cls`
+  alone, and 512 -> 256 (odd lengths rounding up) without `separate_cls`.
+  """
   if separate_cls:
     length = length if truncate_seq else length + 1
   return (length + 1) // 2

@@ -1,0 +1,155 @@
+"""MultiHeadAttention and RealFormer residual attention against numpy formulas."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from tests.layer_checks import run_layer_checks
+from tests.zoo.layers import reference
+from zoo.layers import MultiHeadAttention
+from zoo.layers import attention as attention_module
+
+WIDTH, HEADS, HEAD_SIZE, LENGTH = 16, 2, 4, 6
+
+
+def _inputs(seed=0, batch=2):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(batch, LENGTH, WIDTH)).astype(np.float32)
+  mask = np.ones([batch, LENGTH], np.int32)
+  mask[-1, 4:] = 0
+  return x, mask
+
+
+def _stack(depth, running_mean=False, dropout=0.0):
+  layers = [MultiHeadAttention(HEADS, HEAD_SIZE, residual_attention=True, running_mean=running_mean,
+                               dropout=dropout, name=f"attention_{i}") for i in range(depth)]
+  return layers
+
+
+def _masked_softmax(logits, mask):
+  return reference.softmax(logits + (1 - mask[:, None, None, :]) * -1e9)
+
+
+def test_output_matches_numpy_attention():
+  x, mask = _inputs()
+  layer = MultiHeadAttention(HEADS, HEAD_SIZE, name="attention")
+  output, probs = layer(x, attention_mask=mask, return_attention_probs=True)
+  weights = reference.named_weights(layer)
+  expected_probs = _masked_softmax(reference.content_scores(weights, x, x), mask)
+  expected = reference.attention_output(weights, expected_probs, x)
+  np.testing.assert_allclose(probs.numpy(), expected_probs, atol=1e-6, rtol=0)
+  np.testing.assert_allclose(output.numpy(), expected, atol=1e-5, rtol=0)
+  assert probs.numpy()[-1, :, :, 4:].max() == 0.0
+
+
+@pytest.mark.parametrize("running_mean", [False, True], ids=["running_sum", "running_mean"])
+def test_carry_is_sum_of_independently_recomputed_scores(running_mean):
+  x, mask = _inputs()
+  layers = _stack(3, running_mean=running_mean)
+  hidden, carry, total = x, None, 0.0
+  for index, layer in enumerate(layers):
+    output, new_carry, probs = layer(hidden, attention_mask=mask, attention_carry=carry,
+                                     layer_index=index, return_attention_probs=True)
+    # Score of this layer alone, recomputed in numpy from its weights and input.
+    total = total + reference.content_scores(reference.named_weights(layer), hidden.astype(np.float64),
+                                             hidden.astype(np.float64))
+    np.testing.assert_allclose(new_carry.numpy(), total, atol=1e-5, rtol=0)
+    # The mask and the running-mean division touch only the softmax input.
+    logits = total / (index + 1) if running_mean else total
+    np.testing.assert_allclose(probs.numpy(), _masked_softmax(logits, mask), atol=1e-6, rtol=0)
+    hidden, carry = output.numpy(), new_carry
+  assert carry.dtype == tf.float32
+
+
+def test_running_mean_differs_from_running_sum_only_in_the_softmax():
+  x, mask = _inputs()
+  carry = tf.constant(np.random.default_rng(1).normal(size=(2, HEADS, LENGTH, LENGTH)), tf.float32)
+  summed = MultiHeadAttention(HEADS, HEAD_SIZE, residual_attention=True)
+  mean = MultiHeadAttention(HEADS, HEAD_SIZE, residual_attention=True, running_mean=True)
+  summed(x)
+  mean(x)
+  mean.set_weights(summed.get_weights())
+  _, carry_sum, probs_sum = summed(x, attention_mask=mask, attention_carry=carry, layer_index=3,
+                                   return_attention_probs=True)
+  _, carry_mean, probs_mean = mean(x, attention_mask=mask, attention_carry=carry, layer_index=3,
+                                   return_attention_probs=True)
+  np.testing.assert_array_equal(carry_sum.numpy(), carry_mean.numpy())
+  np.testing.assert_allclose(probs_mean.numpy(), _masked_softmax(carry_sum.numpy() / 4, mask), atol=1e-6)
+  assert np.abs(probs_mean.numpy() - probs_sum.numpy()).max() > 1e-3
+
+
+def test_carry_ignores_mask_constant_and_dropout(monkeypatch):
+  x, mask = _inputs()
+  previous = tf.constant(np.random.default_rng(2).normal(size=(2, HEADS, LENGTH, LENGTH)), tf.float32)
+  plain = MultiHeadAttention(HEADS, HEAD_SIZE, residual_attention=True)
+  _, reference_carry = plain(x, attention_mask=mask, attention_carry=previous)
+  dropped = MultiHeadAttention(HEADS, HEAD_SIZE, residual_attention=True, dropout=0.5)
+  dropped(x)
+  dropped.set_weights(plain.get_weights())
+  out_a, carry_a = dropped(x, attention_mask=mask, attention_carry=previous, training=True)
+  monkeypatch.setattr(attention_module, "MASK_BIAS", -1e4)
+  out_b, carry_b = dropped(x, attention_mask=mask, attention_carry=previous, training=True)
+  np.testing.assert_array_equal(carry_a.numpy(), reference_carry.numpy())
+  np.testing.assert_array_equal(carry_b.numpy(), reference_carry.numpy())
+  assert np.abs(out_a.numpy() - out_b.numpy()).max() > 0   # dropout and the mask did act
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_fully_padded_rows_stay_finite(policy):
+  keras.mixed_precision.set_global_policy(policy)
+  x, _ = _inputs()
+  mask = np.zeros([2, LENGTH, LENGTH], np.int32)
+  mask[0] = 1                                # example 1: every row fully padded
+  layers = _stack(2, running_mean=True)
+  hidden, carry = tf.constant(x), None
+  for index, layer in enumerate(layers):
+    hidden, carry, probs = layer(hidden, attention_mask=mask, attention_carry=carry, layer_index=index,
+                                 return_attention_probs=True)
+    for value in (hidden, carry, probs):
+      assert np.all(np.isfinite(tf.cast(value, tf.float32).numpy()))
+  assert hidden.dtype == tf.as_dtype(policy.split("_")[1])
+  assert carry.dtype == tf.float32 and probs.dtype == tf.float32
+
+
+def test_gradient_reaches_layer_zero_through_the_carry():
+  x, mask = _inputs()
+  first, second = _stack(2)
+  other_input = tf.constant(_inputs(seed=9)[0])
+  with tf.GradientTape() as tape:
+    _, carry = first(x, attention_mask=mask)
+    # Layer 1 sees an unrelated input: the carry is its only link to layer 0.
+    output, _ = second(other_input, attention_mask=mask, attention_carry=carry, layer_index=1)
+    loss = tf.reduce_sum(output ** 2)
+  gradient = tape.gradient(loss, first.query_dense.kernel)
+  assert gradient is not None and np.abs(gradient.numpy()).max() > 1e-6
+
+
+def test_running_mean_needs_residual_attention():
+  with pytest.raises(ValueError, match="running_mean=True needs residual_attention=True"):
+    MultiHeadAttention(2, 4, running_mean=True)
+
+
+def test_bad_mask_rank():
+  x, _ = _inputs()
+  with pytest.raises(ValueError, match="attention_mask must be"):
+    MultiHeadAttention(2, 4)(x, attention_mask=np.ones([LENGTH], np.int32))
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+def test_standard_layer_checks(residual, tmp_path):
+  x, mask = _inputs()
+  carry = np.random.default_rng(3).normal(size=(2, HEADS, LENGTH, LENGTH)).astype(np.float32)
+
+  def build_outputs(layer, inputs):
+    if not residual:
+      return layer(inputs["x"], attention_mask=inputs["mask"])
+    output, new_carry = layer(inputs["x"], attention_mask=inputs["mask"], attention_carry=inputs["carry"],
+                              layer_index=1)
+    return {"output": output, "carry": new_carry}
+
+  inputs = {"x": x, "mask": mask, "carry": carry} if residual else {"x": x, "mask": mask}
+  run_layer_checks(
+      lambda: MultiHeadAttention(HEADS, HEAD_SIZE, residual_attention=residual, running_mean=residual,
+                                 dropout=0.1),
+      inputs, build_outputs, tmp_path, float32_outputs=("carry",))
