@@ -18,6 +18,7 @@ $(STAMP): requirements.txt requirements-test.txt
 install: $(STAMP)
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check zoo tests
 	$(PY) -m pytest
 
 # Everything but the tests marked slow.

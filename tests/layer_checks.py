@@ -37,7 +37,7 @@ def _as_list(outputs):
 def assert_outputs_close(actual, expected, atol=1e-6):
   actual, expected = _as_list(actual), _as_list(expected)
   assert len(actual) == len(expected)
-  for a, e in zip(actual, expected):
+  for a, e in zip(actual, expected, strict=True):
     np.testing.assert_allclose(np.asarray(a), np.asarray(e), atol=atol, rtol=0)
 
 
@@ -53,7 +53,8 @@ def run_layer_checks(make_layer, inputs, build_outputs, tmp_path, float32_output
   config = layer.get_config()
   clone = type(layer).from_config(config)
   assert clone.get_config() == config
-  clone_model = keras.Model(model.inputs, build_outputs(clone, dict(zip(model.input_names, model.inputs))))
+  named_inputs = dict(zip(model.input_names, model.inputs, strict=True))
+  clone_model = keras.Model(model.inputs, build_outputs(clone, named_inputs))
   clone_model.set_weights(model.get_weights())
   assert_outputs_close(clone_model(inputs, training=False), expected)
 
@@ -83,7 +84,7 @@ def run_layer_checks(make_layer, inputs, build_outputs, tmp_path, float32_output
   finally:
     keras.mixed_precision.set_global_policy("float32")
   names = sorted(mixed) if isinstance(mixed, dict) else range(len(_as_list(mixed)))
-  for name, value in zip(names, _as_list(mixed)):
+  for name, value in zip(names, _as_list(mixed), strict=True):
     assert np.all(np.isfinite(np.asarray(tf.cast(value, tf.float32)))), f"output {name} not finite"
     if name in float32_outputs:
       assert value.dtype == tf.float32, f"output {name} must stay float32, got {value.dtype}"

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN_KERAS = re.compile(r"(^|[^_\w])tf\.keras\b|from tensorflow import keras|^\s*import keras\b"
                              r"|^\s*from keras\b", re.M)
 LAYER_MODULES = ["zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
-                 "zoo.layers.transformer_block"]
+                 "zoo.layers.transformer_block", "zoo.layers.embeddings"]
 
 
 def _project_sources():

@@ -1,6 +1,7 @@
 """Reusable Keras layers of the zoo (see README.md in this folder)."""
 
 from zoo.layers.attention import MultiHeadAttention
+from zoo.layers.embeddings import EncoderEmbeddings
 from zoo.layers.funnel_pooling import FunnelPooling
 from zoo.layers.funnel_pooling import FunnelUpsampling
 from zoo.layers.funnel_pooling import pool_positions
@@ -10,6 +11,7 @@ from zoo.layers.relative_attention import RelativeMultiHeadAttention
 from zoo.layers.transformer_block import TransformerBlock
 
 __all__ = [
+    "EncoderEmbeddings",
     "FunnelPooling",
     "FunnelUpsampling",
     "MultiHeadAttention",

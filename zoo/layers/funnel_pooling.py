@@ -50,7 +50,7 @@ def _window_view(tensor, axis, separate_cls, truncate_seq):
     tensor = tf.pad(tensor, pad)
     present = np.concatenate([present, [0.0]]).astype(np.float32)
   dynamic = tf.unstack(tf.shape(tensor))
-  new_shape = [s if s is not None else d for s, d in zip(tensor.shape.as_list(), dynamic)]
+  new_shape = [s if s is not None else d for s, d in zip(tensor.shape.as_list(), dynamic, strict=True)]
   new_shape[axis:axis + 1] = [tensor.shape[axis] // 2, 2]
   return tf.reshape(tensor, new_shape), present.reshape([-1, 2])
 
@@ -88,6 +88,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
   """
   if mode not in POOLING_MODES:
     raise ValueError(f"pooling mode must be one of {POOLING_MODES}, got {mode!r}")
+  tensor = tf.convert_to_tensor(tensor)
   axis = axis % tensor.shape.rank
   paired, present = _window_view(tensor, axis, separate_cls, truncate_seq)
   if mode == "first":
@@ -124,6 +125,22 @@ def pool_positions(positions, separate_cls=True, truncate_seq=True):
   if pooled.shape[0] == 0:
     raise ValueError(f"pooling {positions.shape[0]} positions leaves only [cls]")
   return np.concatenate([[pooled[0] - 2 * stride], pooled])
+
+
+def covered_length(length, steps, separate_cls=True, truncate_seq=True):
+  """How many leading positions of a length-`length` sequence survive `steps` poolings.
+
+  Truncation (and, at odd lengths, the windows that follow it) can leave the last
+  positions in no pooled window at all; everything before them is covered.
+  """
+  ends = np.arange(1, length + 1)   # exclusive end of the positions each token covers
+  for _ in range(steps):
+    body = ends
+    if separate_cls:
+      body = ends[1:-1] if truncate_seq else ends[1:]
+    pooled = np.maximum.reduceat(body, np.arange(0, len(body), 2)) if len(body) else body
+    ends = np.concatenate([ends[:1], pooled]) if separate_cls else pooled
+  return int(ends.max())
 
 
 def pooled_length(length, separate_cls=True, truncate_seq=True):
@@ -204,12 +221,13 @@ class FunnelUpsampling(keras.layers.Layer):
 
   Each non-[cls] vector is repeated `stride` times (`stride = 2^(blocks - 1)`), [cls]
   is re-attached in front when `separate_cls`, and the positions that truncation
-  dropped at the end are filled with zeros. Token `p ≥ 1` of the output is the pooled
-  vector whose window contains position `p`.
+  dropped at the end (in no pooled window) are filled with zeros. Token `p ≥ 1` of the
+  output is the pooled vector whose window contains position `p`.
 
   Args:
     stride: total pooling factor to undo (a power of two).
     separate_cls: the input starts with a [cls] vector that is not repeated.
+    truncate_seq: the pooling dropped the last token before each step.
 
   Call arguments:
     inputs: `[B, T', D]` pooled sequence.
@@ -221,12 +239,13 @@ class FunnelUpsampling(keras.layers.Layer):
     TensorShape([2, 16, 16])
   """
 
-  def __init__(self, stride, separate_cls=True, **kwargs):
+  def __init__(self, stride, separate_cls=True, truncate_seq=True, **kwargs):
     super().__init__(**kwargs)
     if stride < 1 or stride & (stride - 1):
       raise ValueError(f"stride must be a power of two, got {stride}")
     self.stride = stride
     self.separate_cls = separate_cls
+    self.truncate_seq = truncate_seq
 
   def call(self, inputs, target_length):
     if self.stride == 1:
@@ -238,9 +257,15 @@ class FunnelUpsampling(keras.layers.Layer):
     length = repeated.shape[1]
     if length < target_length:
       repeated = tf.pad(repeated, [[0, 0], [0, target_length - length], [0, 0]])
-    return repeated[:, :target_length]
+    repeated = repeated[:, :target_length]
+    covered = covered_length(target_length, self.stride.bit_length() - 1, self.separate_cls,
+                             self.truncate_seq)
+    if covered < target_length:   # zero what no pooled window covered (a static mask)
+      keep = np.arange(target_length) < covered
+      repeated *= tf.constant(keep[None, :, None], repeated.dtype)
+    return repeated
 
   def get_config(self):
     config = super().get_config()
-    config.update(stride=self.stride, separate_cls=self.separate_cls)
+    config.update(stride=self.stride, separate_cls=self.separate_cls, truncate_seq=self.truncate_seq)
     return config

@@ -24,6 +24,11 @@ from zoo.layers.attention import MultiHeadAttention
 POSITION_ENCODINGS = ("factorized", "shift")
 
 
+def _length(heads):
+  """Static length of axis 1 of `[B, L, N, H]` when known, else a scalar tensor."""
+  return heads.shape[1] if heads.shape[1] is not None else tf.shape(heads)[1]
+
+
 @keras.utils.register_keras_serializable(package="zoo")
 class RelativeMultiHeadAttention(MultiHeadAttention):
   """Relative-position multi-head attention, factorized (default) or shift form.
@@ -118,7 +123,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
       scores = tf.einsum("BTNH,BSNH->BNTS", (query_heads + self.content_bias) * scale, key_heads)
       relative = self._position_scores(
           (query_heads + self.position_bias) * scale, query_positions, key_positions,
-          key_length=key_heads.shape[1])
+          key_length=_length(key_heads))
       if self.use_segment_bias:
         relative += self._segment_scores(
             (query_heads + self.segment_bias) * scale, query_segment_ids, key_segment_ids)
@@ -137,7 +142,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
 
   def _factorized_position_scores(self, query_heads, query_positions, key_positions, key_length):
     width = self.position_kernel.shape[0]
-    query_positions = self._positions_or_default(query_positions, query_heads.shape[1])
+    query_positions = self._positions_or_default(query_positions, _length(query_heads))
     key_positions = self._positions_or_default(key_positions, key_length)
     # Positional tables are float32; cast only for the matmuls.
     query_angles = tf.cast(query_positions, tf.float32)[..., None] * pos_lib.sinusoid_frequencies(width)
@@ -160,7 +165,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
 
   def _shift_position_scores(self, query_heads, query_positions, key_positions, key_length):
     query_length = query_heads.shape[1]
-    if query_length is None or key_length is None:
+    if query_length is None or tf.is_tensor(key_length):
       raise ValueError("position_encoding='shift' needs static sequence lengths")
     query_grid = self._static_grid(query_positions, query_length, "query_positions")
     key_grid = self._static_grid(key_positions, key_length, "key_positions")
@@ -202,8 +207,8 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
   @staticmethod
   def _cls_pair_mask(scores):
     """1 everywhere but the first row and column of `[B, N, T, S]`, in its dtype."""
-    query_length, key_length = scores.shape[2], scores.shape[3]
-    inner = tf.ones([query_length - 1, key_length - 1], scores.dtype)
+    shape = tf.shape(scores)
+    inner = tf.ones([shape[2] - 1, shape[3] - 1], scores.dtype)
     return tf.pad(inner, [[1, 0], [1, 0]])
 
   @staticmethod

@@ -25,7 +25,8 @@ def _random_layer(form, use_segment_bias, separate_cls, query, value, seed=0, **
       HEADS, HEAD_SIZE, position_encoding=form, use_segment_bias=use_segment_bias,
       separate_cls=separate_cls, residual_attention=True, name="attention", **kwargs)
   layer(query, value, query_positions=np.arange(query.shape[1]), key_positions=np.arange(value.shape[1]),
-        query_segment_ids=np.zeros(query.shape[:2], np.int32), key_segment_ids=np.zeros(value.shape[:2], np.int32))
+        query_segment_ids=np.zeros(query.shape[:2], np.int32),
+        key_segment_ids=np.zeros(value.shape[:2], np.int32))
   rng = np.random.default_rng(seed)
   # Non-zero biases so every term of the score is exercised.
   layer.set_weights([rng.normal(scale=0.5, size=w.shape).astype(np.float32) for w in layer.weights])

@@ -76,8 +76,8 @@ def test_carry_passes_through_and_changes_the_next_layer():
   x, mask = _inputs()
   block = TransformerBlock(HEADS, HEAD_SIZE, FFN, residual_attention=True, dropout=0.0, attention_dropout=0.0)
   _, carry, probs = block(x, attention_mask=mask, return_attention_probs=True)
-  np.testing.assert_allclose(probs.numpy(), reference.softmax(carry.numpy() + (1 - mask[:, None, None]) * -1e9),
-                             atol=1e-6)
+  expected = reference.softmax(carry.numpy() + (1 - mask[:, None, None]) * -1e9)
+  np.testing.assert_allclose(probs.numpy(), expected, atol=1e-6)
   with_carry, _ = block(x, attention_mask=mask, attention_carry=carry, layer_index=1)
   without_carry, _ = block(x, attention_mask=mask)
   assert np.abs(with_carry.numpy() - without_carry.numpy()).max() > 1e-4

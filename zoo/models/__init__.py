@@ -1,0 +1,5 @@
+"""Encoders, task heads and pretrainers built from `zoo.layers`."""
+
+from zoo.models.transformer_encoder import TransformerEncoder
+
+__all__ = ["TransformerEncoder"]
