@@ -173,9 +173,11 @@ class FunnelPooling(keras.layers.Layer):
     inputs: tensor to pool.
     input_mask: optional `[B, T]` mask (1 = real); the pooling reads real tokens only.
     axis: the sequence axis of `inputs` (default 1).
+    mode: overrides `pooling_type` for this call: "any" for masks, "first" for ids
+      (what `pool_mask` and `pool_ids` use).
 
   Returns:
-    The pooled tensor. Pool the mask itself with `pool_mask`, ids with `pool_ids`.
+    The pooled tensor, in the dtype of `inputs`.
 
   Example:
     >>> pool = FunnelPooling("mean")
@@ -185,24 +187,26 @@ class FunnelPooling(keras.layers.Layer):
   """
 
   def __init__(self, pooling_type="mean", separate_cls=True, truncate_seq=True, **kwargs):
-    super().__init__(**kwargs)
+    # Pooling keeps the dtype it is given: a float32 attention carry stays float32
+    # under mixed precision, and masks and ids stay integers.
+    super().__init__(autocast=False, **kwargs)
     if pooling_type not in POOLING_TYPES:
       raise ValueError(f"pooling_type must be one of {POOLING_TYPES}, got {pooling_type!r}")
     self.pooling_type = pooling_type
     self.separate_cls = separate_cls
     self.truncate_seq = truncate_seq
 
-  def call(self, inputs, input_mask=None, axis=1):
-    return pool_sequence(inputs, axis, self.pooling_type, self.separate_cls,
+  def call(self, inputs, input_mask=None, axis=1, mode=None):
+    return pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls,
                          self.truncate_seq, input_mask=input_mask)
 
   def pool_mask(self, input_mask):
     """`[B, T]` mask -> `[B, T']`: a window is real if any of its tokens is."""
-    return pool_sequence(input_mask, 1, "any", self.separate_cls, self.truncate_seq)
+    return self(input_mask, mode="any")
 
   def pool_ids(self, ids):
     """`[B, T]` ids (e.g. segment ids) -> `[B, T']`, the first id of each window."""
-    return pool_sequence(ids, 1, "first", self.separate_cls, self.truncate_seq)
+    return self(ids, mode="first")
 
   def pool_positions(self, positions):
     """Position vector `[T]` -> `[T']` (numpy; positions are static)."""
