@@ -38,8 +38,8 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
   their own position vectors, so pooled queries can attend to full-length keys.
 
   - `position_encoding="factorized"` (A.2.2): `(q̃ ⊙ φ_i)·ψ_j + (q̃ ⊙ π_i)·ω_j` with
-    `q̃ = (q̂ + u) W_rᵀ`. Only elementwise products and matmuls, no gather: the fast
-    form on TPUs. Positions may be any vectors, static or not, `[T]` or `[B, T]`.
+    `q̃ = (q̂ + u) W_rᵀ`, computed as one contraction over D. Only elementwise products
+    and matmuls, no gather: the fast form on TPUs. Positions may be any vectors, static or not, `[T]` or `[B, T]`.
   - `position_encoding="shift"` (A.2.1): scores against every relative distance,
     then a reshape-and-slice shift. Cheaper on CPU/GPU. Positions must be static,
     evenly spaced, and the query spacing a whole multiple of the key spacing.
@@ -141,27 +141,32 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     return self._factorized_position_scores(query_heads, query_positions, key_positions, key_length)
 
   def _factorized_position_scores(self, query_heads, query_positions, key_positions, key_length):
+    """Appendix A.2.2 without a gather.
+
+    With `q̃ = (q̂ + u) W_rᵀ = [a, b]` (its sin and cos halves), the paper's
+    `(q̃ ⊙ φ_i)·ψ_j + (q̃ ⊙ π_i)·ω_j` regroups exactly into one contraction,
+    `[a ⊙ sin_i + b ⊙ cos_i, b ⊙ sin_i - a ⊙ cos_i] · ψ_j` with `ψ_j = [cos_j, sin_j]`:
+    the same sum with half the multiplications.
+    """
     width = self.position_kernel.shape[0]
     query_positions = self._positions_or_default(query_positions, _length(query_heads))
     key_positions = self._positions_or_default(key_positions, key_length)
-    # Positional tables are float32; cast only for the matmuls.
-    query_angles = tf.cast(query_positions, tf.float32)[..., None] * pos_lib.sinusoid_frequencies(width)
-    key_angles = tf.cast(key_positions, tf.float32)[..., None] * pos_lib.sinusoid_frequencies(width)
-    sin_q, cos_q = tf.sin(query_angles), tf.cos(query_angles)   # [(B,) T, D/2]
-    sin_k, cos_k = tf.sin(key_angles), tf.cos(key_angles)       # [(B,) S, D/2]
+    # Positional tables are float32; cast only where they meet the activations.
+    frequencies = pos_lib.sinusoid_frequencies(width)
+    query_angles = tf.cast(query_positions, tf.float32)[..., None] * frequencies   # [(B,) T, D/2]
+    key_angles = tf.cast(key_positions, tf.float32)[..., None] * frequencies       # [(B,) S, D/2]
     cast = lambda t: tf.cast(t, self.compute_dtype)  # noqa: E731
-    phi = cast(tf.concat([sin_q, sin_q], -1))     # [(B,) T, D]
-    pi = cast(tf.concat([cos_q, cos_q], -1))      # [(B,) T, D]
-    psi = cast(tf.concat([cos_k, sin_k], -1))     # [(B,) S, D]
-    omega = cast(tf.concat([-sin_k, cos_k], -1))  # [(B,) S, D]
+    sin_q, cos_q = cast(tf.sin(query_angles)), cast(tf.cos(query_angles))
+    psi = cast(tf.concat([tf.cos(key_angles), tf.sin(key_angles)], -1))           # [(B,) S, D]
+    if sin_q.shape.rank == 3:   # per-example positions: [B, T, D/2] -> [B, 1, T, D/2]
+      sin_q, cos_q = sin_q[:, None], cos_q[:, None]
 
-    q_tilde = tf.einsum("BTNH,DNH->BNTD", query_heads, self.position_kernel)   # [B, N, T, D]
-    if phi.shape.rank == 2:
-      return (tf.einsum("BNTD,SD->BNTS", q_tilde * phi, psi)
-              + tf.einsum("BNTD,SD->BNTS", q_tilde * pi, omega))
-    phi, pi = phi[:, None], pi[:, None]   # [B, 1, T, D]
-    return (tf.einsum("BNTD,BSD->BNTS", q_tilde * phi, psi)
-            + tf.einsum("BNTD,BSD->BNTS", q_tilde * pi, omega))
+    q_tilde = tf.einsum("BTNH,DNH->BNTD", query_heads, self.position_kernel)      # [B, N, T, D]
+    a, b = tf.split(q_tilde, 2, axis=-1)                                           # [B, N, T, D/2]
+    rotated = tf.concat([a * sin_q + b * cos_q, b * sin_q - a * cos_q], axis=-1)  # [B, N, T, D]
+    if psi.shape.rank == 2:
+      return tf.einsum("BNTD,SD->BNTS", rotated, psi)
+    return tf.einsum("BNTD,BSD->BNTS", rotated, psi)
 
   def _shift_position_scores(self, query_heads, query_positions, key_positions, key_length):
     query_length = query_heads.shape[1]
