@@ -39,7 +39,8 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
 
   - `position_encoding="factorized"` (A.2.2): `(q̃ ⊙ φ_i)·ψ_j + (q̃ ⊙ π_i)·ω_j` with
     `q̃ = (q̂ + u) W_rᵀ`, computed as one contraction over D. Only elementwise products
-    and matmuls, no gather: the fast form on TPUs. Positions may be any vectors, static or not, `[T]` or `[B, T]`.
+    and matmuls, no gather: the fast form on TPUs. Positions may be any vectors,
+    static or not, `[T]` or `[B, T]`.
   - `position_encoding="shift"` (A.2.1): scores against every relative distance,
     then a reshape-and-slice shift. Cheaper on CPU/GPU. Positions must be static,
     evenly spaced, and the query spacing a whole multiple of the key spacing.

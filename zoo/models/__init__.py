@@ -1,6 +1,27 @@
 """Encoders, task heads and pretrainers built from `zoo.layers`."""
 
 from zoo.models.funnel_encoder import FunnelEncoder
+from zoo.models.heads import MaskedLMHead
+from zoo.models.heads import SequenceClassifier
+from zoo.models.heads import SpanQA
+from zoo.models.heads import TokenClassifier
+from zoo.models.pretrainers import ElectraPretrainer
+from zoo.models.pretrainers import MaskedLMPretrainer
+from zoo.models.pretrainers import ReplacedTokenSampler
+from zoo.models.pretrainers import masked_lm_loss
+from zoo.models.pretrainers import replaced_token_loss
 from zoo.models.transformer_encoder import TransformerEncoder
 
-__all__ = ["FunnelEncoder", "TransformerEncoder"]
+__all__ = [
+    "ElectraPretrainer",
+    "FunnelEncoder",
+    "MaskedLMHead",
+    "MaskedLMPretrainer",
+    "ReplacedTokenSampler",
+    "SequenceClassifier",
+    "SpanQA",
+    "TokenClassifier",
+    "TransformerEncoder",
+    "masked_lm_loss",
+    "replaced_token_loss",
+]

@@ -36,7 +36,8 @@ class FunnelEncoder(keras.Model):
   Between blocks the sequence is pooled with stride 2 (`FunnelPooling`); with
   `pool_q_only` the first layer of a pooled block takes pooled queries and attends to
   the unpooled keys (Sec. 2.2). Layers may be shared across repeats: blocks `(6, 3, 3)`
-  with repeats `(1, 2, 2)` is the paper's B6-3x2-3x2. With `num_decoder_layers > 0`
+  with repeats `(1, 2, 2)` is the paper's B6-3x2-3x2; each layer runs its repeats back
+  to back. With `num_decoder_layers > 0`
   the last block is upsampled back to full length, the output of block 0 is added,
   and full-length decoder layers follow (Sec. 2.3), for token-level tasks.
 
@@ -183,9 +184,10 @@ class FunnelEncoder(keras.Model):
         attention_probs.append(results[-1])
       return results[0]
 
+    # Each layer runs its repeats back to back (L0 L0 L1 L1), as in the authors' code.
     for b, block in enumerate(blocks):
-      for r in range(block_repeats[b]):
-        for i, layer in enumerate(block):
+      for i, layer in enumerate(block):
+        for r in range(block_repeats[b]):
           same_grid = dict(query_positions=positions.tolist(), key_positions=positions.tolist(),
                            query_segment_ids=segments, key_segment_ids=segments)
           if not (b > 0 and r == 0 and i == 0):

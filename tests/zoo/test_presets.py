@@ -1,0 +1,157 @@
+"""Presets: names, paper ratios, full-size parameter counts, one training step each."""
+
+import gc
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from zoo import presets
+from zoo.presets import __main__ as presets_cli
+from zoo.presets import cost
+
+REQUIRED = [
+    "bert_small", "bert_base", "bert_large", "prenorm_small", "prenorm_base", "prenorm_large",
+    "realformer_small", "realformer_base", "realformer_large", "realformer_xlarge",
+    "rel_transformer_base", "rel_transformer_large", "funnel_b4_4_4", "funnel_b6_3x2_3x2", "funnel_b6_6_6",
+    "funnel_b8_8_8", "funnel_b10_10_10", "funnel_b4_4_4_decoder", "funnel_b6_6_6_decoder",
+]
+
+
+def _params(name):
+  preset = presets.get(name)
+  return cost.parameter_count(preset.family, preset.config)
+
+
+def test_required_presets_exist():
+  assert set(REQUIRED) <= set(presets.names())
+  xlarge = presets.get("realformer_xlarge").config
+  assert xlarge["num_layers"] == 36 and xlarge["running_mean"] and xlarge["residual_attention"]
+  assert not presets.get("realformer_large").config["running_mean"]
+  assert presets.get("funnel_b6_3x2_3x2").config["block_sizes"] == (6, 3, 3)
+  assert presets.get("funnel_b6_3x2_3x2").config["block_repeats"] == (1, 2, 2)
+
+
+def test_get_returns_a_copy_and_unknown_names_list_choices():
+  presets.get("bert_base").config["num_layers"] = 1
+  assert presets.get("bert_base").config["num_layers"] == 12
+  with pytest.raises(ValueError, match="unknown preset 'bert_huge'; choose one of: bert_base"):
+    presets.get("bert_huge")
+  with pytest.raises(ValueError, match=r"has no argument\(s\) \['num_blocks'\]"):
+    presets.build("funnel_b4_4_4", num_blocks=2)
+
+
+@pytest.mark.parametrize("name,paper,tolerance", [
+    ("funnel_b6_6_6", 1.39, 0.02), ("funnel_b6_3x2_3x2", 1.00, 0.02), ("funnel_b4_4_4", 1.00, 0.02),
+    ("funnel_b8_8_8", 1.00, 0.02),
+])
+def test_parameter_ratios_reproduce_funnel_paper_table_1(name, paper, tolerance):
+  baseline = "rel_transformer_large" if presets.get(name).hidden_size == 1024 else "rel_transformer_base"
+  assert abs(_params(name) / _params(baseline) - paper) <= tolerance
+
+
+def test_bert_base_has_bert_base_parameter_count():
+  assert abs(_params("bert_base") - 109.5e6) < 0.2e6   # BERT-Base: 110M
+
+
+def test_single_block_funnel_flops_equal_the_relative_transformer():
+  transformer = presets.get("rel_transformer_base").config
+  funnel = dict(presets.get("funnel_b4_4_4").config, block_sizes=(12,), block_repeats=(1,))
+  assert cost.flops("funnel", funnel, 512) == cost.flops("transformer", transformer, 512)
+  assert cost.flops("funnel", presets.get("funnel_b4_4_4").config, 512) < cost.flops(
+      "transformer", transformer, 512)
+
+
+# Full-size builds of the presets behind the paper's parameter ratios.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert_base", "rel_transformer_base", "funnel_b4_4_4",
+                                  "funnel_b6_3x2_3x2", "funnel_b6_6_6_decoder"])
+def test_full_size_preset_builds_with_the_counted_parameters(name):
+  keras.backend.clear_session()
+  overrides = {"seq_length": 128} if presets.get(name).family == "funnel" else {}
+  encoder = presets.build(name, **overrides)
+  assert encoder.count_params() == _params(name)
+  del encoder
+  keras.backend.clear_session()
+  gc.collect()
+
+
+def _depth_override(preset, depth):
+  if preset.family == "funnel":
+    return dict(block_sizes=(depth,) + (1,) * (len(preset.config["block_sizes"]) - 1),
+                block_repeats=None, num_decoder_layers=min(preset.config.get("num_decoder_layers", 0), 1),
+                seq_length=16)
+  return dict(num_layers=depth)
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_every_preset_builds_at_full_width_with_the_counted_parameters(name):
+  """Parameters are linear in depth, so two full-width depths fix the full-size count."""
+  preset = presets.get(name)
+  counts = []
+  for depth in (1, 2):
+    keras.backend.clear_session()
+    overrides = _depth_override(preset, depth)
+    encoder = presets.build(name, **overrides)
+    expected = cost.parameter_count(preset.family, {**preset.config, **overrides})
+    assert encoder.count_params() == expected
+    counts.append(encoder.count_params())
+  per_layer = counts[1] - counts[0]
+  if preset.family == "funnel":
+    layers = sum(preset.config["block_sizes"]) + preset.config.get("num_decoder_layers", 0)
+    depth_one_layers = len(preset.config["block_sizes"]) + min(preset.config.get("num_decoder_layers", 0), 1)
+  else:
+    layers, depth_one_layers = preset.config["num_layers"], 1
+  assert counts[0] + (layers - depth_one_layers) * per_layer == _params(name)
+
+
+def _reduced(name):
+  """A width/depth-reduced override of the preset keeping its structure."""
+  preset = presets.get(name)
+  small = dict(vocab_size=64, hidden_size=32, num_heads=2, intermediate_size=64)
+  if preset.family == "funnel":
+    small.update(block_sizes=(1,) * len(preset.config["block_sizes"]), seq_length=16)
+  else:
+    small.update(num_layers=min(preset.config["num_layers"], 3), max_sequence_length=16)
+  return presets.build(name, **small)
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_reduced_preset_trains_a_step(name):
+  keras.utils.set_random_seed(0)
+  encoder = _reduced(name)
+  rng = np.random.default_rng(0)
+  inputs = dict(input_word_ids=rng.integers(1, 64, size=(2, 16)).astype(np.int32),
+                input_mask=np.ones([2, 16], np.int32), input_type_ids=np.zeros([2, 16], np.int32))
+  head = keras.layers.Dense(2)
+  optimizer = keras.optimizers.SGD(0.1)
+
+  @tf.function
+  def step():
+    with tf.GradientTape() as tape:
+      outputs = encoder(inputs, training=True)
+      logits = head(outputs["pooled_output"])
+      # Both outputs enter the loss, so every weight (decoders included) gets a gradient.
+      loss = (tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits([0, 1], logits))
+              + 1e-2 * tf.reduce_mean(tf.square(outputs["sequence_output"])))
+    variables = encoder.trainable_variables + head.trainable_variables
+    gradients = tape.gradient(loss, variables)
+    optimizer.apply_gradients(zip(gradients, variables, strict=True))
+    return loss, gradients
+
+  before = [v.numpy() for v in encoder.trainable_variables]
+  loss, gradients = step()
+  assert np.isfinite(loss.numpy())
+  # Every weight gets a non-zero gradient (a gradient of ~1e-9 on a gain of 1.0 can
+  # round away in float32, so "changed" is checked on the encoder as a whole).
+  assert all(np.abs(tf.convert_to_tensor(g).numpy()).max() > 0 for g in gradients)
+  after = [v.numpy() for v in encoder.trainable_variables]
+  changed = [not np.array_equal(b, a) for b, a in zip(before, after, strict=True)]
+  assert np.mean(changed) > 0.5
+
+
+def test_cli_prints_the_table(capsys):
+  assert presets_cli.main([]) == 0
+  out = capsys.readouterr().out
+  assert "funnel_b6_6_6" in out and "1.40x" in out

@@ -1,0 +1,320 @@
+"""Hugging Face Funnel checkpoints (`FunnelModel`, `FunnelBaseModel`) -> zoo `FunnelEncoder`.
+
+Reads a checkpoint directory as `save_pretrained` writes it: `config.json` and
+`model.safetensors` (or shards listed in `model.safetensors.index.json`), through
+safetensors' numpy API, so no torch is needed.
+
+Axes: V vocabulary, D model width, N heads, H head width, F feed-forward width.
+
+Where Hugging Face and the zoo differ, the converter picks the zoo options that
+reproduce Hugging Face's outputs at real tokens:
+
+- The decoder input adds `hidden_states[block_sizes[0]]` of the encoder, i.e. layer
+  application `block_sizes[0] - 1` (0-based, counting repeats), not the last of
+  block 0: `decoder_residual_layer=block_sizes[0] - 1`.
+- Hugging Face pools an attention mask with its minimum (a window is real only if all
+  its tokens are), the zoo with "any"; they agree when padding is aligned to the
+  pooling windows: a multiple of `2^(blocks-1)` real tokens after [cls] (from token
+  0 without `separate_cls`).
+- Hugging Face reads missing token types as all 0; the zoo always takes
+  `input_type_ids` and gives the first token ([cls]) type 2, which is what Hugging
+  Face's tokenizer does. With `separate_cls` the [cls] pairs carry no segment term in
+  either, so only `separate_cls=False` models see the difference.
+- Hugging Face's `q_head` has no bias: the zoo's query bias is set to 0.
+- The zoo's `pooler` has no Hugging Face counterpart and keeps its initial values.
+- In training, Hugging Face's `hidden_dropout` also drops entries of its sinusoid
+  tables; the zoo's `dropout` does not. Inference is unaffected.
+
+Repeated blocks run each layer's repeats back to back (`L0 L0 L1 L1`) in both.
+"""
+
+import json
+import os
+
+import numpy as np
+from safetensors import numpy as safetensors_numpy
+
+from zoo.models import FunnelEncoder
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
+
+# Hugging Face `hidden_act` -> zoo `activation`. "gelu_new" and "gelu_pytorch_tanh"
+# are both the tanh approximation; "swish" and "silu" are both x·sigmoid(x).
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_approximate",
+    "gelu_pytorch_tanh": "gelu_approximate",
+    "relu": "relu",
+    "silu": "swish",
+    "swish": "swish",
+}
+# Hugging Face `attention_type` -> zoo `position_encoding`.
+POSITION_ENCODINGS = {"factorized": "factorized", "relative_shift": "shift"}
+POOLING_TYPES = ("mean", "max")
+
+# The config fields that shape Hugging Face's forward pass. Every other field
+# (initializers, pad_token_id, architectures, ...) cannot change its outputs.
+REQUIRED_FIELDS = ("vocab_size", "block_sizes", "d_model", "n_head", "d_head", "d_inner", "hidden_act",
+                   "layer_norm_eps", "pooling_type", "attention_type", "separate_cls", "truncate_seq",
+                   "pool_q_only", "num_decoder_layers")
+# Fields Hugging Face itself fills in when absent, with its defaults.
+OPTIONAL_FIELDS = dict(block_repeats=None, hidden_dropout=0.1, attention_dropout=0.1, activation_dropout=0.0)
+
+
+class ConversionError(ValueError):
+  """A checkpoint that cannot be converted; the message names the file and the problem."""
+
+
+def read_hf_config(path):
+  """Reads and checks `config.json` of a Hugging Face Funnel checkpoint directory."""
+  config_path = os.path.join(path, CONFIG_FILE)
+  if not os.path.isfile(config_path):
+    raise ConversionError(f"{config_path}: not found; expected a Hugging Face checkpoint directory "
+                          "with config.json and model.safetensors")
+  with open(config_path, encoding="utf-8") as f:
+    try:
+      config = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ConversionError(f"{config_path}: not valid JSON ({e})") from e
+  model_type = config.get("model_type")
+  if model_type != "funnel":
+    raise ConversionError(f"{config_path}: model_type must be 'funnel', got {model_type!r}")
+  missing = [name for name in REQUIRED_FIELDS if name not in config]
+  if missing:
+    raise ConversionError(f"{config_path}: missing config field(s) {', '.join(missing)}")
+  return {**OPTIONAL_FIELDS, **config}
+
+
+def zoo_config(hf_config, seq_length=512, with_decoder=False, source=CONFIG_FILE):
+  """`FunnelEncoder` arguments equivalent to a Hugging Face Funnel config.
+
+  Args:
+    hf_config: the dict of `config.json` (see `read_hf_config`).
+    seq_length: static input length of the zoo model.
+    with_decoder: include the decoder (`FunnelModel`) or not (`FunnelBaseModel`).
+    source: file name used in error messages.
+
+  Raises:
+    ConversionError: a field has a value the zoo cannot reproduce.
+  """
+  def fail(field, message):
+    raise ConversionError(f"{source}: {field}={hf_config.get(field)!r} {message}")
+
+  block_sizes = hf_config["block_sizes"]
+  if not block_sizes or not all(isinstance(size, int) and size > 0 for size in block_sizes):
+    fail("block_sizes", "must be a non-empty list of positive integers")
+  block_repeats = hf_config["block_repeats"] or [1] * len(block_sizes)
+  if len(block_repeats) != len(block_sizes) or not all(
+      isinstance(repeat, int) and repeat > 0 for repeat in block_repeats):
+    fail("block_repeats", f"must list one positive integer per block of block_sizes={block_sizes}")
+  if hf_config["hidden_act"] not in ACTIVATIONS:
+    fail("hidden_act", f"is not supported; use one of {sorted(ACTIVATIONS)}")
+  if hf_config["attention_type"] not in POSITION_ENCODINGS:
+    fail("attention_type", f"must be one of {sorted(POSITION_ENCODINGS)}")
+  if hf_config["pooling_type"] not in POOLING_TYPES:
+    fail("pooling_type", f"must be one of {list(POOLING_TYPES)}")
+  for field in ("separate_cls", "truncate_seq", "pool_q_only"):
+    if not isinstance(hf_config[field], bool):
+      fail(field, "must be true or false")
+  for field in ("vocab_size", "d_model", "n_head", "d_head", "d_inner"):
+    if not isinstance(hf_config[field], int) or hf_config[field] <= 0:
+      fail(field, "must be a positive integer")
+  num_decoder_layers = hf_config["num_decoder_layers"]
+  if not isinstance(num_decoder_layers, int) or num_decoder_layers < 0:
+    fail("num_decoder_layers", "must be a non-negative integer")
+  if with_decoder and num_decoder_layers == 0:
+    fail("num_decoder_layers", "with the decoder: Hugging Face's FunnelModel then returns the upsampled "
+         "encoder output, which zoo FunnelEncoder does not; load it without the decoder")
+
+  return dict(
+      vocab_size=hf_config["vocab_size"],
+      hidden_size=hf_config["d_model"],
+      block_sizes=tuple(block_sizes),
+      block_repeats=tuple(block_repeats),
+      num_heads=hf_config["n_head"],
+      head_size=hf_config["d_head"],
+      intermediate_size=hf_config["d_inner"],
+      activation=ACTIVATIONS[hf_config["hidden_act"]],
+      dropout=hf_config["hidden_dropout"],
+      attention_dropout=hf_config["attention_dropout"],
+      activation_dropout=hf_config["activation_dropout"],
+      pooling_type=hf_config["pooling_type"],
+      pool_q_only=hf_config["pool_q_only"],
+      separate_cls=hf_config["separate_cls"],
+      truncate_seq=hf_config["truncate_seq"],
+      position_encoding=POSITION_ENCODINGS[hf_config["attention_type"]],
+      use_segment_bias=True,
+      num_decoder_layers=num_decoder_layers if with_decoder else 0,
+      # Hugging Face feeds `hidden_states[block_sizes[0]]` to the decoder.
+      decoder_residual_layer=block_sizes[0] - 1 if with_decoder else None,
+      layer_norm_epsilon=float(hf_config["layer_norm_eps"]),
+      seq_length=seq_length,
+  )
+
+
+def read_hf_weights(path):
+  """`{name: float32 array}` from `model.safetensors` or its sharded index."""
+  single = os.path.join(path, WEIGHTS_FILE)
+  index = os.path.join(path, WEIGHTS_INDEX_FILE)
+  if os.path.isfile(single):
+    files = [single]
+  elif os.path.isfile(index):
+    with open(index, encoding="utf-8") as f:
+      files = [os.path.join(path, name) for name in sorted(set(json.load(f)["weight_map"].values()))]
+  else:
+    raise ConversionError(f"{path}: no {WEIGHTS_FILE} or {WEIGHTS_INDEX_FILE}; save the model with "
+                          "save_pretrained(..., safe_serialization=True)")
+  weights = {}
+  for file in files:
+    try:
+      tensors = safetensors_numpy.load_file(file)
+    except Exception as e:   # safetensors raises its own error types
+      raise ConversionError(f"{file}: cannot be read as safetensors ({e})") from e
+    weights.update({name: np.asarray(value, np.float32) for name, value in tensors.items()})
+  return weights
+
+
+def _linear(input_axes):
+  """A torch `Linear.weight` `[out, in]` -> an EinsumDense kernel with `input_axes` leading axes."""
+  def expected(shape):
+    return (int(np.prod(shape[input_axes:])), int(np.prod(shape[:input_axes])))
+  return expected, lambda value, shape: value.T.reshape(shape)
+
+
+def _flat():
+  """A vector -> a variable of any shape with as many elements (biases `[N·H] -> [N, H]`)."""
+  return lambda shape: (int(np.prod(shape)),), lambda value, shape: value.reshape(shape)
+
+
+def _same():
+  return lambda shape: tuple(shape), lambda value, shape: value
+
+
+def _norm_entries(hf_prefix, norm):
+  return [(f"{hf_prefix}.weight", norm.gamma, _same()), (f"{hf_prefix}.bias", norm.beta, _same())]
+
+
+def _block_entries(hf_prefix, block):
+  """(HF name, zoo variable, rule) for one `TransformerBlock` and its HF `FunnelLayer`."""
+  attention = block.attention
+  a = f"{hf_prefix}.attention"
+  f = f"{hf_prefix}.ffn"
+  return [
+      (f"{a}.q_head.weight", attention.query_dense.kernel, _linear(1)),      # [N·H, D] -> [D, N, H]
+      (f"{a}.k_head.weight", attention.key_dense.kernel, _linear(1)),
+      (f"{a}.k_head.bias", attention.key_dense.bias, _flat()),               # [N·H] -> [N, H]
+      (f"{a}.v_head.weight", attention.value_dense.kernel, _linear(1)),
+      (f"{a}.v_head.bias", attention.value_dense.bias, _flat()),
+      (f"{a}.post_proj.weight", attention.output_dense.kernel, _linear(2)),  # [D, N·H] -> [N, H, D]
+      (f"{a}.post_proj.bias", attention.output_dense.bias, _same()),
+      (f"{a}.r_w_bias", attention.content_bias, _same()),
+      (f"{a}.r_r_bias", attention.position_bias, _same()),
+      (f"{a}.r_kernel", attention.position_kernel, _same()),                 # [D, N, H]
+      (f"{a}.r_s_bias", attention.segment_bias, _same()),
+      (f"{a}.seg_embed", attention.segment_embedding, _same()),              # [2, N, H], 0 = other segment
+      *_norm_entries(f"{a}.layer_norm", block.attention_norm),
+      (f"{f}.linear_1.weight", block.intermediate_dense.kernel, _linear(1)),  # [F, D] -> [D, F]
+      (f"{f}.linear_1.bias", block.intermediate_dense.bias, _same()),
+      (f"{f}.linear_2.weight", block.output_dense.kernel, _linear(1)),        # [D, F] -> [F, D]
+      (f"{f}.linear_2.bias", block.output_dense.bias, _same()),
+      *_norm_entries(f"{f}.layer_norm", block.output_norm),
+  ]
+
+
+def _entries(model, config):
+  embeddings = model.get_layer("embeddings")
+  entries = [("embeddings.word_embeddings.weight", embeddings.word_embeddings.embeddings, _same()),
+             *_norm_entries("embeddings.layer_norm", embeddings.norm)]
+  for b, size in enumerate(config["block_sizes"]):
+    for i in range(size):
+      entries += _block_entries(f"encoder.blocks.{b}.{i}", model.get_layer(f"block_{b}_layer_{i}"))
+  for i in range(config["num_decoder_layers"]):
+    entries += _block_entries(f"decoder.layers.{i}", model.get_layer(f"decoder_layer_{i}"))
+  return entries
+
+
+def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes=()):
+  """Copies Hugging Face weights into a `FunnelEncoder` built from `config`.
+
+  Every weight must be used exactly once (those under `skip_prefixes` are dropped on
+  purpose) and every zoo variable but the pooler's and the query biases (which Hugging
+  Face does not have; they are set to 0) must receive one.
+
+  Raises:
+    ConversionError: missing, unexpected or misshapen weights, listed by name.
+  """
+  entries = _entries(model, config)
+  missing = [name for name, _, _ in entries if name not in weights]
+  used = {name for name, _, _ in entries}
+  unexpected = sorted(name for name in weights if name not in used and not name.startswith(skip_prefixes))
+  problems = []
+  if missing:
+    problems.append(f"missing weight(s): {', '.join(missing)}")
+  if unexpected:
+    hint = ""
+    if any(name.startswith("funnel.") for name in unexpected):
+      hint = (" (names under 'funnel.' come from a FunnelFor... task model; convert its FunnelModel "
+              "or FunnelBaseModel)")
+    problems.append(f"unexpected weight(s): {', '.join(unexpected)}{hint}")
+  for name, variable, (expected, _) in entries:
+    if name in weights and tuple(weights[name].shape) != expected(variable.shape):
+      problems.append(f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)} "
+                      f"for {variable.name} {tuple(variable.shape)}")
+  if problems:
+    raise ConversionError(f"{source}: " + "; ".join(problems))
+
+  for name, variable, (_, convert) in entries:
+    variable.assign(convert(weights[name], tuple(variable.shape)))
+  query_biases = [layer.attention.query_dense.bias for layer in model.layers
+                  if layer.name.startswith(("block_", "decoder_layer_"))]
+  for bias in query_biases:
+    bias.assign(np.zeros(bias.shape, np.float32))
+
+  assigned = {id(v) for _, v, _ in entries} | {id(v) for v in query_biases}
+  pooler = {id(v) for v in model.get_layer("pooler").weights}
+  left = [v.name for v in model.weights if id(v) not in assigned | pooler]
+  if left:   # a FunnelEncoder variable this converter does not know about
+    raise ConversionError(f"{source}: no Hugging Face weight for zoo variable(s) {', '.join(left)}")
+
+
+def load_hf_funnel(path, seq_length=512, with_decoder=None):
+  """Loads a Hugging Face Funnel checkpoint directory as a zoo `FunnelEncoder`.
+
+  The model's `sequence_output` equals Hugging Face's `last_hidden_state` at real
+  tokens (float32, to ~1e-5), for padding aligned to the pooling windows and token
+  types with [cls] = 2 (see the module docstring for why those conditions).
+
+  Args:
+    path: directory with `config.json` and `model.safetensors`, as written by
+      `FunnelModel.save_pretrained(path, safe_serialization=True)`.
+    seq_length: static input length of the zoo model.
+    with_decoder: build the decoder (`FunnelModel`) or not (`FunnelBaseModel`). None:
+      when the checkpoint has decoder weights or says it is a `FunnelModel`. False
+      on a checkpoint with a decoder drops its weights on purpose.
+
+  Returns:
+    A `FunnelEncoder` with the checkpoint's weights.
+
+  Raises:
+    ConversionError: (a `ValueError`) an unsupported config value, a missing config
+      field, or missing, unexpected or misshapen weights.
+
+  Example:
+
+      model = FunnelModel(FunnelConfig(...))               # Hugging Face, PyTorch
+      model.save_pretrained("funnel", safe_serialization=True)
+      encoder = load_hf_funnel("funnel", seq_length=128)   # zoo, no torch needed
+      outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types))
+  """
+  hf_config = read_hf_config(path)
+  weights = read_hf_weights(path)
+  has_decoder = any(name.startswith("decoder.") for name in weights)
+  if with_decoder is None:
+    with_decoder = has_decoder or "FunnelModel" in (hf_config.get("architectures") or ())
+  config = zoo_config(hf_config, seq_length, with_decoder, source=os.path.join(path, CONFIG_FILE))
+  model = FunnelEncoder(**config)
+  skip = () if with_decoder else ("decoder.",)
+  assign_hf_weights(model, weights, config, source=os.path.join(path, WEIGHTS_FILE), skip_prefixes=skip)
+  return model

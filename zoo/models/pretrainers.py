@@ -1,0 +1,335 @@
+"""Pretrainers: masked language modelling (BERT) and replaced-token detection (ELECTRA).
+
+Axes: B batch, T sequence length, D model width, E embedding width, V vocabulary size,
+P predicted (masked) positions per sequence.
+
+Both are functional models over the encoder inputs plus the masked-LM inputs, in the
+format of Model Garden's pre-training data: `masked_lm_positions` int32 `[B, P]`,
+`masked_lm_ids` int32 `[B, P]` (the original tokens) and `masked_lm_weights` float32
+`[B, P]` (1 for a real prediction, 0 for padding). They override `compute_loss`, so
+`model.compile(optimizer=...)` then `model.fit(features)` trains them without a Keras
+loss; losses are computed in float32.
+"""
+
+import tensorflow as tf
+import tf_keras as keras
+
+from zoo.models.heads import MaskedLMHead
+from zoo.models.heads import deserialize_encoders
+from zoo.models.heads import encoder_inputs_like
+from zoo.models.heads import full_length_sequence
+from zoo.models.heads import truncated_normal
+
+
+def masked_lm_loss(labels, logits, weights):
+  """Masked-LM cross-entropy, averaged over the real predictions, float32.
+
+  `sum(weights · CE(labels, logits)) / sum(weights)` with labels int `[B, P]`, logits
+  `[B, P, V]` and weights `[B, P]` (0 for padded predictions); 0 when there are none.
+  """
+  losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))   # [B, P]
+  weights = tf.cast(weights, tf.float32)
+  return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
+
+
+def replaced_token_loss(labels, logits, input_mask):
+  """ELECTRA's discriminator loss: sigmoid cross-entropy averaged over real tokens, float32.
+
+  labels int `[B, T]` (1 = replaced), logits `[B, T]`, input_mask `[B, T]` (1 = real token);
+  padded tokens do not count (Clark et al., 2020, Sec. 2; the authors' code).
+  """
+  losses = tf.nn.sigmoid_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.float32), logits=tf.cast(logits, tf.float32))   # [B, T]
+  mask = tf.cast(input_mask, tf.float32)
+  return tf.math.divide_no_nan(tf.reduce_sum(losses * mask), tf.reduce_sum(mask))
+
+
+def masked_lm_inputs():
+  """Keras inputs for the masked-LM features: positions, original ids and weights `[B, P]`."""
+  return dict(
+      masked_lm_positions=keras.Input(shape=(None,), dtype=tf.int32, name="masked_lm_positions"),
+      masked_lm_ids=keras.Input(shape=(None,), dtype=tf.int32, name="masked_lm_ids"),
+      masked_lm_weights=keras.Input(shape=(None,), dtype=tf.float32, name="masked_lm_weights"))
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class MaskedLMPretrainer(keras.Model):
+  """BERT's masked-LM pre-training model: an encoder and a tied `MaskedLMHead`.
+
+  Follows Model Garden's `BertPretrainerV2` without the next-sentence head (RoBERTa,
+  and the Funnel and RealFormer papers, pre-train with MLM only).
+
+  Inputs: the encoder's dict of int32 `[B, T]` tensors plus `masked_lm_positions` int32
+  `[B, P]`. Outputs: a dict with `mlm_logits` float32 `[B, P, V]` and the encoder's
+  `sequence_output` `[B, T, D]` and `pooled_output` `[B, D]`.
+
+  `compute_loss` is `masked_lm_loss` with `masked_lm_ids` and `masked_lm_weights` read
+  from the features `x` (Model Garden's data format; the model itself ignores them), plus
+  any regularization losses; `fit(features)` reports it as `loss` (Keras warns once that
+  the model ignores those two keys). The encoder's pooler gets no gradient from this loss
+  (there is no next-sentence head).
+
+  Args:
+    encoder: an encoder with a full-length `sequence_output` and `get_embedding_table()`.
+    activation: activation of the MLM transform (BERT: "gelu").
+    initializer_range: stddev of the truncated-normal initializer of the MLM transform.
+
+  Example:
+    >>> encoder = TransformerEncoder(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2,
+    ...                              intermediate_size=32)
+    >>> pretrainer = MaskedLMPretrainer(encoder)
+    >>> ids = tf.ones([2, 8], tf.int32)
+    >>> outputs = pretrainer(dict(input_word_ids=ids, input_mask=ids, input_type_ids=0 * ids,
+    ...                           masked_lm_positions=tf.constant([[1, 2], [3, 4]])))
+    >>> outputs["mlm_logits"].shape, outputs["mlm_logits"].dtype
+    (TensorShape([2, 2, 50]), tf.float32)
+  """
+
+  def __init__(self, encoder, activation="gelu", initializer_range=0.02, **kwargs):
+    config = dict(activation=activation, initializer_range=initializer_range)
+
+    # Layers.
+    masked_lm = MaskedLMHead(encoder.get_embedding_table(), activation=activation,
+                             initializer=truncated_normal(initializer_range), name="masked_lm")
+
+    # The functional graph.
+    inputs = encoder_inputs_like(encoder)
+    positions = keras.Input(shape=(None,), dtype=tf.int32, name="masked_lm_positions")
+    encoder_outputs = encoder(inputs)
+    sequence_output = full_length_sequence(encoder_outputs, inputs["input_word_ids"], "MaskedLMPretrainer")
+    outputs = dict(mlm_logits=masked_lm(sequence_output, masked_positions=positions),   # [B, P, V]
+                   sequence_output=encoder_outputs["sequence_output"],
+                   pooled_output=encoder_outputs["pooled_output"])
+    super().__init__(inputs=dict(inputs, masked_lm_positions=positions), outputs=outputs, **kwargs)
+
+    # The config.
+    self._config = config
+    self.encoder = encoder
+    self.masked_lm = masked_lm
+    self.loss_tracker = keras.metrics.Mean(name="loss")
+
+  @property
+  def checkpoint_items(self):
+    return dict(encoder=self.encoder, masked_lm=self.masked_lm)
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
+    if y is not None or sample_weight is not None:
+      raise ValueError("MaskedLMPretrainer takes masked_lm_ids and masked_lm_weights from the features: "
+                       "pass no y or sample_weight")
+    loss = masked_lm_loss(x["masked_lm_ids"], y_pred["mlm_logits"], x["masked_lm_weights"])
+    if self.losses:
+      loss += tf.add_n([tf.cast(extra, tf.float32) for extra in self.losses])
+    self.loss_tracker.update_state(loss)
+    return loss
+
+  def get_config(self):
+    return dict(self._config, encoder=keras.layers.serialize(self.encoder), name=self.name)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    return cls(**deserialize_encoders(config, custom_objects=custom_objects))
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class ReplacedTokenSampler(keras.layers.Layer):
+  """ELECTRA's corruption step: sample replacements from the generator and label them.
+
+  At each real prediction (`masked_lm_weights > 0`) a token is drawn from the
+  generator's softmax, `tf.random.categorical` at temperature 1 on float32 logits, with
+  no gradient (`stop_gradient`: the generator learns from its MLM loss only, Clark et al.,
+  2020, Sec. 2). The discriminator input is `word_ids` with those positions overwritten
+  by the samples; the label of a position is 1 if its sampled token differs from the
+  original (`masked_lm_ids`) and 0 otherwise — a sample equal to the original counts as
+  original, as in the paper. Positions that are not predicted keep their token and label 0.
+
+  Predicted positions must be distinct within a sequence (as the masking produces them);
+  padded predictions (weight 0) may repeat any position. Uses one-hot matmuls rather than
+  scatters, which XLA on TPU prefers; the `[B, P, T]` one-hot is small next to the logits.
+
+  Call arguments:
+    mlm_logits: generator logits `[B, P, V]`.
+    word_ids: int `[B, T]` generator input ids.
+    masked_positions, masked_ids: int `[B, P]` predicted positions and original tokens.
+    masked_weights: `[B, P]`, 0 for padded predictions.
+
+  Returns:
+    A dict with `sampled_ids` int32 `[B, P]`, `corrupted_word_ids` int32 `[B, T]` and
+    `labels` int32 `[B, T]`.
+
+  Example:
+    >>> sampler = ReplacedTokenSampler()
+    >>> logits = tf.constant([[[0.0, 0.0, 100.0]]])   # the generator is sure of token 2
+    >>> result = sampler(logits, word_ids=tf.constant([[0, 1, 1]]), masked_positions=tf.constant([[1]]),
+    ...                  masked_ids=tf.constant([[1]]), masked_weights=tf.constant([[1.0]]))
+    >>> result["corrupted_word_ids"].numpy().tolist(), result["labels"].numpy().tolist()
+    ([[0, 2, 1]], [[0, 1, 0]])
+  """
+
+  def __init__(self, **kwargs):
+    kwargs.setdefault("dtype", "float32")   # sampling from float32 logits
+    super().__init__(**kwargs)
+
+  def call(self, mlm_logits, word_ids, masked_positions, masked_ids, masked_weights):
+    vocab_size = tf.shape(mlm_logits)[-1]
+    logits = tf.stop_gradient(tf.cast(mlm_logits, tf.float32))
+    sampled = tf.random.categorical(tf.reshape(logits, [-1, vocab_size]), 1, dtype=tf.int32)
+    sampled = tf.reshape(sampled, tf.shape(masked_positions))   # [B * P, 1] -> [B, P]
+    word_ids = tf.cast(word_ids, tf.int32)
+    predicted = tf.cast(masked_weights > 0, tf.int32)   # [B, P]
+    # [B, P] -> [B, P, T]: row p is the one-hot of position p, zero for padded predictions.
+    one_hot = tf.one_hot(masked_positions, tf.shape(word_ids)[1], dtype=tf.int32) * predicted[:, :, None]
+    replaced = tf.reduce_max(one_hot, axis=1)   # [B, T]
+    sampled_at = tf.reduce_sum(one_hot * sampled[:, :, None], axis=1)   # [B, P] -> [B, T]
+    corrupted = tf.where(replaced > 0, sampled_at, word_ids)
+    changed = tf.cast(sampled != tf.cast(masked_ids, tf.int32), tf.int32)   # [B, P]
+    labels = tf.reduce_max(one_hot * changed[:, :, None], axis=1)   # [B, P] -> [B, T]
+    return dict(sampled_ids=sampled, corrupted_word_ids=corrupted, labels=labels)
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class ElectraPretrainer(keras.Model):
+  """ELECTRA pre-training: a small MLM generator and a replaced-token discriminator.
+
+  Clark et al., 2020 (ELECTRA), Sec. 2 and 3.2. The generator reads the masked input and
+  is trained with MLM (tied `MaskedLMHead`); `ReplacedTokenSampler` draws its replacements
+  (no gradient through the sampling); the discriminator reads the corrupted sequence and
+  predicts, per token, whether it was replaced (`dense + activation` then `dense -> 1`,
+  as in the authors' code). The loss is
+
+    `loss = masked_lm_loss + discriminator_weight · replaced_token_loss`
+
+  with `discriminator_weight = 50` (the paper's λ), the discriminator term averaged over
+  real tokens (`input_mask = 1`) only.
+
+  Embedding sharing (Sec. 3.2): with `share_embeddings` (default) the generator's word
+  embedding table is replaced by the discriminator's, so both encoders and the
+  generator's output layer use one `[V, E]` table. The generator must have the same
+  vocabulary and embedding width E (give a narrower generator `embedding_width` equal to
+  the discriminator's: it then projects E -> its width). Only the word embeddings are
+  shared; the paper also shares position embeddings, which are small and absent from
+  relative-position encoders, so they stay separate here.
+
+  Unlike Model Garden's `ElectraPretrainer`, which calls its encoders with a list (our
+  encoders take a dict), shares no embeddings and has no loss, this is a functional
+  model over named inputs.
+
+  Inputs: the encoder's dict of int32 `[B, T]` tensors (`input_word_ids` with the masked
+  tokens) plus `masked_lm_positions`, `masked_lm_ids` int32 `[B, P]` and
+  `masked_lm_weights` float32 `[B, P]`. Outputs: a dict with `mlm_logits` float32
+  `[B, P, V]`, `sampled_ids` int32 `[B, P]`, `corrupted_word_ids` int32 `[B, T]`,
+  `disc_logits` float32 `[B, T]` and `disc_labels` int32 `[B, T]`. The sampling is random
+  on every call, in training and inference alike.
+
+  Args:
+    generator: encoder of the generator (the paper: 1/4 to 1/2 of the discriminator's width).
+    discriminator: encoder of the discriminator, the model kept after pre-training.
+    share_embeddings: tie the generator's word embeddings to the discriminator's.
+    discriminator_weight: λ.
+    activation: activation of the MLM transform and of the discriminator's dense layer.
+    initializer_range: stddev of the truncated-normal initializer of the heads.
+
+  Example:
+    >>> discriminator = TransformerEncoder(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2,
+    ...                                    intermediate_size=32)
+    >>> generator = TransformerEncoder(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2,
+    ...                                intermediate_size=16, embedding_width=16)
+    >>> electra = ElectraPretrainer(generator, discriminator)
+    >>> ids = tf.ones([2, 8], tf.int32)
+    >>> features = dict(input_word_ids=ids, input_mask=ids, input_type_ids=0 * ids,
+    ...                 masked_lm_positions=tf.constant([[1, 2], [3, 4]]),
+    ...                 masked_lm_ids=tf.constant([[5, 6], [7, 8]]), masked_lm_weights=tf.ones([2, 2]))
+    >>> outputs = electra(features)
+    >>> outputs["disc_logits"].shape, sorted(electra.compute_losses(features, outputs))
+    (TensorShape([2, 8]), ['disc_loss', 'loss', 'mlm_loss'])
+  """
+
+  def __init__(self, generator, discriminator, share_embeddings=True, discriminator_weight=50.0,
+               activation="gelu", initializer_range=0.02, **kwargs):
+    config = dict(share_embeddings=share_embeddings, discriminator_weight=discriminator_weight,
+                  activation=activation, initializer_range=initializer_range)
+    table, generator_table = discriminator.get_embedding_table(), generator.get_embedding_table()
+    if generator_table.shape[0] != table.shape[0]:
+      raise ValueError(f"generator and discriminator need the same vocabulary, got "
+                       f"{generator_table.shape[0]} and {table.shape[0]} word ids")
+    if share_embeddings:
+      if not hasattr(generator, "get_embedding_layer"):
+        raise ValueError("share_embeddings needs a generator with get_embedding_layer(); "
+                         "pass share_embeddings=False for this encoder")
+      if generator_table.shape != table.shape:
+        raise ValueError(
+            f"share_embeddings needs equal word-embedding tables, got {generator_table.shape} (generator) "
+            f"and {table.shape} (discriminator): build the generator with "
+            f"embedding_width={table.shape[1]}, or pass share_embeddings=False")
+      generator.get_embedding_layer().embeddings = table   # Keras puts it in the old variable's place
+
+    # Layers.
+    masked_lm = MaskedLMHead(generator.get_embedding_table(), activation=activation,
+                             initializer=truncated_normal(initializer_range), name="generator_masked_lm")
+    sampler = ReplacedTokenSampler(name="sampler")
+    disc_width = discriminator.output["sequence_output"].shape[-1]
+    disc_transform = keras.layers.Dense(disc_width, activation=activation,
+                                        kernel_initializer=truncated_normal(initializer_range),
+                                        name="discriminator_transform")
+    disc_scores = keras.layers.Dense(1, kernel_initializer=truncated_normal(initializer_range),
+                                     dtype="float32", name="discriminator_logits")   # float32 logits
+
+    # The functional graph.
+    inputs = dict(encoder_inputs_like(discriminator), **masked_lm_inputs())
+    word_ids = inputs["input_word_ids"]
+    generator_inputs = {name: inputs[name] for name in generator.input}
+    generator_sequence = full_length_sequence(
+        generator(generator_inputs), word_ids, "ElectraPretrainer's generator", name="generator_length_check")
+    mlm_logits = masked_lm(generator_sequence, masked_positions=inputs["masked_lm_positions"])   # [B, P, V]
+    corruption = sampler(mlm_logits, word_ids=word_ids, masked_positions=inputs["masked_lm_positions"],
+                         masked_ids=inputs["masked_lm_ids"], masked_weights=inputs["masked_lm_weights"])
+    discriminator_inputs = {name: inputs[name] for name in discriminator.input}
+    discriminator_inputs["input_word_ids"] = corruption["corrupted_word_ids"]
+    disc_sequence = full_length_sequence(discriminator(discriminator_inputs), word_ids,
+                                         "ElectraPretrainer's discriminator",
+                                         name="discriminator_length_check")
+    disc_logits = disc_scores(disc_transform(disc_sequence))[:, :, 0]   # [B, T, 1] -> [B, T]
+    outputs = dict(mlm_logits=mlm_logits, sampled_ids=corruption["sampled_ids"],
+                   corrupted_word_ids=corruption["corrupted_word_ids"], disc_logits=disc_logits,
+                   disc_labels=corruption["labels"])
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+    # The config.
+    self._config = config
+    self.generator = generator
+    self.discriminator = discriminator
+    self.discriminator_weight = discriminator_weight
+    self.masked_lm = masked_lm
+    self.loss_tracker = keras.metrics.Mean(name="loss")
+    self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+    self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
+
+  @property
+  def checkpoint_items(self):
+    return dict(encoder=self.discriminator)
+
+  def compute_losses(self, x, y_pred):
+    """The loss and its two terms (float32 scalars) for features `x` and outputs `y_pred`."""
+    mlm_loss = masked_lm_loss(x["masked_lm_ids"], y_pred["mlm_logits"], x["masked_lm_weights"])
+    disc_loss = replaced_token_loss(y_pred["disc_labels"], y_pred["disc_logits"], x["input_mask"])
+    return dict(loss=mlm_loss + self.discriminator_weight * disc_loss, mlm_loss=mlm_loss, disc_loss=disc_loss)
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
+    if y is not None or sample_weight is not None:
+      raise ValueError("ElectraPretrainer takes its labels from the features: pass no y or sample_weight")
+    losses = self.compute_losses(x, y_pred)
+    loss = losses["loss"]
+    if self.losses:
+      loss += tf.add_n([tf.cast(extra, tf.float32) for extra in self.losses])
+    self.loss_tracker.update_state(loss)
+    self.mlm_loss_tracker.update_state(losses["mlm_loss"])
+    self.disc_loss_tracker.update_state(losses["disc_loss"])
+    return loss
+
+  def get_config(self):
+    return dict(self._config, generator=keras.layers.serialize(self.generator),
+                discriminator=keras.layers.serialize(self.discriminator), name=self.name)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    return cls(**deserialize_encoders(config, ("generator", "discriminator"), custom_objects))

@@ -1,0 +1,119 @@
+"""Named encoder configurations from the RealFormer and Funnel-Transformer papers.
+
+Presets are data: each is a family (`"transformer"` or `"funnel"`) and the
+constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEncoder`.
+
+- BERT sizes (RealFormer paper, Table 1): small L4/H512/A8, base L12/H768/A12,
+  large L24/H1024/A16, xlarge L36/H1536/A24; Post-LN (`bert_*`), Pre-LN
+  (`prenorm_*`) and residual attention (`realformer_*`, running mean at 36 layers).
+- Relative-attention Transformers, the Funnel paper's baselines (Sec. 4.1):
+  `rel_transformer_base` (L12H768), `rel_transformer_large` (L24H1024).
+- Funnel-Transformers (Funnel paper, Table 1 and 2): `funnel_b4_4_4`,
+  `funnel_b6_3x2_3x2`, `funnel_b6_6_6` (H768), `funnel_b8_8_8`, `funnel_b10_10_10`
+  (H1024), encoder only; the `_decoder` variants add the 2-layer decoder.
+
+    >>> import zoo.presets
+    >>> zoo.presets.get("funnel_b6_3x2_3x2").config["block_repeats"]
+    (1, 2, 2)
+    >>> encoder = zoo.presets.build("realformer_small", num_layers=2, seq_length=16)
+"""
+
+import copy
+import dataclasses
+
+VOCAB_SIZE = 30522   # BERT's uncased WordPiece vocabulary, used by both papers
+
+_BERT_SIZES = {   # name: (layers, width, heads)
+    "small": (4, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+    "xlarge": (36, 1536, 24),
+}
+_FUNNEL_LAYOUTS = {   # name: (block sizes, block repeats, width)
+    "b4_4_4": ((4, 4, 4), (1, 1, 1), 768),
+    "b6_3x2_3x2": ((6, 3, 3), (1, 2, 2), 768),
+    "b6_6_6": ((6, 6, 6), (1, 1, 1), 768),
+    "b8_8_8": ((8, 8, 8), (1, 1, 1), 1024),
+    "b10_10_10": ((10, 10, 10), (1, 1, 1), 1024),
+}
+FAMILIES = ("transformer", "funnel")
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+  """A named configuration: the encoder family and its constructor arguments."""
+  name: str
+  family: str
+  config: dict
+  description: str
+
+  def encoder_class(self):
+    from zoo import models
+    return {"transformer": models.TransformerEncoder, "funnel": models.FunnelEncoder}[self.family]
+
+  @property
+  def hidden_size(self):
+    return self.config["hidden_size"]
+
+
+def _transformer(layers, width, heads, **options):
+  return dict(vocab_size=VOCAB_SIZE, hidden_size=width, num_layers=layers, num_heads=heads,
+              intermediate_size=4 * width, **options)
+
+
+def _presets():
+  presets = {}
+
+  def add(name, family, config, description):
+    presets[name] = Preset(name, family, config, description)
+
+  for size, (layers, width, heads) in _BERT_SIZES.items():
+    shape = f"L{layers}/H{width}/A{heads}"
+    add(f"bert_{size}", "transformer", _transformer(layers, width, heads), f"Post-LN BERT {shape}")
+    add(f"prenorm_{size}", "transformer", _transformer(layers, width, heads, norm_first=True),
+        f"Pre-LN Transformer {shape}")
+    add(f"realformer_{size}", "transformer",
+        _transformer(layers, width, heads, residual_attention=True, running_mean=layers > 24),
+        f"RealFormer {shape}" + (", running-mean residual attention" if layers > 24 else ""))
+  for size, (layers, width, heads) in (("base", (12, 768, 12)), ("large", (24, 1024, 16))):
+    add(f"rel_transformer_{size}", "transformer",
+        _transformer(layers, width, heads, position_encoding="factorized", activation="gelu_approximate"),
+        f"Transformer L{layers}H{width} with Funnel's relative attention (the Funnel paper's baseline)")
+  for layout, (sizes, repeats, width) in _FUNNEL_LAYOUTS.items():
+    heads = width // 64
+    base = dict(vocab_size=VOCAB_SIZE, hidden_size=width, block_sizes=sizes, block_repeats=repeats,
+                num_heads=heads, intermediate_size=4 * width)
+    shape = "-".join(f"{s}x{r}" if r > 1 else f"{s}" for s, r in zip(sizes, repeats, strict=True))
+    add(f"funnel_{layout}", "funnel", base, f"Funnel-Transformer B{shape}-H{width}, encoder only")
+    add(f"funnel_{layout}_decoder", "funnel", dict(base, num_decoder_layers=2),
+        f"Funnel-Transformer B{shape}-H{width} with its 2-layer decoder")
+  return presets
+
+
+PRESETS = _presets()
+
+
+def names():
+  """All preset names, sorted."""
+  return sorted(PRESETS)
+
+
+def get(name):
+  """The `Preset` called `name` (a copy: changing it does not change the table)."""
+  if name not in PRESETS:
+    raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(names())}")
+  return copy.deepcopy(PRESETS[name])
+
+
+def build(name, **overrides):
+  """Builds the encoder of preset `name`, with constructor arguments overridden.
+
+  Unknown override names raise a ValueError listing the valid ones.
+  """
+  preset = get(name)
+  cls = preset.encoder_class()
+  valid = set(cls.__init__.__code__.co_varnames[1:cls.__init__.__code__.co_argcount])
+  unknown = sorted(set(overrides) - valid)
+  if unknown:
+    raise ValueError(f"{cls.__name__} has no argument(s) {unknown}; valid: {sorted(valid)}")
+  return cls(**{**preset.config, **overrides})

@@ -1,0 +1,79 @@
+"""Parameter and FLOP counts of an encoder configuration, from its config alone.
+
+FLOPs count the multiply-adds of matmuls and einsums (2 FLOPs each) of one forward
+pass of one sequence; the factorized relative attention is counted as implemented
+(one contraction over the model width per head).
+"""
+
+from zoo.models.funnel_encoder import block_lengths
+
+
+def _head_width(config):
+  heads = config["num_heads"]
+  return heads * (config.get("head_size") or config["hidden_size"] // heads)
+
+
+def _layer_parameters(config, relative):
+  width, inner, heads_width = config["hidden_size"], config["intermediate_size"], _head_width(config)
+  attention = 4 * width * heads_width + 3 * heads_width + width
+  if relative:   # content, position and segment biases, W_r, segment embedding
+    attention += 3 * heads_width + width * heads_width + 2 * heads_width
+  feed_forward = 2 * width * inner + inner + width
+  return attention + feed_forward + 4 * width   # two layer norms
+
+
+def _embedding_parameters(config, absolute):
+  width = config["hidden_size"]
+  embedding = config.get("embedding_width") or width
+  count = config["vocab_size"] * embedding + 2 * embedding
+  if absolute:
+    count += (config.get("max_sequence_length", 512) + config.get("type_vocab_size", 2)) * embedding
+  if embedding != width:
+    count += embedding * width + width
+  return count
+
+
+def parameter_count(family, config):
+  """Trainable parameters of the encoder, pooler included."""
+  width = config["hidden_size"]
+  pooler = width * width + width
+  if family == "transformer":
+    absolute = config.get("position_encoding", "absolute") == "absolute"
+    layers = config["num_layers"] * _layer_parameters(config, relative=not absolute)
+    final_norm = 2 * width if config.get("norm_first") else 0
+    return _embedding_parameters(config, absolute) + layers + final_norm + pooler
+  unique_layers = sum(config["block_sizes"]) + config.get("num_decoder_layers", 0)
+  return _embedding_parameters(config, absolute=False) + unique_layers * _layer_parameters(
+      config, relative=True) + pooler
+
+
+def _layer_flops(config, queries, keys, relative):
+  width, inner, heads_width = config["hidden_size"], config["intermediate_size"], _head_width(config)
+  heads = config["num_heads"]
+  flops = 2 * queries * width * heads_width * 2        # query and output projections
+  flops += 2 * keys * width * heads_width * 2          # key and value projections
+  flops += 2 * queries * keys * heads_width * 2        # scores and context
+  flops += 2 * queries * width * inner * 2             # feed-forward
+  if relative:
+    flops += 2 * queries * heads_width * width         # q̃ = (q̂ + u) W_rᵀ
+    flops += 2 * heads * queries * keys * width        # q̃ against the sinusoids
+  return flops
+
+
+def flops(family, config, seq_length):
+  """Forward FLOPs of one sequence of `seq_length` tokens (no embeddings, no heads)."""
+  if family == "transformer":
+    relative = config.get("position_encoding", "absolute") != "absolute"
+    return config["num_layers"] * _layer_flops(config, seq_length, seq_length, relative)
+  separate_cls = config.get("separate_cls", True)
+  lengths = block_lengths(seq_length, len(config["block_sizes"]), separate_cls,
+                          config.get("truncate_seq", True))
+  repeats = config.get("block_repeats") or (1,) * len(lengths)
+  total = 0
+  for block, (size, repeat) in enumerate(zip(config["block_sizes"], repeats, strict=True)):
+    for application in range(size * repeat):
+      pooled_start = block > 0 and application == 0
+      keys = lengths[block - 1] if pooled_start and config.get("pool_q_only", True) else lengths[block]
+      total += _layer_flops(config, lengths[block], keys, relative=True)
+  total += config.get("num_decoder_layers", 0) * _layer_flops(config, seq_length, seq_length, True)
+  return total
