@@ -15,8 +15,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # tf.keras is Keras 3 under TF 2.16+ and does not mix with Model Garden's tf_keras layers.
 FORBIDDEN_KERAS = re.compile(r"(^|[^_\w])tf\.keras\b|from tensorflow import keras|^\s*import keras\b"
                              r"|^\s*from keras\b", re.M)
-LAYER_MODULES = ["zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
-                 "zoo.layers.transformer_block", "zoo.layers.embeddings"]
+DOCUMENTED_MODULES = [
+    "zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
+    "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.models.encoder_inputs",
+    "zoo.models.transformer_encoder", "zoo.models.funnel_encoder", "zoo.models.heads",
+    "zoo.models.pretrainers", "zoo.presets"]
 
 
 def _project_sources():
@@ -48,11 +51,12 @@ def test_public_layers_are_registered_and_documented(name):
     assert "Example:" in obj.__doc__
 
 
-@pytest.mark.parametrize("module_name", LAYER_MODULES)
+@pytest.mark.parametrize("module_name", DOCUMENTED_MODULES)
 def test_docstring_examples_run(module_name):
+  import zoo.models
   module = importlib.import_module(module_name)
   keras.utils.set_random_seed(0)
-  result = doctest.testmod(module, extraglobs={"tf": tf, "np": __import__("numpy")},
-                           optionflags=doctest.NORMALIZE_WHITESPACE)
+  names = {"tf": tf, "np": __import__("numpy"), **{n: getattr(zoo.models, n) for n in zoo.models.__all__}}
+  result = doctest.testmod(module, extraglobs=names, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0, f"no docstring examples found in {module_name}"
   assert result.failed == 0, f"{result.failed} docstring example(s) failed in {module_name}"
