@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-test.txt
 install: $(STAMP)
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check zoo tests
+	$(VENV)/bin/ruff check zoo tpu tests
 	$(PY) -m pytest
 
 # Everything but the tests marked slow.
@@ -26,7 +26,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check zoo tests
+	$(VENV)/bin/ruff check zoo tpu tests
 
 clean:
 	rm -rf $(VENV) .pytest_cache
