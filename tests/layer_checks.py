@@ -89,3 +89,35 @@ def run_layer_checks(make_layer, inputs, build_outputs, tmp_path, float32_output
     if name in float32_outputs:
       assert value.dtype == tf.float32, f"output {name} must stay float32, got {value.dtype}"
   return model
+
+
+def run_encoder_checks(encoder_class, config, inputs, tmp_path, bfloat16_tolerance=0.15):
+  """The standard checks for a zoo encoder model, on its `sequence_output`.
+
+  Config round-trip, `.keras` (safe mode) and SavedModel reload, XLA, and
+  `mixed_bfloat16` (bfloat16, finite and close to the float32 output).
+  """
+  encoder = encoder_class(**config)
+  expected = encoder(inputs)["sequence_output"].numpy()
+  assert encoder_class.from_config(encoder.get_config()).get_config() == encoder.get_config()
+
+  encoder.save(tmp_path / "encoder.keras")
+  loaded = keras.models.load_model(tmp_path / "encoder.keras", safe_mode=True)
+  np.testing.assert_allclose(loaded(inputs)["sequence_output"].numpy(), expected, atol=1e-6)
+  encoder.save(tmp_path / "saved_model", save_format="tf")
+  restored = keras.models.load_model(tmp_path / "saved_model")
+  np.testing.assert_allclose(restored(inputs)["sequence_output"].numpy(), expected, atol=1e-6)
+
+  compiled = tf.function(lambda x: encoder(x, training=False), jit_compile=True)
+  np.testing.assert_allclose(compiled(inputs)["sequence_output"].numpy(), expected, atol=1e-5)
+
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    mixed = encoder_class(**config)
+    mixed.set_weights(encoder.get_weights())
+    outputs = mixed(inputs)
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  sequence = tf.cast(outputs["sequence_output"], tf.float32).numpy()
+  assert outputs["sequence_output"].dtype == tf.bfloat16
+  assert np.all(np.isfinite(sequence)) and np.abs(sequence - expected).max() < bfloat16_tolerance

@@ -1,4 +1,4 @@
-"""The Model Garden encoder inputs shared by every zoo encoder.
+"""The Model Garden encoder interface shared by every zoo encoder.
 
 Axes: B batch, T sequence length.
 """
@@ -38,3 +38,25 @@ class ClsSegmentIds(keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), "cls_segment_id": self.cls_segment_id}
+
+
+class EncoderModel(keras.Model):
+  """What every zoo encoder shares: a functional model rebuilt from its arguments.
+
+  Subclasses build their functional graph in `__init__`, then set `self._config` (the
+  constructor arguments) and `self._embeddings` (their `EncoderEmbeddings`). The
+  embedding accessors are the ones Model Garden's heads and pretrainers call.
+  """
+
+  def get_embedding_table(self):
+    return self._embeddings.word_embeddings.embeddings
+
+  def get_embedding_layer(self):
+    return self._embeddings.word_embeddings
+
+  def get_config(self):
+    return dict(self._config, name=self.name)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    return cls(**config)

@@ -16,6 +16,7 @@ from zoo.layers import TransformerBlock
 from zoo.layers import pool_positions
 from zoo.layers import pooled_length
 from zoo.models.encoder_inputs import ClsSegmentIds
+from zoo.models.encoder_inputs import EncoderModel
 from zoo.models.encoder_inputs import encoder_inputs
 
 CARRY_AT_POOLING = ("pool", "reset")
@@ -30,7 +31,7 @@ def block_lengths(seq_length, num_blocks, separate_cls=True, truncate_seq=True):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelEncoder(keras.Model):
+class FunnelEncoder(EncoderModel):
   """Funnel-Transformer: blocks of relative-attention layers with pooling in between.
 
   Between blocks the sequence is pooled with stride 2 (`FunnelPooling`); with
@@ -266,16 +267,3 @@ class FunnelEncoder(keras.Model):
     index = config["decoder_residual_layer"]
     if index is not None and not 0 <= index < applications:
       raise ValueError(f"decoder_residual_layer must be in [0, {applications}), got {index}")
-
-  def get_embedding_table(self):
-    return self._embeddings.word_embeddings.embeddings
-
-  def get_embedding_layer(self):
-    return self._embeddings.word_embeddings
-
-  def get_config(self):
-    return dict(self._config, name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**config)

@@ -8,11 +8,12 @@ import tf_keras as keras
 from zoo.layers import EncoderEmbeddings
 from zoo.layers import TransformerBlock
 from zoo.models.encoder_inputs import ClsSegmentIds
+from zoo.models.encoder_inputs import EncoderModel
 from zoo.models.encoder_inputs import encoder_inputs
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class TransformerEncoder(keras.Model):
+class TransformerEncoder(EncoderModel):
   """A stack of `TransformerBlock`s over token embeddings, BERT's encoder interface.
 
   - Post-LN (BERT, Devlin et al., 2019): the default.
@@ -144,16 +145,3 @@ class TransformerEncoder(keras.Model):
     # The config.
     self._config = config
     self._embeddings = embeddings
-
-  def get_embedding_table(self):
-    return self._embeddings.word_embeddings.embeddings
-
-  def get_embedding_layer(self):
-    return self._embeddings.word_embeddings
-
-  def get_config(self):
-    return dict(self._config, name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**config)

@@ -5,10 +5,10 @@ Numerics against the reference implementation are in tests/zoo/convert.
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import tf_keras as keras
 from official.nlp.modeling import models as nlp_models
 
+from tests.layer_checks import run_encoder_checks
 from zoo.models import FunnelEncoder
 from zoo.models import TransformerEncoder
 from zoo.models.funnel_encoder import block_lengths
@@ -147,26 +147,4 @@ def test_config_errors(bad, message):
 ], ids=["decoder_repeats", "shift_residual"])
 def test_save_reload_xla_and_mixed_precision(flags, tmp_path):
   config = dict(SMALL, block_sizes=(1, 1), **flags)
-  inputs = _inputs()
-  encoder = FunnelEncoder(**config)
-  expected = encoder(inputs)["sequence_output"].numpy()
-  assert FunnelEncoder.from_config(encoder.get_config()).get_config() == encoder.get_config()
-
-  encoder.save(tmp_path / "encoder.keras")
-  loaded = keras.models.load_model(tmp_path / "encoder.keras", safe_mode=True)
-  np.testing.assert_allclose(loaded(inputs)["sequence_output"].numpy(), expected, atol=1e-6)
-  encoder.save(tmp_path / "saved_model", save_format="tf")
-  restored = keras.models.load_model(tmp_path / "saved_model")
-  np.testing.assert_allclose(restored(inputs)["sequence_output"].numpy(), expected, atol=1e-6)
-
-  compiled = tf.function(lambda x: encoder(x, training=False), jit_compile=True)
-  np.testing.assert_allclose(compiled(inputs)["sequence_output"].numpy(), expected, atol=1e-5)
-
-  keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  mixed = FunnelEncoder(**config)
-  mixed.set_weights(encoder.get_weights())
-  outputs = mixed(inputs)
-  keras.mixed_precision.set_global_policy("float32")
-  sequence = tf.cast(outputs["sequence_output"], tf.float32).numpy()
-  assert outputs["sequence_output"].dtype == tf.bfloat16
-  assert np.all(np.isfinite(sequence)) and np.abs(sequence - expected).max() < 0.15
+  run_encoder_checks(FunnelEncoder, config, _inputs(), tmp_path)

@@ -7,6 +7,7 @@ import tf_keras as keras
 from official.nlp.modeling import models as nlp_models
 from official.nlp.modeling import networks
 
+from tests.layer_checks import run_encoder_checks
 from tests.zoo.layers import reference
 from zoo.models import TransformerEncoder
 
@@ -150,26 +151,4 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", VARIANTS, ids=list(VARIANTS))
 def test_save_reload_xla_and_mixed_precision(variant, tmp_path):
   config = dict(SMALL, **VARIANTS[variant])
-  inputs = _inputs()
-  encoder = TransformerEncoder(**config)
-  expected = encoder(inputs)["sequence_output"].numpy()
-  assert TransformerEncoder.from_config(encoder.get_config()).get_config() == encoder.get_config()
-
-  encoder.save(tmp_path / "encoder.keras")
-  loaded = keras.models.load_model(tmp_path / "encoder.keras", safe_mode=True)
-  np.testing.assert_allclose(loaded(inputs)["sequence_output"].numpy(), expected, atol=1e-6)
-  encoder.save(tmp_path / "saved_model", save_format="tf")
-  restored = keras.models.load_model(tmp_path / "saved_model")
-  np.testing.assert_allclose(restored(inputs)["sequence_output"].numpy(), expected, atol=1e-6)
-
-  compiled = tf.function(lambda x: encoder(x, training=False), jit_compile=True)
-  np.testing.assert_allclose(compiled(inputs)["sequence_output"].numpy(), expected, atol=1e-5)
-
-  keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  mixed = TransformerEncoder(**config)
-  mixed.set_weights(encoder.get_weights())
-  outputs = mixed(inputs)
-  keras.mixed_precision.set_global_policy("float32")
-  assert outputs["sequence_output"].dtype == tf.bfloat16
-  assert np.all(np.isfinite(tf.cast(outputs["sequence_output"], tf.float32).numpy()))
-  assert np.abs(tf.cast(outputs["sequence_output"], tf.float32).numpy() - expected).max() < 0.1
+  run_encoder_checks(TransformerEncoder, config, _inputs(), tmp_path)
