@@ -12,9 +12,9 @@ import tf_keras as keras
 import zoo.layers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# tf.keras is Keras 3 under TF 2.16+ and does not mix with Model Garden's tf_keras layers.
-FORBIDDEN_KERAS = re.compile(r"(^|[^_\w])tf\.keras\b|from tensorflow import keras|^\s*import keras\b"
-                             r"|^\s*from keras\b", re.M)
+# tf.keras is Keras 3 under TF 2.16+ and does not mix with Model Garden's tf_keras layers: forbidden.
+FORBIDDEN_KERAS = re.compile(r"(^|[^_\w])tf\.keras\b|"  # forbidden
+                             r"from tensorflow import keras|^\s*import keras\b|^\s*from keras\b", re.M)
 DOCUMENTED_MODULES = [
     "zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
     "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.models.encoder_inputs",
@@ -33,11 +33,11 @@ def test_no_module_uses_tf_keras():
   sources = list(_project_sources())
   assert sources, "no project sources found"
   offenders = [str(p.relative_to(ROOT)) for p in sources if FORBIDDEN_KERAS.search(p.read_text())]
-  assert not offenders, f"use 'import tf_keras as keras', not tf.keras / Keras 3: {offenders}"
+  assert not offenders, f"use 'import tf_keras as keras'; tf.keras / Keras 3 is forbidden: {offenders}"
 
 
 def test_the_forbidden_pattern_catches_tf_keras():
-  assert FORBIDDEN_KERAS.search("x = tf.keras.layers.Dense(3)")
+  assert FORBIDDEN_KERAS.search("x = tf.keras.layers.Dense(3)")   # forbidden
   assert FORBIDDEN_KERAS.search("import keras\n")
   assert not FORBIDDEN_KERAS.search("import tf_keras as keras\nkeras.layers.Dense(3)")
 
