@@ -1,0 +1,124 @@
+"""Vocabulary building on a corpus written to a temporary folder, and the build-vocab CLI."""
+
+import doctest
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from zoo.text import vocab as vocab_lib
+from zoo.text.__main__ import main
+from zoo.text.tokenizer import TextEncoder
+from zoo.text.vocab import SPECIAL_TOKENS
+from zoo.text.vocab import build_vocab
+from zoo.text.vocab import corpus_files
+from zoo.text.vocab import load_vocab
+from zoo.text.vocab import write_vocab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A lazy dog sleeps; the quick fox runs, jumping and running.",
+    "Foxes and dogs: running, jumping, sleeping!",
+    "Über café naïve résumé — the dog's toy.",
+]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+  """Two files of 50 lines each (sentences repeated so that common words pass the count threshold)."""
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  for index in range(2):
+    lines = [SENTENCES[(index + line) % len(SENTENCES)] for line in range(50)]
+    (folder / f"part-{index}.txt").write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+  return folder
+
+
+def test_docstring_examples_run():
+  result = doctest.testmod(vocab_lib, extraglobs={"tf": tf, "np": np},
+                           optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_built_vocab_covers_the_corpus(corpus, lower_case):
+  messages = []
+  vocab = build_vocab(corpus_files([str(corpus / "*.txt")]), 200, lower_case=lower_case,
+                      progress=messages.append)
+  assert vocab[:5] == list(SPECIAL_TOKENS)
+  assert len(vocab) == len(set(vocab)) and len(vocab) <= 200
+  assert {"the", "dog", "fox", "##s"} <= set(vocab)
+  assert any("2 file(s)" in message for message in messages)
+  has_upper = any(token != token.lower() for token in vocab[len(SPECIAL_TOKENS):])
+  assert has_upper != lower_case
+  if lower_case:
+    assert "cafe" in vocab or {"c", "##a", "##f", "##e"} <= set(vocab)   # accents stripped
+    assert not any("é" in token for token in vocab)
+  # Every character of the corpus is in the vocabulary: the corpus encodes without [UNK].
+  encoder = TextEncoder(vocab, seq_length=64, lower_case=lower_case)
+  tokens = encoder.tokenize(tf.constant(SENTENCES)).flat_values.numpy()
+  assert tokens.size > 40 and encoder.unk_id not in tokens
+
+
+def test_write_and_load_round_trip(tmp_path):
+  vocab = list(SPECIAL_TOKENS) + ["the", "##s", "中", "é"]
+  write_vocab(vocab, str(tmp_path / "sub" / "vocab.txt"))
+  assert (tmp_path / "sub" / "vocab.txt").read_text(encoding="utf-8") == "\n".join(vocab) + "\n"
+  assert load_vocab(str(tmp_path / "sub" / "vocab.txt")) == vocab
+  (tmp_path / "bad.txt").write_text("[PAD]\n\n[UNK]\n", encoding="utf-8")
+  with pytest.raises(ValueError, match="bad.txt, line 2: empty token"):
+    load_vocab(str(tmp_path / "bad.txt"))
+
+
+def test_errors_name_the_problem(tmp_path):
+  with pytest.raises(FileNotFoundError, match="no corpus files match '.*nothing-\\*.txt'"):
+    corpus_files([str(tmp_path / "nothing-*.txt")])
+  (tmp_path / "empty.txt").write_text("\n  \n\n", encoding="utf-8")
+  with pytest.raises(ValueError, match="the corpus holds no words.*empty.txt"):
+    build_vocab([str(tmp_path / "empty.txt")], 100)
+  with pytest.raises(ValueError, match="vocab_size must be larger than the 5 reserved tokens"):
+    build_vocab([str(tmp_path / "empty.txt")], 5)
+
+
+def test_cli_builds_a_vocabulary_and_reports_progress(corpus, tmp_path, capsys):
+  out = tmp_path / "out" / "vocab.txt"
+  assert main(["build-vocab", str(corpus / "part-*.txt"), "--out", str(out), "--size", "150",
+               "--lower-case"]) == 0
+  vocab = load_vocab(str(out))
+  assert vocab[:5] == list(SPECIAL_TOKENS) and len(vocab) <= 150 and "the" in vocab
+  stderr = capsys.readouterr().err
+  assert "2 file(s)" in stderr and f"wrote {len(vocab)} tokens to {out}" in stderr
+
+
+def test_cli_errors_and_help(tmp_path, capsys):
+  assert main(["build-vocab", str(tmp_path / "missing-*.txt"), "--out", str(tmp_path / "v.txt"),
+               "--size", "100"]) == 2
+  assert "no corpus files match" in capsys.readouterr().err and not (tmp_path / "v.txt").exists()
+  (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+  assert main(["build-vocab", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "v.txt"),
+               "--size", "100"]) == 2
+  assert "no words" in capsys.readouterr().err
+  with pytest.raises(SystemExit) as exit_info:
+    main(["build-vocab", "--help"])
+  assert exit_info.value.code == 0
+  help_text = capsys.readouterr().out
+  assert "CORPUS_GLOB" in help_text and "--lower-case" in help_text and "--size" in help_text
+  with pytest.raises(SystemExit) as exit_info:
+    main(["build-vocab", "corpus.txt", "--out", "v.txt"])   # --size missing
+  assert exit_info.value.code == 2
+  assert "--size" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point(corpus, tmp_path):
+  out = tmp_path / "vocab.txt"
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-m", "zoo.text", "build-vocab", str(corpus / "*.txt"),
+                           "--out", str(out), "--size", "120"],
+                          capture_output=True, text=True, timeout=120, check=False, env=env, cwd=tmp_path)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout == "" and "wrote" in result.stderr
+  assert load_vocab(str(out))[:5] == list(SPECIAL_TOKENS)

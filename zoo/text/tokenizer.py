@@ -1,0 +1,210 @@
+"""In-graph BERT text encoding: raw strings in, packed encoder inputs out.
+
+Axes: B batch, T sequence length (`seq_length`), V vocabulary size.
+
+`TextEncoder` is a `tf.Module`, so the same object serves the training input pipeline
+(`tf.data.Dataset.map`), `tf.function`s and exported SavedModels that take raw text.
+All of it is TensorFlow and tensorflow-text ops; the WordPiece model sits in the graph
+as a constant (`tensorflow_text.FastWordpieceTokenizer`), so a SavedModel needs no
+vocabulary asset. Load such a SavedModel after `import tensorflow_text`, which
+registers the ops.
+
+Steps, as BERT does them:
+
+1. Invalid UTF-8 bytes become U+FFFD (`tf.strings.unicode_transcode`, errors="replace").
+2. With `lower_case`: case folding, NFD normalisation, accents (`\\p{Mn}`) stripped —
+   BERT uncased, as tensorflow-text's `BasicTokenizer`.
+3. Control and format characters (`\\p{Cc}`, `\\p{Cf}`) become spaces, as in
+   `BasicTokenizer`.
+4. `FastWordpieceTokenizer` with its own pre-tokenization splits on whitespace,
+   punctuation and CJK characters, then into WordPiece pieces (`##` marks a suffix).
+   A word longer than `max_bytes_per_word` bytes or without a WordPiece split is `[UNK]`.
+5. Packing (Model Garden's `BertPackInputs.bert_pack_inputs`): `[CLS] a [SEP]` or
+   `[CLS] a [SEP] b [SEP]`, trimmed to `seq_length` by `text.RoundRobinTrimmer` (one
+   token at a time to each segment that still has some: the longer segment loses
+   tokens first) and padded with `[PAD]`.
+"""
+
+import collections
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as text
+from official.nlp.modeling.layers.text_layers import BertPackInputs
+
+from zoo.text.vocab import SPECIAL_TOKENS
+from zoo.text.vocab import load_vocab
+
+SUFFIX_INDICATOR = "##"
+TRUNCATORS = ("round_robin", "waterfall")
+
+
+def continuation_table(vocab: Sequence[str], suffix_indicator: str = SUFFIX_INDICATOR) -> np.ndarray:
+  """bool `[V]`: True for suffix pieces (`##ing`), which continue the word before them."""
+  return np.array([token.startswith(suffix_indicator) and len(token) > len(suffix_indicator)
+                   for token in vocab], dtype=bool)
+
+
+def word_starts(token_ids, is_continuation) -> tf.RaggedTensor:
+  """bool `[B, (tokens)]`: True where a token starts a word.
+
+  A token starts a word unless it is a suffix piece (`is_continuation[id]`, bool `[V]`),
+  and the first token of each row always starts one.
+
+  Args:
+    token_ids: int `[B, (tokens)]` ragged, or dense `[B, T]`.
+    is_continuation: bool `[V]`, see `continuation_table`.
+  """
+  if not isinstance(token_ids, tf.RaggedTensor):
+    token_ids = tf.RaggedTensor.from_tensor(token_ids)
+  continues = tf.gather(tf.convert_to_tensor(is_continuation, tf.bool), token_ids.flat_values)
+  first_in_row = tf.equal(tf.ragged.range(token_ids.row_lengths()).flat_values, 0)
+  return token_ids.with_flat_values(tf.logical_or(tf.logical_not(continues), first_in_row))
+
+
+def word_ids_from_starts(starts: tf.RaggedTensor) -> tf.RaggedTensor:
+  """int32 `[B, (tokens)]`: the index of the word each token belongs to, from 0 in each row."""
+  counts = tf.cumsum(tf.cast(starts.flat_values, tf.int32))   # running word count over all rows
+  before_row = tf.gather(tf.concat([[0], counts], 0), starts.row_splits[:-1])   # [B]
+  return starts.with_flat_values(counts - tf.repeat(before_row, starts.row_lengths()) - 1)
+
+
+class TextEncoder(tf.Module):
+  """Encodes raw text into BERT encoder inputs, in the graph, with a WordPiece vocabulary.
+
+  Follows BERT's preprocessing (Devlin et al., 2019, Sec. 3 and the released
+  `tokenization.py`) with tensorflow-text ops; see the module docstring for the steps.
+  Works eagerly, inside `tf.function` and `tf.data.Dataset.map`, and inside SavedModels
+  (load them after `import tensorflow_text`). Any batch size works, including 0; empty
+  strings, very long strings and invalid UTF-8 do not fail.
+
+  Args:
+    vocab: a list of WordPiece tokens (index = id) or the path of a vocabulary file.
+      It must hold `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]` and `[MASK]`.
+    seq_length: T, the length of the packed inputs (at least 3).
+    lower_case: BERT uncased: case folding, NFD, accents stripped. Build the
+      vocabulary with the same setting.
+    truncator: `"round_robin"` (BERT's longest-first trimming of pairs) or
+      `"waterfall"` (the first segment keeps as much as fits).
+    max_bytes_per_word: longer words become `[UNK]`.
+    name: the module name.
+
+  Example:
+
+  >>> encoder = TextEncoder(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog",
+  ...                        "##s", "run", "."], seq_length=8)
+  >>> features = encoder.encode(tf.constant(["The dogs run."]))
+  >>> features["input_word_ids"].numpy()
+  array([[2, 5, 6, 7, 8, 9, 3, 0]], dtype=int32)
+  >>> encoder.word_ids(encoder.tokenize(tf.constant(["The dogs run."]))).to_list()
+  [[0, 1, 1, 2, 3]]
+  """
+
+  def __init__(self, vocab: str | Sequence[str], *, seq_length: int = 128, lower_case: bool = True,
+               truncator: str = "round_robin", max_bytes_per_word: int = 100, name: str | None = None):
+    super().__init__(name=name)
+    tokens = load_vocab(vocab) if isinstance(vocab, str) else [str(token) for token in vocab]
+    if not tokens:
+      raise ValueError("the vocabulary is empty")
+    blank = [i for i, token in enumerate(tokens) if not token.strip()]
+    if blank:
+      raise ValueError(f"the vocabulary has empty or blank tokens at ids {blank[:10]}")
+    duplicates = sorted(token for token, count in collections.Counter(tokens).items() if count > 1)
+    if duplicates:
+      raise ValueError(f"the vocabulary repeats tokens {duplicates[:10]}; each token needs one id")
+    missing = [token for token in SPECIAL_TOKENS if token not in tokens]
+    if missing:
+      raise ValueError(f"the vocabulary lacks the special tokens {missing}; TextEncoder needs all of "
+                       f"{list(SPECIAL_TOKENS)} (build one with `python -m zoo.text build-vocab`)")
+    if seq_length < 3:
+      raise ValueError(f"seq_length must be at least 3 ([CLS] a [SEP] b [SEP] needs room), got {seq_length}")
+    if truncator not in TRUNCATORS:
+      raise ValueError(f"truncator must be one of {TRUNCATORS}, got {truncator!r}")
+    self._vocab = tuple(tokens)
+    self.seq_length = int(seq_length)
+    self.lower_case = bool(lower_case)
+    self.truncator = truncator
+    self.max_bytes_per_word = int(max_bytes_per_word)
+    index = {token: i for i, token in enumerate(tokens)}
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (index[t] for t in SPECIAL_TOKENS)
+    self._is_continuation = continuation_table(tokens)
+    self._wordpiece = text.FastWordpieceTokenizer(
+        vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR, max_bytes_per_word=self.max_bytes_per_word,
+        token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=False)
+
+  @property
+  def vocab(self) -> list[str]:
+    """The tokens; a token's id is its index."""
+    return list(self._vocab)
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self._vocab)
+
+  @property
+  def special_ids(self) -> dict[str, int]:
+    """`{"[PAD]": id, "[UNK]": id, "[CLS]": id, "[SEP]": id, "[MASK]": id}`."""
+    return dict(zip(SPECIAL_TOKENS, (self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id),
+                    strict=True))
+
+  @property
+  def is_continuation(self) -> np.ndarray:
+    """bool `[V]`: True for suffix pieces (`##…`); whole-word masking groups by it."""
+    return self._is_continuation.copy()
+
+  def normalize(self, texts) -> tf.Tensor:
+    """string `[B]` -> string `[B]`: steps 1–3 (valid UTF-8, optional lower-casing, no control chars)."""
+    with self.name_scope:
+      texts = tf.convert_to_tensor(texts, tf.string)
+      texts = tf.strings.unicode_transcode(texts, input_encoding="UTF-8", output_encoding="UTF-8",
+                                           errors="replace", replacement_char=0xFFFD)
+      if self.lower_case:
+        texts = text.case_fold_utf8(texts)
+        texts = text.normalize_utf8(texts, "NFD")
+        texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
+      return tf.strings.regex_replace(texts, r"\p{Cc}|\p{Cf}", " ")
+
+  def tokenize(self, texts) -> tf.RaggedTensor:
+    """string `[B]` -> int32 `[B, (tokens)]` WordPiece ids, no special tokens, no truncation."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank != 1:
+      raise ValueError(f"TextEncoder takes a batch of strings of shape [B], got shape {texts.shape}")
+    with self.name_scope:
+      return self._wordpiece.tokenize(self.normalize(texts))
+
+  def word_ids(self, token_ids) -> tf.RaggedTensor:
+    """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token.
+
+    Pieces of one word share its index; words count from 0 in each row. Punctuation and
+    each CJK character are words of their own, as the pre-tokenization splits them.
+    """
+    with self.name_scope:
+      return word_ids_from_starts(word_starts(token_ids, self._is_continuation))
+
+  def encode(self, text_a, text_b=None) -> dict[str, tf.Tensor]:
+    """Packs one or two segments into encoder inputs.
+
+    Args:
+      text_a: string `[B]`.
+      text_b: optional string `[B]`, the second segment.
+
+    Returns:
+      A dict of int32 `[B, T]` tensors: `input_word_ids` (`[CLS] a [SEP] (b [SEP])`,
+      `[PAD]` after), `input_mask` (1 = real token) and `input_type_ids` (0 for [CLS], a
+      and its [SEP]; 1 for b and its [SEP]; 0 on padding).
+    """
+    segments = [self.tokenize(text_a)]
+    if text_b is not None:
+      segments.append(self.tokenize(text_b))
+    with self.name_scope:
+      packed = BertPackInputs.bert_pack_inputs(
+          segments, self.seq_length, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id,
+          padding_id=self.pad_id, truncator=self.truncator)
+      batch = tf.convert_to_tensor(text_a).shape[0]
+      features = {}
+      for key in ("input_word_ids", "input_mask", "input_type_ids"):
+        value = tf.cast(packed[key], tf.int32)
+        value.set_shape([batch, self.seq_length])
+        features[key] = value
+      return features

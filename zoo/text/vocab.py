@@ -1,0 +1,135 @@
+"""WordPiece vocabularies: load, write, and learn one from a text corpus.
+
+A vocabulary is a list of tokens; a token's id is its index. Suffix pieces carry the
+`##` prefix (BERT's convention). Files hold one token per line, UTF-8.
+
+`build_vocab` learns a vocabulary with tensorflow-text's BERT vocabulary builder
+(`tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`): the corpus is split
+into words the way BERT's `BasicTokenizer` splits it (whitespace, punctuation, CJK
+characters; optionally lower-cased with accents stripped), then WordPiece tokens are
+learned from the word counts. The special tokens `SPECIAL_TOKENS` come first, so
+`[PAD]` is id 0.
+
+Example:
+
+>>> import os, shutil, tempfile
+>>> folder = tempfile.mkdtemp()
+>>> with open(os.path.join(folder, "corpus.txt"), "w") as corpus:
+...   _ = corpus.write("the cat sat on the mat\\nthe dog sat on the log\\n" * 20)
+>>> vocab = build_vocab([os.path.join(folder, "corpus.txt")], vocab_size=60)
+>>> vocab[:5]
+['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+>>> "the" in vocab and "##t" in vocab
+True
+>>> shutil.rmtree(folder)
+"""
+
+import sys
+import time
+from collections.abc import Callable
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+# BERT's special tokens, written first by `build_vocab`; `TextEncoder` requires all five.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Lines read per step while counting words.
+_BATCH_LINES = 1024
+
+
+def load_vocab(path: str) -> list[str]:
+  """Reads a vocabulary file (one token per line, UTF-8; `gs://` paths work)."""
+  with tf.io.gfile.GFile(path, "r") as file:
+    tokens = [line.rstrip("\r\n") for line in file]
+  for line_number, token in enumerate(tokens, start=1):
+    if not token.strip():
+      raise ValueError(f"{path}, line {line_number}: empty token; a vocabulary file holds one token per line")
+  return tokens
+
+
+def write_vocab(vocab: Sequence[str], path: str) -> None:
+  """Writes `vocab` one token per line (UTF-8), creating the parent folder if needed."""
+  folder = path.rsplit("/", 1)[0] if "/" in path else ""
+  if folder:
+    tf.io.gfile.makedirs(folder)
+  with tf.io.gfile.GFile(path, "w") as file:
+    file.write("".join(f"{token}\n" for token in vocab))
+
+
+def corpus_files(patterns: Sequence[str]) -> list[str]:
+  """Expands glob patterns (local or `gs://`) into a sorted list of files, without duplicates.
+
+  Raises:
+    FileNotFoundError: when a pattern matches nothing; the message names the pattern.
+  """
+  if isinstance(patterns, str):
+    patterns = [patterns]
+  files = []
+  for pattern in patterns:
+    matches = [path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path)]
+    if not matches:
+      raise FileNotFoundError(f"no corpus files match {pattern!r}")
+    files.extend(matches)
+  return sorted(set(files))
+
+
+def build_vocab(
+    files: Sequence[str],
+    vocab_size: int,
+    *,
+    lower_case: bool = True,
+    reserved_tokens: Sequence[str] = SPECIAL_TOKENS,
+    progress: Callable[[str], None] | None = None,
+) -> list[str]:
+  """Learns a WordPiece vocabulary of at most about `vocab_size` tokens from text files.
+
+  Each line of each file is a text. Words are split as BERT's `BasicTokenizer` splits
+  them, with `lower_case` as in `TextEncoder` (use the same value for both), and the
+  vocabulary is learned by `bert_vocab_from_dataset`. Every character of the corpus
+  (as a word start and as a `##` suffix) is in the vocabulary, so the corpus itself
+  encodes without `[UNK]`; on a tiny corpus those characters alone can exceed
+  `vocab_size`.
+
+  Args:
+    files: text files (see `corpus_files` to expand globs).
+    vocab_size: the target size, reserved tokens included.
+    lower_case: lower-case, NFD-normalise and strip accents before counting words.
+    reserved_tokens: tokens placed first, in this order.
+    progress: called with one-line progress messages (the CLI prints them to stderr).
+
+  Returns:
+    The vocabulary, reserved tokens first.
+
+  Raises:
+    ValueError: when `vocab_size` is not larger than the reserved tokens, or the corpus
+      holds no words.
+  """
+  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+  if vocab_size <= len(reserved_tokens):
+    raise ValueError(f"vocab_size must be larger than the {len(reserved_tokens)} reserved tokens, "
+                     f"got {vocab_size}")
+  if not files:
+    raise ValueError("build_vocab needs at least one corpus file")
+  report = progress or (lambda message: None)
+  started = time.monotonic()
+  total_bytes = sum(tf.io.gfile.stat(path).length for path in files)
+  report(f"corpus: {len(files)} file(s), {total_bytes:,} bytes")
+  lines = tf.data.TextLineDataset(list(files))
+  has_words = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0).take(1)
+  if not any(True for _ in has_words):
+    raise ValueError(f"the corpus holds no words: every line of {', '.join(files)} is empty")
+  report(f"counting words and learning up to {vocab_size} tokens (lower_case={lower_case})")
+  vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
+      lines.batch(_BATCH_LINES), vocab_size=vocab_size, reserved_tokens=list(reserved_tokens),
+      bert_tokenizer_params=dict(lower_case=lower_case))
+  report(f"learned {len(vocab)} tokens in {time.monotonic() - started:.1f} s")
+  if len(vocab) > vocab_size:
+    report(f"note: {len(vocab)} tokens exceed vocab_size={vocab_size}: the corpus has that many "
+           "distinct characters (each is kept as a start piece and a ## suffix)")
+  return vocab
+
+
+def print_progress(message: str) -> None:
+  """Progress reporter for `build_vocab` that writes to stderr."""
+  print(message, file=sys.stderr, flush=True)
