@@ -78,6 +78,25 @@ def full_length_sequence(encoder_outputs, word_ids, head_name, name="full_length
   return sequence_output
 
 
+class EncoderHead(keras.Model):
+  """What every single-encoder head shares: the encoder is saved inside its config.
+
+  Subclasses build their functional graph in `__init__`, then set `self._config` (their
+  own arguments) and `self.encoder`.
+  """
+
+  @property
+  def checkpoint_items(self):
+    return dict(encoder=self.encoder)
+
+  def get_config(self):
+    return dict(self._config, encoder=keras.layers.serialize(self.encoder), name=self.name)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    return cls(**deserialize_encoders(config, custom_objects=custom_objects))
+
+
 @keras.utils.register_keras_serializable(package="zoo")
 class MaskedLMHead(nlp_layers.MaskedLM):
   """BERT's masked-LM output layer, with the output embedding tied to the input one.
@@ -149,7 +168,7 @@ class MaskedLMHead(nlp_layers.MaskedLM):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class SequenceClassifier(keras.Model):
+class SequenceClassifier(EncoderHead):
   """Sequence classification or regression from the encoder's pooled output.
 
   `logits = dropout(pooled_output) W + b`, `[B, C]` float32 (BERT, Devlin et al., 2019,
@@ -193,20 +212,9 @@ class SequenceClassifier(keras.Model):
     self._config = config
     self.encoder = encoder
 
-  @property
-  def checkpoint_items(self):
-    return dict(encoder=self.encoder)
-
-  def get_config(self):
-    return dict(self._config, encoder=keras.layers.serialize(self.encoder), name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**deserialize_encoders(config, custom_objects=custom_objects))
-
 
 @keras.utils.register_keras_serializable(package="zoo")
-class TokenClassifier(keras.Model):
+class TokenClassifier(EncoderHead):
   """Per-token classification (e.g. tagging) from the encoder's sequence output.
 
   `logits = dropout(sequence_output) W + b`, `[B, T, C]` float32 (BERT, Devlin et al.,
@@ -251,20 +259,9 @@ class TokenClassifier(keras.Model):
     self._config = config
     self.encoder = encoder
 
-  @property
-  def checkpoint_items(self):
-    return dict(encoder=self.encoder)
-
-  def get_config(self):
-    return dict(self._config, encoder=keras.layers.serialize(self.encoder), name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**deserialize_encoders(config, custom_objects=custom_objects))
-
 
 @keras.utils.register_keras_serializable(package="zoo")
-class SpanQA(keras.Model):
+class SpanQA(EncoderHead):
   """Extractive question answering: start and end logits of the answer span.
 
   One dense layer `D -> 2` on the sequence output, split into `start_logits` and
@@ -307,14 +304,3 @@ class SpanQA(keras.Model):
     # The config.
     self._config = config
     self.encoder = encoder
-
-  @property
-  def checkpoint_items(self):
-    return dict(encoder=self.encoder)
-
-  def get_config(self):
-    return dict(self._config, encoder=keras.layers.serialize(self.encoder), name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**deserialize_encoders(config, custom_objects=custom_objects))

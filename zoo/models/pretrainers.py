@@ -14,6 +14,7 @@ loss; losses are computed in float32.
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.models.heads import EncoderHead
 from zoo.models.heads import MaskedLMHead
 from zoo.models.heads import deserialize_encoders
 from zoo.models.heads import encoder_inputs_like
@@ -54,7 +55,7 @@ def masked_lm_inputs():
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class MaskedLMPretrainer(keras.Model):
+class MaskedLMPretrainer(EncoderHead):
   """BERT's masked-LM pre-training model: an encoder and a tied `MaskedLMHead`.
 
   Follows Model Garden's `BertPretrainerV2` without the next-sentence head (RoBERTa,
@@ -122,13 +123,6 @@ class MaskedLMPretrainer(keras.Model):
       loss += tf.add_n([tf.cast(extra, tf.float32) for extra in self.losses])
     self.loss_tracker.update_state(loss)
     return loss
-
-  def get_config(self):
-    return dict(self._config, encoder=keras.layers.serialize(self.encoder), name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**deserialize_encoders(config, custom_objects=custom_objects))
 
 
 @keras.utils.register_keras_serializable(package="zoo")
