@@ -6,6 +6,7 @@ from zoo.text.tokenizer import continuation_table
 from zoo.text.vocab import SPECIAL_TOKENS
 from zoo.text.vocab import build_vocab
 from zoo.text.vocab import corpus_files
+from zoo.text.vocab import learn_vocab
 from zoo.text.vocab import load_vocab
 from zoo.text.vocab import write_vocab
 
@@ -16,6 +17,7 @@ __all__ = [
     "build_vocab",
     "continuation_table",
     "corpus_files",
+    "learn_vocab",
     "load_vocab",
     "write_vocab",
 ]

@@ -104,8 +104,6 @@ def build_vocab(
     ValueError: when `vocab_size` is not larger than the reserved tokens, or the corpus
       holds no words.
   """
-  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
-
   if vocab_size <= len(reserved_tokens):
     raise ValueError(f"vocab_size must be larger than the {len(reserved_tokens)} reserved tokens, "
                      f"got {vocab_size}")
@@ -119,9 +117,24 @@ def build_vocab(
   has_words = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0).take(1)
   if not any(True for _ in has_words):
     raise ValueError(f"the corpus holds no words: every line of {', '.join(files)} is empty")
+  return learn_vocab(lines, vocab_size, lower_case=lower_case, reserved_tokens=reserved_tokens,
+                     progress=progress, started=started)
+
+
+def learn_vocab(texts: tf.data.Dataset, vocab_size: int, *, lower_case: bool = True,
+                reserved_tokens: Sequence[str] = SPECIAL_TOKENS,
+                progress: Callable[[str], None] | None = None, started: float | None = None) -> list[str]:
+  """Learns a WordPiece vocabulary from a dataset of tf.string scalars; see `build_vocab`."""
+  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+  if vocab_size <= len(reserved_tokens):
+    raise ValueError(f"vocab_size must be larger than the {len(reserved_tokens)} reserved tokens, "
+                     f"got {vocab_size}")
+  report = progress or (lambda message: None)
+  started = time.monotonic() if started is None else started
   report(f"counting words and learning up to {vocab_size} tokens (lower_case={lower_case})")
   vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-      lines.batch(_BATCH_LINES), vocab_size=vocab_size, reserved_tokens=list(reserved_tokens),
+      texts.batch(_BATCH_LINES), vocab_size=vocab_size, reserved_tokens=list(reserved_tokens),
       bert_tokenizer_params=dict(lower_case=lower_case))
   report(f"learned {len(vocab)} tokens in {time.monotonic() - started:.1f} s")
   if len(vocab) > vocab_size:

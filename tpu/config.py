@@ -1,0 +1,166 @@
+"""The training job's configuration: one dataclass, read from defaults, a JSON file and flags.
+
+Precedence: defaults < `--config FILE` < command-line flags. The resolved config is
+written to `MODEL_DIR/config.json`, and everything that reads a model directory later
+(resuming, `export.saved_model`) rebuilds the model from that file alone.
+
+Example:
+  >>> config = TrainConfig(model="funnel_b4_4_4", task="classify", data="demo", model_dir="/tmp/run")
+  >>> config.validate().max_predictions_per_seq
+  20
+  >>> TrainConfig.from_dict(config.to_dict()) == config
+  True
+"""
+
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+TASKS = ("mlm", "electra", "classify", "regress")
+MIXED_PRECISIONS = ("float32", "bfloat16")
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+CHECKPOINT_DIR = "checkpoints"
+EXPORT_DIR = "export"
+
+# Fields that fix the model's variables and inputs: a model directory cannot be resumed with
+# other values (`check_resumable`).
+ARCHITECTURE_FIELDS = ("model", "model_overrides", "task", "seq_length", "generator_overrides",
+                       "lower_case", "num_classes", "label_names", "sentence_pair", "vocab_size")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+  """Everything a training run needs. See `python -m tpu.train --help` for each field.
+
+  `num_classes`, `label_names` and `sentence_pair` describe the data and are filled in by
+  the job from the training data; `vocab_size` is the size of the vocabulary used (or
+  the size to build one with, when `vocab` is None).
+  """
+
+  model: str = ""
+  task: str = ""
+  data: str = ""
+  model_dir: str = ""
+  model_overrides: dict = dataclasses.field(default_factory=dict)
+  eval_data: str | None = None
+  text_columns: list | None = None
+  label_column: str | None = None
+  data_dir: str | None = None
+  tpu: str | None = None
+  steps: int = 1000
+  batch_size: int = 32
+  eval_batch_size: int | None = None
+  seq_length: int = 128
+  learning_rate: float = 1e-4
+  warmup_steps: int | None = None
+  end_learning_rate: float = 0.0
+  weight_decay: float = 0.01
+  clip_norm: float = 1.0
+  mixed_precision: str = "float32"
+  steps_per_execution: int = 1
+  jit_compile: bool = False
+  checkpoint_every: int = 500
+  keep_checkpoints: int = 3
+  eval_every: int = 0
+  init_checkpoint: str | None = None
+  vocab: str | None = None
+  vocab_size: int = 8000
+  lower_case: bool = True
+  max_predictions_per_seq: int | None = None
+  whole_word_masking: bool = False
+  generator_overrides: dict | None = None
+  discriminator_weight: float = 50.0
+  dropout: float | None = None
+  shuffle_buffer: int = 10000
+  seed: int = 0
+  export: bool = True
+  num_classes: int | None = None
+  label_names: list | None = None
+  sentence_pair: bool = False
+
+  @classmethod
+  def from_dict(cls, values, source="config"):
+    """A config from a dict; unknown keys raise a ValueError naming the valid ones."""
+    fields = {field.name for field in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+      raise ValueError(f"{source}: unknown setting(s) {unknown}; valid settings: {sorted(fields)}")
+    return cls(**values)
+
+  @classmethod
+  def from_file(cls, path):
+    """Reads a JSON file of settings (any subset of the fields)."""
+    try:
+      with tf.io.gfile.GFile(path) as file:
+        values = json.load(file)
+    except json.JSONDecodeError as error:
+      raise ValueError(f"{path}:{error.lineno}: not valid JSON: {error.msg}") from None
+    except tf.errors.NotFoundError:
+      raise FileNotFoundError(f"config file {path} does not exist") from None
+    if not isinstance(values, dict):
+      raise ValueError(f"{path}: expected a JSON object of settings, got {type(values).__name__}")
+    return cls.from_dict(values, source=path)
+
+  @classmethod
+  def from_model_dir(cls, model_dir):
+    """The resolved config a training run wrote into `model_dir`."""
+    path = os.path.join(model_dir, CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"{model_dir} holds no {CONFIG_FILE}: is it the --model-dir of a training run?")
+    return cls.from_file(path)
+
+  def to_dict(self):
+    return dataclasses.asdict(self)
+
+  def replace(self, **changes):
+    return dataclasses.replace(self, **changes)
+
+  def validate(self):
+    """Checks every setting; returns the config with the derived defaults filled in.
+
+    Raises:
+      ValueError: naming the setting and its valid values.
+    """
+    from zoo import presets
+
+    for name in ("model", "task", "data", "model_dir"):
+      if not getattr(self, name):
+        raise ValueError(f"--{name.replace('_', '-')} is required")
+    presets.get(self.model)   # raises, listing the presets
+    if self.task not in TASKS:
+      raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASKS)}")
+    if self.mixed_precision not in MIXED_PRECISIONS:
+      raise ValueError(f"unknown mixed precision {self.mixed_precision!r}; choose one of: "
+                       f"{', '.join(MIXED_PRECISIONS)}")
+    for name in ("steps", "batch_size", "seq_length", "steps_per_execution", "checkpoint_every",
+                 "keep_checkpoints", "vocab_size", "shuffle_buffer"):
+      if int(getattr(self, name)) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+    if self.seq_length < 3:
+      raise ValueError(f"seq_length must be at least 3, got {self.seq_length}")
+    if self.eval_every < 0:
+      raise ValueError(f"eval_every must be >= 0 (0: evaluate at the end only), got {self.eval_every}")
+    if self.learning_rate <= 0:
+      raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+    if self.dropout is not None and not 0 <= self.dropout < 1:
+      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+    if not isinstance(self.model_overrides, dict):
+      raise ValueError(f"model_overrides must be a dict of encoder arguments, got {self.model_overrides!r}")
+    warmup = self.warmup_steps if self.warmup_steps is not None else self.steps // 10
+    if not 0 <= warmup <= self.steps:
+      raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {warmup}")
+    predictions = self.max_predictions_per_seq or max(1, round(0.15 * self.seq_length))
+    return self.replace(warmup_steps=warmup, max_predictions_per_seq=predictions,
+                        eval_batch_size=self.eval_batch_size or self.batch_size)
+
+
+def check_resumable(saved, config):
+  """Raises a ValueError if `config` changes a setting that fixes the saved model's variables."""
+  changed = [name for name in ARCHITECTURE_FIELDS if getattr(saved, name) != getattr(config, name)]
+  if changed:
+    details = "; ".join(f"{name}: {getattr(saved, name)!r} -> {getattr(config, name)!r}" for name in changed)
+    raise ValueError(f"{config.model_dir} holds a run with other model settings ({details}); use another "
+                     "--model-dir, or the same settings to resume it")
