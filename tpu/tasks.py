@@ -75,6 +75,7 @@ class Task:
 
   name = ""
   data_type = ""
+  stat_names = ()   # the statistics `loss_and_stats` returns
 
   def __init__(self, config):
     self.config = config
@@ -121,6 +122,7 @@ class ClassifyTask(Task):
 
   name = "classify"
   data_type = "classification"
+  stat_names = ("accuracy",)
 
   def build(self):
     dropout = 0.1 if self.config.dropout is None else self.config.dropout
@@ -169,6 +171,7 @@ class RegressTask(ClassifyTask):
 
   name = "regress"
   data_type = "regression"
+  stat_names = ()
   label_dtype = tf.float32
 
   def build(self):
@@ -201,6 +204,7 @@ class MaskedLMTask(Task):
 
   name = "mlm"
   data_type = "text"
+  stat_names = ("mlm_loss", "mlm_accuracy")
 
   def build(self):
     _check_full_length(self.config, "an encoder")
@@ -234,6 +238,7 @@ class ElectraTask(MaskedLMTask):
   """ELECTRA: generator MLM loss + λ · replaced-token detection over real tokens."""
 
   name = "electra"
+  stat_names = ("mlm_loss", "mlm_accuracy", "disc_loss", "disc_accuracy")
 
   def build(self):
     _check_full_length(self.config, "a discriminator and a generator")

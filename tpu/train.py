@@ -253,8 +253,10 @@ class Trainer:
       self.optimizer, self.schedule = make_optimizer(config)
       items = dict(getattr(self.model, "checkpoint_items", {}))
       self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **items)
-    self.encoder = items.get("encoder")
-    self.variables = self.model.trainable_variables
+      self.encoder = items.get("encoder")
+      self.variables = self.model.trainable_variables
+      # Slots now, not on the first step: a tf.function that creates variables is traced twice.
+      self.optimizer._create_all_weights(self.variables)
     compute = self._compute_gradients
     if config.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
       compute = tf.function(compute, jit_compile=True)   # TPUs compile the whole step anyway
@@ -290,16 +292,12 @@ class Trainer:
   def _train_steps(self, iterator, num_steps):
     """Runs `num_steps` steps; returns the sum of the losses and of the statistics over them."""
     reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)   # noqa: E731
-
-    def step():
+    loss_sum = tf.constant(0.0)
+    stats_sum = {name: (tf.constant(0.0), tf.constant(0.0)) for name in self.task.stat_names}
+    for _ in tf.range(num_steps):
       loss, stats = self.strategy.run(self._replica_step, args=(next(iterator),))
-      return reduce(loss), tf.nest.map_structure(reduce, stats)
-
-    loss_sum, stats_sum = step()
-    for _ in tf.range(num_steps - 1):
-      loss, stats = step()
-      loss_sum += loss
-      stats_sum = tf.nest.map_structure(tf.add, stats_sum, stats)
+      loss_sum += reduce(loss)
+      stats_sum = tf.nest.map_structure(lambda total, value: total + reduce(value), stats_sum, stats)
     return loss_sum, stats_sum
 
   def _eval_step(self, features):
@@ -390,6 +388,7 @@ def run(config, strategy=None, export=None):
   """
   config, vocab, train_source, eval_source = prepare(config)
   strategy = strategy or strategies.get_strategy(config.tpu)
+  keras.utils.set_random_seed(config.seed)   # initial weights, dropout and ELECTRA's sampling
   if config.batch_size % strategy.num_replicas_in_sync:
     raise ValueError(f"batch_size {config.batch_size} must be divisible by the "
                      f"{strategy.num_replicas_in_sync} replicas")
@@ -574,9 +573,7 @@ def main(argv=None):
                       format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
   logging.getLogger("absl").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
   try:
-    config = config_from_args(args)
-    keras.utils.set_random_seed(config.seed)
-    results = run(config)
+    results = run(config_from_args(args))
   except Preempted as error:
     print(f"tpu.train: {error}", file=sys.stderr)
     return PREEMPTED_EXIT_CODE

@@ -106,7 +106,7 @@ def test_every_preset_builds_at_full_width_with_the_counted_parameters(name):
   assert counts[0] + (layers - depth_one_layers) * per_layer == _params(name)
 
 
-def _reduced(name):
+def _reduced_overrides(name):
   """A width/depth-reduced override of the preset keeping its structure."""
   preset = presets.get(name)
   small = dict(vocab_size=64, hidden_size=32, num_heads=2, intermediate_size=64)
@@ -114,13 +114,30 @@ def _reduced(name):
     small.update(block_sizes=(1,) * len(preset.config["block_sizes"]), seq_length=16)
   else:
     small.update(num_layers=min(preset.config["num_layers"], 3), max_sequence_length=16)
-  return presets.build(name, **small)
+  return small
 
 
-@pytest.mark.parametrize("name", presets.names())
+def _distinct_reduced_presets():
+  """One preset per distinct reduced model: sizes of one family reduce to the same model."""
+  chosen = {}
+  for name in presets.names():
+    preset = presets.get(name)
+    reduced = {**preset.config, **_reduced_overrides(name)}
+    chosen.setdefault((preset.family, repr(sorted(reduced.items()))), name)
+  return sorted(chosen.values())
+
+
+def test_reduced_models_cover_every_structure():
+  names = _distinct_reduced_presets()
+  # Post-LN, Pre-LN, RealFormer, RealFormer with running mean, relative Transformer, and the
+  # Funnel layouts with and without repeated layers and the decoder.
+  assert len(names) == 9 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder"} <= set(names)
+
+
+@pytest.mark.parametrize("name", _distinct_reduced_presets())
 def test_reduced_preset_trains_a_step(name):
   keras.utils.set_random_seed(0)
-  encoder = _reduced(name)
+  encoder = presets.build(name, **_reduced_overrides(name))
   rng = np.random.default_rng(0)
   inputs = dict(input_word_ids=rng.integers(1, 64, size=(2, 16)).astype(np.int32),
                 input_mask=np.ones([2, 16], np.int32), input_type_ids=np.zeros([2, 16], np.int32))

@@ -1,0 +1,369 @@
+"""The training job: tiny end-to-end runs of every task, exactness of the distributed loss,
+resume after a kill, SIGTERM, NaN stop, XLA, bfloat16, TFDS mock data and error messages."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+import tf_keras as keras
+
+from tpu import pipeline
+from tpu import tasks
+from tpu import train
+from tpu.config import TrainConfig
+from zoo.text import TextEncoder
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_FUNNEL = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1])
+TINY_DECODER = dict(TINY_FUNNEL, num_decoder_layers=1)
+TINY_TRANSFORMER = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2)
+
+
+def tiny_config(model_dir, **changes):
+  values = dict(model="funnel_b4_4_4", model_overrides=TINY_FUNNEL, task="classify", data="demo",
+                model_dir=str(model_dir), steps=4, batch_size=8, eval_batch_size=128, seq_length=16,
+                vocab_size=200, checkpoint_every=2, export=False, learning_rate=1e-3, warmup_steps=1)
+  values.update(changes)
+  return TrainConfig(**values)
+
+
+def history(model_dir):
+  with open(os.path.join(model_dir, train.HISTORY_FILE)) as file:
+    return [json.loads(line) for line in file]
+
+
+def write(path, text):
+  path.write_text(text, encoding="utf-8")
+  return str(path)
+
+
+def run_job(args, **kwargs):
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  return subprocess.Popen([sys.executable, "-m", "tpu.train", *args], cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Losses: exact over the global batch, against numpy.
+
+
+def _softmax_cross_entropy(labels, logits):
+  logits = logits - logits.max(-1, keepdims=True)
+  log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  return -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+
+
+def _shares(task, features, outputs):
+  """Sum of the losses of two 'replicas' holding the two halves, with all-reduced denominators."""
+  halves = [tf.nest.map_structure(lambda value, part=part: value[part], (features, outputs))
+            for part in (slice(0, 3), slice(3, None))]
+  totals = {}
+  for half_features, _ in halves:
+    for name, value in task.denominators(half_features).items():
+      totals[name] = totals.get(name, 0.0) + value
+  return sum(float(task.loss_and_stats(f, o, totals)[0]) for f, o in halves)
+
+
+def test_mlm_and_electra_losses_are_exact_over_replicas(tmp_path):
+  rng = np.random.default_rng(0)
+  batch, length, predictions, vocab = 5, 6, 3, 7
+  features = dict(masked_lm_ids=rng.integers(0, vocab, [batch, predictions]).astype(np.int32),
+                  masked_lm_weights=(rng.random([batch, predictions]) < 0.6).astype(np.float32),
+                  input_mask=(rng.random([batch, length]) < 0.7).astype(np.int32))
+  features["masked_lm_weights"][0] = 1.0   # at least one masked token
+  outputs = dict(mlm_logits=rng.normal(size=[batch, predictions, vocab]).astype(np.float32),
+                 disc_logits=rng.normal(size=[batch, length]).astype(np.float32),
+                 disc_labels=rng.integers(0, 2, [batch, length]).astype(np.int32))
+  weights = features["masked_lm_weights"]
+  token_losses = _softmax_cross_entropy(features["masked_lm_ids"], outputs["mlm_logits"])
+  mlm = (token_losses * weights).sum() / weights.sum()
+  x, z, real = outputs["disc_logits"], outputs["disc_labels"], features["input_mask"]
+  bce = np.maximum(x, 0) - x * z + np.log1p(np.exp(-abs(x)))
+  disc = (bce * real).sum() / real.sum()
+  config = tiny_config(tmp_path, task="mlm").validate()
+  np.testing.assert_allclose(_shares(tasks.get_task(config), features, outputs), mlm, rtol=1e-5)
+  electra = tasks.get_task(config.replace(task="electra", discriminator_weight=50.0))
+  np.testing.assert_allclose(_shares(electra, features, outputs), mlm + 50 * disc, rtol=1e-5)
+
+
+def test_classify_and_regress_losses_are_exact_over_replicas(tmp_path):
+  rng = np.random.default_rng(1)
+  labels = rng.integers(0, 3, 6).astype(np.int32)
+  logits = rng.normal(size=[6, 3]).astype(np.float32)
+  weight = np.array([1, 1, 1, 1, 0, 0], np.float32)   # two padded examples
+  config = tiny_config(tmp_path, num_classes=3).validate()
+  expected = (_softmax_cross_entropy(labels, logits) * weight).sum() / weight.sum()
+  features = dict(label=labels, weight=weight)
+  np.testing.assert_allclose(_shares(tasks.get_task(config), features, logits), expected, rtol=1e-5)
+  targets = rng.normal(size=6).astype(np.float32)
+  regress = tasks.get_task(config.replace(task="regress", num_classes=1))
+  expected = (((logits[:, 0] - targets) ** 2) * weight).sum() / weight.sum()
+  shares = _shares(regress, dict(label=targets, weight=weight), logits)
+  np.testing.assert_allclose(shares, expected, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# End-to-end runs.
+
+
+def test_classify_run_writes_model_dir_and_resumes_under_xla_and_bfloat16(tmp_path):
+  model_dir = tmp_path / "run"
+  results = train.run(tiny_config(model_dir, steps_per_execution=2))
+  assert set(results) >= {"loss", "accuracy", "f1", "mcc"} and results["examples"] == 500
+  assert 0 <= results["accuracy"] <= 1 and -1 <= results["mcc"] <= 1
+  saved = TrainConfig.from_model_dir(str(model_dir))
+  assert (saved.num_classes, saved.label_names, saved.sentence_pair) == (2, ["negative", "positive"], False)
+  assert os.path.exists(model_dir / "vocab.txt") and os.listdir(model_dir / "train")
+  assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith("ckpt-4")
+  assert [record["step"] for record in history(model_dir) if "loss" in record] == [2, 4]
+  with open(model_dir / train.EVAL_RESULTS_FILE) as file:
+    assert json.load(file)["accuracy"] == results["accuracy"]
+
+  # The same command with more steps continues from step 4; here with the step XLA-compiled
+  # (the TPU proxy: static shapes, no host ops in the step) and in mixed bfloat16.
+  results = train.run(tiny_config(model_dir, steps=6, jit_compile=True, mixed_precision="bfloat16"))
+  records = [record for record in history(model_dir) if "loss" in record]
+  assert [record["step"] for record in records] == [2, 4, 5, 6]
+  assert all(np.isfinite(record["loss"]) for record in records) and np.isfinite(results["loss"])
+  assert keras.mixed_precision.global_policy().name == "float32"   # restored after the run
+  with pytest.raises(ValueError, match="other model settings.*seq_length"):
+    train.run(tiny_config(model_dir, steps=8, seq_length=32))
+
+
+def test_evaluation_sees_every_example_once(tmp_path):
+  """Padded evaluation batches give the metrics of the model over exactly the 500 examples."""
+  config, vocab, _, evaluation = train.prepare(tiny_config(tmp_path, eval_batch_size=64))   # 7 full + 52
+  trainer = train.Trainer(config, tf.distribute.get_strategy())
+  encoder = TextEncoder(vocab, seq_length=config.seq_length)
+  results = trainer.evaluate(pipeline.eval_dataset(evaluation.dataset, trainer.task, encoder, 64))
+  examples = list(evaluation.dataset.as_numpy_iterator())
+  texts, labels = [e["text_a"] for e in examples], np.array([e["label"] for e in examples])
+  logits = trainer.model(encoder.encode(tf.constant(texts)), training=False).numpy()
+  predictions = logits.argmax(-1)
+  assert results["examples"] == 500
+  np.testing.assert_allclose(results["accuracy"], (predictions == labels).mean(), rtol=1e-6)
+  np.testing.assert_allclose(results["loss"], _softmax_cross_entropy(labels, logits).mean(), rtol=1e-4)
+  tp = ((predictions == 1) & (labels == 1)).sum()
+  f1 = 2 * tp / ((predictions == 1).sum() + (labels == 1).sum())
+  np.testing.assert_allclose(results["f1"], f1, rtol=1e-6)
+
+
+def _corpus(tmp_path):
+  lines = [f"the cat number {i} sat on the mat and purred" for i in range(40)]
+  return write(tmp_path / "corpus.txt", "\n".join(lines))
+
+
+def test_mlm_pretraining_then_fine_tuning_from_it(tmp_path):
+  pretrain_dir = tmp_path / "pretrain"
+  results = train.run(tiny_config(pretrain_dir, task="mlm", model="funnel_b4_4_4_decoder",
+                                  model_overrides=TINY_DECODER, data=f"text:{_corpus(tmp_path)}",
+                                  eval_data="demo"))
+  assert set(results) >= {"loss", "mlm_loss", "mlm_accuracy"} and 0 <= results["mlm_accuracy"] <= 1
+  records = [record for record in history(pretrain_dir) if "loss" in record]
+  assert len(records) == 4 and all(np.isfinite(record["mlm_loss"]) for record in records)
+
+  # --init-checkpoint restores the encoder and takes the vocabulary of the pre-training run.
+  config = tiny_config(tmp_path / "finetune", model="funnel_b4_4_4_decoder", model_overrides=TINY_DECODER,
+                       init_checkpoint=str(pretrain_dir), vocab_size=999)
+  config, vocab, _, _ = train.prepare(config)
+  with open(pretrain_dir / "vocab.txt") as file:
+    assert vocab == file.read().split()
+  trainer = train.Trainer(config, tf.distribute.get_strategy())
+  train.restore_encoder(trainer.encoder, str(pretrain_dir))
+  reader = tf.train.load_checkpoint(str(pretrain_dir / "checkpoints"))
+  saved = [reader.get_tensor(name) for name, _ in tf.train.list_variables(str(pretrain_dir / "checkpoints"))
+           if name.endswith("VARIABLE_VALUE") and "OPTIMIZER" not in name]
+  for variable in trainer.encoder.trainable_weights:   # every weight holds its pre-trained value
+    value = variable.numpy()
+    assert any(s.shape == value.shape and np.array_equal(s, value) for s in saved), variable.name
+  fresh = train.Trainer(config, tf.distribute.get_strategy()).encoder.get_embedding_table().numpy()
+  assert not any(s.shape == fresh.shape and np.array_equal(s, fresh) for s in saved)   # the check can fail
+
+  wide = tiny_config(tmp_path / "other", model="funnel_b4_4_4_decoder", init_checkpoint=str(pretrain_dir),
+                     model_overrides=dict(TINY_DECODER, hidden_size=64))
+  wide, _, _, _ = train.prepare(wide)
+  with pytest.raises(ValueError, match="does not fit the encoder"):
+    train.restore_encoder(train.Trainer(wide, tf.distribute.get_strategy()).encoder, str(pretrain_dir))
+
+
+def test_electra_pretraining(tmp_path):
+  results = train.run(tiny_config(tmp_path / "run", task="electra", model="realformer_small",
+                                  model_overrides=TINY_TRANSFORMER, data=f"text:{_corpus(tmp_path)}",
+                                  eval_data="demo"))
+  assert set(results) >= {"loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_accuracy"}
+  np.testing.assert_allclose(results["loss"], results["mlm_loss"] + 50 * results["disc_loss"], rtol=1e-6)
+  assert all(np.isfinite(r["disc_loss"]) for r in history(tmp_path / "run") if "loss" in r)
+
+
+def test_regression_on_tfds_sentence_pairs_with_mock_data(tmp_path):
+  with tfds.testing.mock_data(num_examples=24):
+    results = train.run(tiny_config(tmp_path, task="regress", data="tfds:glue/stsb", steps=2))
+  assert set(results) >= {"loss", "pearson", "spearman"} and results["examples"] == 24
+  saved = TrainConfig.from_model_dir(str(tmp_path))
+  assert saved.sentence_pair and saved.num_classes == 1
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+  rows = ["text\tlabel"] + [f"sentence {i}\t{i % 3}" for i in range(11)] + ["overflowing\t1e38"]
+  table = write(tmp_path / "bad.tsv", "\n".join(rows) + "\n")
+  config = tiny_config(tmp_path / "run", task="regress", data=f"tsv:{table}", steps=12, batch_size=1,
+                       checkpoint_every=1)
+  with pytest.raises(train.TrainingError, match=r"loss became inf in steps (\d+)\.\.\1;") as error:
+    train.run(config)
+  bad_step = int(re.search(r"steps (\d+)", str(error.value)).group(1))
+  assert bad_step > 1   # the seeded shuffle puts the bad row after the first step
+  latest = tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints"))
+  assert latest.endswith(f"ckpt-{bad_step - 1}") and latest in str(error.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes: interruption, preemption, several replicas.
+
+
+def _wait_for(predicate, process, timeout=240):
+  deadline = time.monotonic() + timeout
+  while not predicate():
+    if process.poll() is not None:
+      raise AssertionError(f"the job ended early ({process.returncode}): {process.stderr.read()[-2000:]}")
+    if time.monotonic() > deadline:
+      process.kill()
+      raise AssertionError("timed out waiting for the job")
+    time.sleep(0.05)
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
+  model_dir = tmp_path / "run"
+  config = write(tmp_path / "config.json", json.dumps(tiny_config(model_dir, steps=60, checkpoint_every=5)
+                                                       .to_dict()))
+  checkpoints = model_dir / "checkpoints"
+  first = run_job(["--config", config])   # killed hard after its first checkpoint
+  _wait_for(lambda: os.path.exists(checkpoints / "ckpt-5.index"), first)
+  first.kill()
+  first.wait()
+  killed_at = int(tf.train.latest_checkpoint(str(checkpoints)).rsplit("-", 1)[1])
+  assert killed_at < 60
+
+  second = run_job(["--config", config])   # the same command
+  stdout, stderr = second.communicate(timeout=300)
+  assert second.returncode == 0, stderr[-2000:]
+  assert f"(step {killed_at})" in stderr and "resumed from" in stderr
+  steps = [record["step"] for record in history(model_dir) if "loss" in record]
+  assert steps[-(60 - killed_at):] == list(range(killed_at + 1, 61))   # the second run's steps
+  assert tf.train.latest_checkpoint(str(checkpoints)).endswith("ckpt-60")
+  assert "accuracy" in json.loads(stdout)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
+  model_dir = tmp_path / "run"
+  config = tiny_config(model_dir, steps=10_000, checkpoint_every=1000)
+
+  def preempt():
+    while not (os.path.exists(model_dir / train.HISTORY_FILE) and len(history(model_dir)) >= 3):
+      time.sleep(0.02)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+  threading.Thread(target=preempt, daemon=True).start()
+  with pytest.raises(train.Preempted, match="SIGTERM: saved a checkpoint at step"):
+    train.run(config)
+  last_step = history(model_dir)[-1]["step"]
+  assert 3 <= last_step < 1000
+  assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{last_step}")
+  assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # the handler is removed again
+
+
+def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
+  """MLM: the replicas hold different numbers of masked tokens, so only the exact global
+  normalisation gives the single-device loss."""
+  corpus = _corpus(tmp_path)
+  script = textwrap.dedent(f"""
+      import json
+      import tensorflow as tf
+      cpu = tf.config.list_physical_devices("CPU")[0]
+      tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+      from tpu import train
+      from tpu.config import TrainConfig
+      losses = {{}}
+      for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
+                             ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+        model_dir = {str(tmp_path)!r} + "/" + name
+        config = TrainConfig(model="realformer_small", model_overrides={TINY_TRANSFORMER!r}, task="mlm",
+                             data="text:{corpus}", model_dir=model_dir, steps=6, batch_size=8, seq_length=16,
+                             vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
+        train.run(config, strategy=strategy)
+        with open(model_dir + "/history.jsonl") as file:
+          losses[name] = [json.loads(line)["loss"] for line in file]
+      print(json.dumps(losses))
+  """)
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  losses = json.loads(result.stdout.strip().splitlines()[-1])
+  one, two = np.array(losses["one"]), np.array(losses["two"])
+  assert len(one) == 6 and one[0] != one[-1]
+  np.testing.assert_allclose(two, one, atol=1e-5)
+  print("largest difference, 2 replicas vs 1 device:", np.abs(two - one).max())
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line.
+
+
+def test_help_and_bad_choices(capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    train.main(["--help"])
+  assert exit_info.value.code == 0 and "--steps-per-execution" in capsys.readouterr().out
+  with pytest.raises(SystemExit):
+    train.main(["--task", "translate"])
+  err = capsys.readouterr().err
+  assert "invalid choice: 'translate'" in err and "mlm, electra, classify, regress" in err.replace("'", "")
+  assert train.main(["--model", "bert_tiny", "--task", "classify", "--data", "demo",
+                     "--model-dir", "/nonexistent/run"]) == 2
+  err = capsys.readouterr().err
+  assert "unknown preset 'bert_tiny'" in err and "funnel_b6_6_6" in err
+
+
+def test_task_from_a_config_file_is_checked(tmp_path, capsys):
+  config = write(tmp_path / "c.json", json.dumps(dict(model="bert_small", task="ner", data="demo",
+                                                       model_dir=str(tmp_path / "run"))))
+  assert train.main(["--config", config]) == 2
+  assert "unknown task 'ner'; choose one of: mlm, electra, classify, regress" in capsys.readouterr().err
+  broken = write(tmp_path / "broken.json", '{"model": "bert_small",\n "steps": }')
+  assert train.main(["--config", broken]) == 2
+  assert f"{broken}:2: not valid JSON" in capsys.readouterr().err
+  unknown = write(tmp_path / "unknown.json", '{"stepz": 3}')
+  assert train.main(["--config", unknown]) == 2
+  assert "unknown setting(s) ['stepz']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    ("text\tlabel\nfine\t0\nbroken row\n", r"bad\.tsv:3: "),
+    ("sentence\tlabel\nfine\t0\n", r"bad\.tsv:1: no column 'text'"),
+    ("", r"bad\.tsv:1: the file is empty"),
+])
+def test_malformed_data_names_file_and_line(tmp_path, capsys, content, message):
+  bad = write(tmp_path / "bad.tsv", content)
+  code = train.main(["--model", "bert_small", "--task", "classify", "--data", f"tsv:{bad}", "--text-columns",
+                     "text", "--model-dir", str(tmp_path / "run")])
+  assert code == 2
+  assert re.search(message, capsys.readouterr().err)
+
+
+def test_label_out_of_range_names_file_and_line(tmp_path, capsys):
+  train_file = write(tmp_path / "train.tsv", "text\tlabel\na\tyes\nb\tno\n")
+  eval_file = write(tmp_path / "dev.tsv", "text\tlabel\na\tyes\nb\tmaybe\n")
+  code = train.main(["--model", "bert_small", "--task", "classify", "--data", f"tsv:{train_file}",
+                     "--eval-data", f"tsv:{eval_file}", "--model-dir", str(tmp_path / "run")])
+  assert code == 2
+  err = capsys.readouterr().err
+  assert "dev.tsv:3" in err and "maybe" in err
