@@ -5,8 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONPATH := $(CURDIR)
+PYTEST_WORKERS ?= 2
+DEMO_DIR ?= runs/demo
 
-.PHONY: install test test-fast lint clean
+.PHONY: install demo test test-fast lint clean
 
 # Reinstalls only when a requirements file changes.
 $(STAMP): requirements.txt requirements-test.txt
@@ -17,13 +19,26 @@ $(STAMP): requirements.txt requirements-test.txt
 
 install: $(STAMP)
 
+# The main job on the synthetic demo data, on CPU in a few minutes: learn a vocabulary, train a
+# small Funnel-Transformer classifier, evaluate it, export a SavedModel, then load that SavedModel
+# in a fresh process and classify raw sentences.
+demo: $(STAMP)
+	rm -rf $(DEMO_DIR)
+	$(PY) -m tpu.train --config tpu/configs/demo.json --model-dir $(DEMO_DIR)
+	@echo "== predictions of the exported SavedModel ($(DEMO_DIR)/export), loaded in a new process:"
+	$(PY) -m export.predict --saved-model $(DEMO_DIR)/export \
+	  "the acting was superb and the story felt truly wonderful" \
+	  "the plot was dull and the ending seemed really awful" \
+	  "the soundtrack was not bad" \
+	  "at first the film felt boring but the finale was brilliant and the cast was charming"
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check zoo tpu tests
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
 # Everything but the tests marked slow.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check zoo tpu tests

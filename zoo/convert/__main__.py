@@ -9,7 +9,10 @@ writes into DIR:
   updates the state file only once the checkpoint is complete;
 - `model.json`: `{"class_name": "FunnelEncoder", "config": {...}, "source": {...}}`,
   the resolved zoo config, so the model is rebuilt with `FunnelEncoder(**config)` and
-  restored with `tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(DIR))`.
+  restored with `tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(DIR))`;
+- `vocab.txt`, copied from SRC when it has one (Hugging Face Funnel checkpoints do), so
+  `python -m tpu.train --init-checkpoint DIR` finds the vocabulary the weights were
+  trained with.
 
 Errors (unsupported config values, missing fields, missing or unexpected weights) go
 to stderr and the exit status is 1.
@@ -26,6 +29,7 @@ import tensorflow as tf
 from zoo.convert.hf_funnel import load_hf_funnel
 
 MODEL_FILE = "model.json"
+VOCAB_FILE = "vocab.txt"
 
 
 def write_zoo_checkpoint(model, directory, source):
@@ -72,7 +76,12 @@ def main(argv=None):
     return 1
   source = dict(format=args.format, path=os.path.abspath(args.src))
   path = write_zoo_checkpoint(model, args.out, source)
-  print(f"wrote {path} and {os.path.join(args.out, MODEL_FILE)}")
+  written = [path, os.path.join(args.out, MODEL_FILE)]
+  vocab = os.path.join(args.src, VOCAB_FILE)
+  if os.path.exists(vocab):
+    tf.io.gfile.copy(vocab, os.path.join(args.out, VOCAB_FILE), overwrite=True)
+    written.append(os.path.join(args.out, VOCAB_FILE))
+  print(f"wrote {', '.join(written)}")
   return 0
 
 

@@ -261,9 +261,13 @@ def test_a_decoder_needs_decoder_weights(hf_funnel):
 
 def test_cli_writes_a_checkpoint_that_rebuilds(hf_funnel, tmp_path, capsys):
   path, hf_model = hf_funnel(decoder=True, attention_type="factorized")
+  with open(os.path.join(path, "vocab.txt"), "w") as f:
+    f.write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
   out = str(tmp_path / "zoo")
   assert main(["hf-funnel", path, "--out", out, "--seq-length", str(LENGTH)]) == 0
   assert "wrote" in capsys.readouterr().out
+  with open(os.path.join(out, "vocab.txt")) as f:   # the vocabulary travels with the weights
+    assert f.read().split() == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the"]
 
   with open(os.path.join(out, MODEL_FILE)) as f:
     description = json.load(f)
