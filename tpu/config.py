@@ -14,6 +14,7 @@ Example:
 
 import dataclasses
 import json
+import math
 import os
 
 import tensorflow as tf
@@ -152,7 +153,7 @@ class TrainConfig:
     warmup = self.warmup_steps if self.warmup_steps is not None else self.steps // 10
     if not 0 <= warmup <= self.steps:
       raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {warmup}")
-    predictions = self.max_predictions_per_seq or max(1, round(0.15 * self.seq_length))
+    predictions = self.max_predictions_per_seq or math.ceil(0.15 * self.seq_length)   # BERT: 20 at 128
     return self.replace(warmup_steps=warmup, max_predictions_per_seq=predictions,
                         eval_batch_size=self.eval_batch_size or self.batch_size)
 
