@@ -19,7 +19,8 @@ DOCUMENTED_MODULES = [
     "zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
     "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.models.encoder_inputs",
     "zoo.models.transformer_encoder", "zoo.models.funnel_encoder", "zoo.models.heads",
-    "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.metrics", "tpu.pipeline"]
+    "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.metrics", "tpu.pipeline",
+    "export.saved_model", "export.predict"]
 
 
 def _project_sources():

@@ -546,7 +546,7 @@ def parser():
   add("--vocab-size", type=int, help=f"size of a learned vocabulary (default {defaults.vocab_size})")
   add("--lower-case", action=argparse.BooleanOptionalAction, default=None, help="uncased text (default: on)")
   add("--max-predictions-per-seq", type=int, help="MLM predictions per sequence (default: 15%% of "
-      "--seq-length)")
+      "--seq-length, rounded up)")
   add("--whole-word-masking", action=argparse.BooleanOptionalAction, default=None, help="mask whole words")
   add("--discriminator-weight", type=float, help="ELECTRA's λ (default 50)")
   add("--dropout", type=float, help="dropout of the encoder and head (default: the preset's, 0.1)")

@@ -1,0 +1,185 @@
+"""Predictions from an exported SavedModel, one JSON object per line on stdout.
+
+  python -m export.predict --saved-model DIR "a fine film" "a dull plot"
+  printf 'a fine film\\na dull plot\\n' | python -m export.predict --saved-model DIR
+  python -m export.predict --saved-model DIR "premise" --text-b "hypothesis"      # sentence pairs
+  printf 'premise\\thypothesis\\n' | python -m export.predict --saved-model DIR
+
+DIR is a version directory (`BASE/3`) or a model base path (`BASE`, whose highest
+numeric version is used). Without TEXT arguments each line of stdin is one example
+(tab-separated `text<TAB>text_b` for sentence-pair models). Output per example:
+
+  classify: {"text": ..., "label": "positive", "probabilities": {"negative": 0.1, "positive": 0.9}}
+  regress:  {"text": ..., "prediction": 3.2}
+  mlm, electra (encoders): {"text": ..., "pooled_output": [...]}
+
+with "text_b" after "text" for sentence pairs. The task is read from the outputs of the
+`serving_default` signature (`labels`, `predictions` or `pooled_output`).
+
+Needs only tensorflow and tensorflow-text: this file imports nothing else, so it can be
+copied on its own to a serving box. `import tensorflow_text` comes before loading,
+since it registers the tokenizer ops of the SavedModel.
+
+From Python:
+
+  predictor = load("export/")
+  predictor.predict(["a fine film"])   # [{"text": "a fine film", "label": ..., "probabilities": {...}}]
+"""
+
+import argparse
+import itertools
+import json
+import os
+import re
+import sys
+
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
+
+SAVED_MODEL_FILE = "saved_model.pb"
+DEFAULT_BATCH_SIZE = 64
+
+
+def resolve(path):
+  """The SavedModel directory of `path`: itself, or the highest numeric version in it."""
+  if tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE)):
+    return path
+  if not tf.io.gfile.isdir(path):
+    raise FileNotFoundError(f"{path} does not exist")
+  names = [name.rstrip("/") for name in tf.io.gfile.listdir(path)]
+  versions = [name for name in names if re.fullmatch(r"[0-9]+", name)
+              and tf.io.gfile.exists(os.path.join(path, name, SAVED_MODEL_FILE))]
+  if not versions:
+    raise FileNotFoundError(f"{path} holds neither a {SAVED_MODEL_FILE} nor numeric version directories "
+                            "with one")
+  return os.path.join(path, max(versions, key=int))
+
+
+def _text(value):
+  return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
+class Predictor:
+  """A loaded SavedModel of `export.saved_model` and its `serving_default` signature.
+
+  Attributes: `path` (the version directory), `task` ("classify", "regress" or
+  "encoder"), `sentence_pair`, `label_names`.
+  """
+
+  def __init__(self, path):
+    self.path = resolve(path)
+    self._loaded = tf.saved_model.load(self.path)
+    self._serve = self._loaded.signatures["serving_default"]
+    self.sentence_pair = "text_b" in self._serve.structured_input_signature[1]
+    outputs = self._serve.structured_outputs
+    self.task = "classify" if "labels" in outputs else "regress" if "predictions" in outputs else "encoder"
+    self.label_names = [_text(name) for name in self._loaded.label_names.numpy()]
+
+  def predict(self, texts, texts_b=None):
+    """One dict per example (see the module docstring) for lists of str or bytes."""
+    texts = list(texts)
+    if self.sentence_pair != (texts_b is not None):
+      need = "needs a second text per example (text_b)" if self.sentence_pair else "takes single texts"
+      raise ValueError(f"the model at {self.path} {need}")
+    inputs = dict(text=tf.constant(texts, tf.string, shape=[len(texts)]))
+    if texts_b is not None:
+      texts_b = list(texts_b)
+      if len(texts_b) != len(texts):
+        raise ValueError(f"got {len(texts)} texts but {len(texts_b)} second texts (text_b)")
+      inputs["text_b"] = tf.constant(texts_b, tf.string, shape=[len(texts_b)])
+    outputs = {name: value.numpy() for name, value in self._serve(**inputs).items()}
+    results = []
+    for index, text in enumerate(texts):
+      result = dict(text=_text(text))
+      if texts_b is not None:
+        result["text_b"] = _text(texts_b[index])
+      if self.task == "classify":
+        result["label"] = _text(outputs["labels"][index])
+        result["probabilities"] = {name: float(probability) for name, probability
+                                   in zip(self.label_names, outputs["probabilities"][index], strict=True)}
+      elif self.task == "regress":
+        result["prediction"] = float(outputs["predictions"][index])
+      else:
+        result["pooled_output"] = [float(value) for value in outputs["pooled_output"][index]]
+      results.append(result)
+    return results
+
+
+def load(path):
+  """A `Predictor` for a version directory or a model base path."""
+  return Predictor(path)
+
+
+def read_examples(lines, sentence_pair):
+  """Lines (bytes) -> `(text, text_b or None)`; pairs are tab-separated.
+
+  Example:
+    >>> list(read_examples([b"a fine film\\n", b"\\n"], sentence_pair=False))
+    [(b'a fine film', None), (b'', None)]
+    >>> list(read_examples([b"a premise\\ta hypothesis\\r\\n"], sentence_pair=True))
+    [(b'a premise', b'a hypothesis')]
+  """
+  for number, line in enumerate(lines, start=1):
+    line = line.rstrip(b"\r\n")
+    if not sentence_pair:
+      yield line, None
+      continue
+    text, tab, text_b = line.partition(b"\t")
+    if not tab:
+      raise ValueError(f"stdin, line {number}: this model takes sentence pairs; write text<TAB>text_b")
+    yield text, text_b
+
+
+def _batches(examples, batch_size):
+  examples = iter(examples)
+  while batch := list(itertools.islice(examples, batch_size)):
+    yield batch
+
+
+def parser():
+  p = argparse.ArgumentParser(prog="python -m export.predict", description=__doc__.split("\n\n")[0],
+                              epilog="Without TEXT, reads one example per line from stdin.")
+  p.add_argument("--saved-model", required=True, metavar="DIR",
+                 help="a SavedModel version directory, or a model base path (its highest version is used)")
+  p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to predict (default: lines of stdin)")
+  p.add_argument("--text-b", nargs="+", metavar="TEXT_B",
+                 help="second texts of sentence-pair models, one per TEXT")
+  p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                 help=f"examples per call of the model (default {DEFAULT_BATCH_SIZE})")
+  return p
+
+
+def main(argv=None):
+  args = parser().parse_args(argv)
+  try:
+    if args.batch_size < 1:
+      raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
+    if args.text_b and not args.texts:
+      raise ValueError("--text-b needs TEXT arguments (stdin takes text<TAB>text_b lines instead)")
+    if args.text_b and len(args.text_b) != len(args.texts):
+      raise ValueError(f"got {len(args.texts)} TEXT arguments but {len(args.text_b)} --text-b")
+    predictor = load(args.saved_model)
+    if args.texts:
+      if predictor.sentence_pair and not args.text_b:
+        raise ValueError(f"the model at {predictor.path} takes sentence pairs: pass --text-b with one second "
+                         "text per TEXT, or tab-separated lines on stdin")
+      texts_b = [os.fsencode(text) for text in args.text_b] if args.text_b else [None] * len(args.texts)
+      examples = zip([os.fsencode(text) for text in args.texts], texts_b, strict=True)
+    else:
+      examples = read_examples(sys.stdin.buffer, predictor.sentence_pair)
+    for batch in _batches(examples, args.batch_size):
+      texts, texts_b = zip(*batch, strict=True)
+      for result in predictor.predict(texts, None if texts_b[0] is None else texts_b):
+        print(json.dumps(result))
+      sys.stdout.flush()
+  except (FileNotFoundError, ValueError) as error:
+    print(f"export.predict: error: {error}", file=sys.stderr)
+    return 2
+  except tf.errors.OpError as error:
+    print(f"export.predict: error: {error.message}", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,95 @@
+"""export.predict: the command (arguments, stdin) and the Python API, against the Keras models."""
+
+import io
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export import predict
+from tests.export.conftest import LABELS
+from tests.export.conftest import PAIRS
+from tests.export.conftest import ROOT
+from tests.export.conftest import TEXTS
+from tests.export.conftest import keras_logits
+from tests.export.conftest import start_python
+from tests.export.conftest import strings
+
+
+def _check_classified(results, model_dir, texts):
+  expected = tf.nn.softmax(keras_logits(model_dir, texts)).numpy()
+  assert len(results) == len(texts)
+  for result, probabilities in zip(results, expected, strict=True):
+    assert list(result["probabilities"]) == LABELS
+    np.testing.assert_allclose(list(result["probabilities"].values()), probabilities, atol=1e-5)
+    assert result["label"] == LABELS[probabilities.argmax()]
+
+
+def _lines(output):
+  return [json.loads(line) for line in output.splitlines()]
+
+
+def test_cli_with_text_arguments(classify_dir, classify_export):
+  texts = ["text one", "the plot was good"]
+  base = os.path.dirname(classify_export)   # the model base path: its highest version is used
+  process = start_python(["-m", "export.predict", "--saved-model", base, *texts], cwd=ROOT)
+  stdout, stderr = process.communicate()
+  assert process.returncode == 0, stderr.decode()[-3000:]
+  results = _lines(stdout.decode())
+  assert [result["text"] for result in results] == texts
+  _check_classified(results, classify_dir, texts)
+
+
+def _stdin(monkeypatch, data):
+  monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_stdin_lines_in_batches(classify_dir, classify_export, monkeypatch, capsys):
+  _stdin(monkeypatch, "\n".join(TEXTS[:3]).encode() + b"\n\n")
+  assert predict.main(["--saved-model", classify_export, "--batch-size", "2"]) == 0
+  results = _lines(capsys.readouterr().out)
+  assert [result["text"] for result in results] == [*TEXTS[:3], ""]
+  _check_classified(results, classify_dir, [*TEXTS[:3], ""])
+
+
+def test_stdin_sentence_pairs(regress_pair_dir, regress_pair_export, monkeypatch, capsys):
+  texts, texts_b = PAIRS[0][:2] + ["<bad utf-8>"], PAIRS[1]
+  lines = [b"\t".join(strings([a, b]).numpy()) for a, b in zip(texts, texts_b, strict=True)]
+  _stdin(monkeypatch, b"\r\n".join(lines) + b"\r\n")
+  assert predict.main(["--saved-model", regress_pair_export]) == 0
+  results = _lines(capsys.readouterr().out)
+  assert [result["text_b"] for result in results] == texts_b
+  assert results[2]["text"] == "\ufffd\ufffd bad"
+  np.testing.assert_allclose([result["prediction"] for result in results],
+                             keras_logits(regress_pair_dir, texts, texts_b)[:, 0], atol=1e-5)
+
+
+@pytest.mark.parametrize("export, args, stdin, message", [
+    ("regress_pair_export", ["a text"], b"", "takes sentence pairs: pass --text-b"),
+    ("regress_pair_export", [], b"no hypothesis\n", "stdin, line 1: this model takes sentence pairs"),
+    ("regress_pair_export", ["one", "two", "--text-b", "three"], b"", "2 TEXT arguments but 1 --text-b"),
+    ("classify_export", ["one", "--text-b", "two"], b"", "takes single texts"),
+    (None, ["one"], b"", "does not exist"),
+])
+def test_errors(export, args, stdin, message, request, monkeypatch, capsys, tmp_path):
+  path = request.getfixturevalue(export) if export else str(tmp_path / "missing")
+  _stdin(monkeypatch, stdin)
+  assert predict.main(["--saved-model", path, *args]) == 2
+  captured = capsys.readouterr()
+  assert captured.out == "" and message in captured.err and captured.err.startswith("export.predict: error:")
+
+
+def test_python_api_on_a_serving_box(classify_dir, regress_pair_dir, mlm_dir, loaded):
+  """`serving_box.py` ran a copy of predict.py with only tensorflow and tensorflow_text importable."""
+  assert loaded["modules_after_predict"] == []
+  _check_classified(loaded["predict"]["classify"], classify_dir, TEXTS)
+  pairs = loaded["predict"]["regress_pair"]
+  assert [(result["text"], result["text_b"]) for result in pairs] == list(zip(*PAIRS, strict=True))
+  np.testing.assert_allclose([result["prediction"] for result in pairs],
+                             keras_logits(regress_pair_dir, *PAIRS)[:, 0], atol=1e-5)
+  pooled = mlm_dir.model.encoder(mlm_dir.text_encoder.encode(strings(TEXTS)), training=False)["pooled_output"]
+  vectors = [result["pooled_output"] for result in loaded["predict"]["mlm"]]
+  np.testing.assert_allclose(vectors, pooled, atol=1e-5)
