@@ -41,11 +41,11 @@ import tensorflow as tf
 import tf_keras as keras
 from tensorflow.core.protobuf import saved_model_pb2
 
+from tpu.checkpoints import find_checkpoint
 from tpu.config import EXPORT_DIR
 from tpu.config import VOCAB_FILE
 from tpu.config import TrainConfig
 from tpu.tasks import build_model
-from tpu.train import find_checkpoint
 from zoo.models.encoder_inputs import INPUT_NAMES
 from zoo.text import TextEncoder
 from zoo.text import load_vocab

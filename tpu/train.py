@@ -43,6 +43,8 @@ import tf_keras as keras
 from tpu import data
 from tpu import pipeline
 from tpu import strategy as strategies
+from tpu.checkpoints import find_checkpoint  # noqa: F401  (part of this module's interface)
+from tpu.checkpoints import restore_encoder
 from tpu.config import CHECKPOINT_DIR
 from tpu.config import CONFIG_FILE
 from tpu.config import EXPORT_DIR
@@ -200,37 +202,6 @@ def make_optimizer(config):
   factory = optimization.OptimizerFactory(optimization_config)
   schedule = factory.build_learning_rate()
   return factory.build_optimizer(schedule), schedule
-
-
-def find_checkpoint(path):
-  """A checkpoint prefix from a prefix, a directory of checkpoints, or a training run's model dir."""
-  if tf.io.gfile.isdir(path):
-    for folder in (os.path.join(path, CHECKPOINT_DIR), path):
-      latest = tf.train.latest_checkpoint(folder)
-      if latest:
-        return latest
-    raise FileNotFoundError(f"{path} holds no checkpoint (looked in {path} and "
-                            f"{os.path.join(path, CHECKPOINT_DIR)})")
-  if not tf.io.gfile.exists(path + ".index"):
-    raise FileNotFoundError(f"checkpoint {path} does not exist (no {path}.index)")
-  return path
-
-
-def restore_encoder(encoder, path):
-  """Restores an encoder from a pre-training run (`encoder`) or a converted checkpoint (`model`).
-
-  Every variable of `encoder` must be in the checkpoint with the same shape.
-  """
-  prefix = find_checkpoint(path)
-  names = [name for name, _ in tf.train.list_variables(prefix)]
-  root = "encoder" if any(name.startswith("encoder/") for name in names) else "model"
-  checkpoint = tf.train.Checkpoint(**{root: encoder})
-  try:
-    checkpoint.read(prefix).assert_existing_objects_matched().expect_partial()
-  except (AssertionError, ValueError) as error:
-    raise ValueError(f"--init-checkpoint {prefix} does not fit the encoder of this model "
-                     f"(same preset, overrides and vocabulary needed): {error}") from None
-  return prefix
 
 
 # ---------------------------------------------------------------------------------------------
@@ -571,7 +542,8 @@ def main(argv=None):
   args = parser().parse_args(argv)
   logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                       format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-  logging.getLogger("absl").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+  for noisy in ("absl", "tensorflow"):
+    logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
   try:
     results = run(config_from_args(args))
   except Preempted as error:
