@@ -303,20 +303,36 @@ class Trainer:
 
 
 class _Progress:
-  """A progress bar on stderr (tqdm), with the loss and statistics of the latest steps."""
+  """Progress on stderr: a tqdm bar on a terminal, else a log line every `LOG_SECONDS` (for log files)."""
+
+  LOG_SECONDS = 10.0
 
   def __init__(self, total, initial):
-    from tqdm import tqdm
-    interactive = sys.stderr.isatty()
-    self.bar = tqdm(total=total, initial=initial, unit="step", file=sys.stderr, dynamic_ncols=interactive,
-                    mininterval=1.0 if interactive else 10.0, miniters=1)
+    self.total, self.step, self.initial = total, initial, initial
+    self.bar = None
+    if sys.stderr.isatty():
+      from tqdm import tqdm
+      self.bar = tqdm(total=total, initial=initial, unit="step", file=sys.stderr, dynamic_ncols=True)
+    self.started = self.last_log = time.monotonic()
 
   def update(self, steps, values):
-    self.bar.set_postfix({name: f"{value:.4g}" for name, value in values.items()}, refresh=False)
-    self.bar.update(steps)
+    self.step += steps
+    shown = " ".join(f"{name}={value:.4g}" for name, value in values.items())
+    if self.bar is not None:
+      self.bar.set_postfix_str(shown, refresh=False)
+      self.bar.update(steps)
+      return
+    now = time.monotonic()
+    if now - self.last_log >= self.LOG_SECONDS or self.step == self.total:
+      rate = (self.step - self.initial) / max(now - self.started, 1e-9)
+      remaining = (self.total - self.step) / rate if rate else float("inf")
+      print(f"step {self.step}/{self.total} ({100 * self.step // self.total}%), {rate:.2f} steps/s, "
+            f"{remaining:.0f} s left: {shown}", file=sys.stderr, flush=True)
+      self.last_log = now
 
   def close(self):
-    self.bar.close()
+    if self.bar is not None:
+      self.bar.close()
 
 
 class _Signals:
