@@ -1,0 +1,174 @@
+"""The Colab notebooks of notebooks/: each runs top to bottom on CPU with small settings.
+
+The runner drops the cells tagged `skip-ci` (installs and TPU-only cells), injects the
+small settings of `CI_PARAMETERS` right after the cell tagged `parameters` (the
+papermill convention), and executes the notebook with nbclient in a fresh kernel whose
+working directory is a temporary directory, with the repository on PYTHONPATH and
+matplotlib's Agg backend. A cell that raises fails the test, naming the cell.
+
+The repository's copies must be clean and runnable from Colab: no outputs or execution
+counts, an "Open in Colab" badge for their own file name, one `parameters` cell of
+plain assignments that holds every name CI sets, and `skip-ci` only on install cells
+(they `pip install`) or TPU-only cells (first line `# TPU only`).
+"""
+
+import ast
+import os
+import pathlib
+import re
+
+import nbformat
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NOTEBOOK_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(path.name for path in NOTEBOOK_DIR.glob("*.ipynb"))
+BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BADGE_LINK = "https://colab.research.google.com/github/zoo-models/zoo/blob/main/notebooks/{name}"
+PARAMETERS_TAG = "parameters"
+SKIP_TAG = "skip-ci"
+TPU_ONLY_MARK = "# TPU only"
+CELL_TIMEOUT = 300   # seconds per cell
+
+# The small CPU settings of every notebook: tiny models (width 32, 2 layers), a few dozen steps,
+# the synthetic demo data (no download). Injected after each notebook's parameters cell.
+_TINY_TRANSFORMER = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2)
+_PRETRAINING = dict(SIZE="small", MODEL_OVERRIDES=_TINY_TRANSFORMER, DEMO_CORPUS=True, STEPS=24,
+                    BATCH_SIZE=16, SEQ_LENGTH=32, LEARNING_RATE=1e-3, WARMUP_STEPS=3, STEPS_PER_EXECUTION=4,
+                    VOCAB_SIZE=200)
+CI_PARAMETERS = {
+    "01_finetune_tpu.ipynb": dict(
+        MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
+        DATA="demo", STEPS=24, BATCH_SIZE=16, EVAL_BATCH_SIZE=250, SEQ_LENGTH=32, LEARNING_RATE=1e-3,
+        WARMUP_STEPS=3, EVAL_EVERY=8, STEPS_PER_EXECUTION=4, VOCAB_SIZE=200),
+    "02_pretrain_realformer.ipynb": dict(_PRETRAINING, EVAL_BATCH_SIZE=250, EVAL_EVERY=8),
+    "03_layer_reuse.ipynb": dict(SEQ_LENGTH=32, HIDDEN_SIZE=32, NUM_HEADS=2, TRAIN_EXAMPLES=512, EPOCHS=2),
+    "04_attention_analysis.ipynb": dict(_PRETRAINING, ANALYSIS_EXAMPLES=32),
+}
+
+
+def _read(name):
+  return nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+
+
+def _tags(cell):
+  return cell.get("metadata", {}).get("tags", [])
+
+
+def _parameters_index(notebook):
+  indices = [index for index, cell in enumerate(notebook.cells) if PARAMETERS_TAG in _tags(cell)]
+  assert len(indices) == 1, f"expected one cell tagged {PARAMETERS_TAG!r}, found {len(indices)}"
+  return indices[0]
+
+
+def _assigned_names(source):
+  """Names a parameters cell assigns; fails on anything but plain assignments."""
+  names = []
+  for statement in ast.parse(source).body:
+    assert isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) for t in statement.targets), (
+        f"a parameters cell holds only NAME = value lines, got: {ast.unparse(statement)}")
+    names.extend(target.id for target in statement.targets)
+  return names
+
+
+def _injected_source(name):
+  lines = ["# Injected by tests/notebooks/test_notebooks.py: small settings for a CPU."]
+  lines += [f"{key} = {value!r}" for key, value in CI_PARAMETERS[name].items()]
+  return "\n".join(lines)
+
+
+def ci_notebook(name):
+  """The notebook as CI runs it: skip-ci cells dropped, small settings injected."""
+  notebook = _read(name)
+  notebook.cells = [cell for cell in notebook.cells if SKIP_TAG not in _tags(cell)]
+  injected = nbformat.v4.new_code_cell(_injected_source(name), metadata={"tags": ["injected-parameters"]})
+  notebook.cells.insert(_parameters_index(notebook) + 1, injected)
+  return notebook
+
+
+# ---------------------------------------------------------------------------------------------
+# The repository's copies.
+
+
+def test_every_notebook_has_ci_settings():
+  assert NOTEBOOKS, f"no notebooks in {NOTEBOOK_DIR}"
+  assert sorted(CI_PARAMETERS) == NOTEBOOKS
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_is_stripped_and_valid(name):
+  notebook = _read(name)
+  nbformat.validate(notebook)
+  dirty = [index for index, cell in enumerate(notebook.cells)
+           if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None)]
+  assert not dirty, f"{name}: cells {dirty} have outputs or execution counts; clear them before committing"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_opens_in_colab_with_its_badge(name):
+  first = _read(name).cells[0]
+  assert first.cell_type == "markdown"
+  link = BADGE_LINK.format(name=name)
+  assert f"[![Open In Colab]({BADGE_IMAGE})]({link})" in first.source, (
+      f"{name}: the first cell must start with the Colab badge linking {link}")
+  assert re.search(r"^# \S", first.source, re.M), f"{name}: the first cell needs a title"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_parameters_cell_sets_every_name_ci_overrides(name):
+  notebook = _read(name)
+  cell = notebook.cells[_parameters_index(notebook)]
+  assert cell.cell_type == "code"
+  names = _assigned_names(cell.source)
+  unknown = sorted(set(CI_PARAMETERS[name]) - set(names))
+  assert not unknown, f"{name}: CI sets {unknown}, which its parameters cell does not define"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_only_install_and_tpu_only_cells_are_skipped(name):
+  for cell in _read(name).cells:
+    if SKIP_TAG in _tags(cell):
+      install = "pip install" in cell.source
+      tpu_only = cell.source.startswith(TPU_ONLY_MARK)
+      assert cell.cell_type == "code" and (install or tpu_only), (
+          f"{name}: a {SKIP_TAG!r} cell must install packages or start with {TPU_ONLY_MARK!r}:\n"
+          f"{cell.source}")
+
+
+def test_injected_settings_follow_the_parameters_cell():
+  notebook = ci_notebook("01_finetune_tpu.ipynb")
+  index = _parameters_index(notebook)
+  assert notebook.cells[index + 1].source.splitlines()[1:] == [
+      f"{key} = {value!r}" for key, value in CI_PARAMETERS["01_finetune_tpu.ipynb"].items()]
+  assert not any(SKIP_TAG in _tags(cell) for cell in notebook.cells)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running them.
+
+
+def _cell_error(error):
+  """nbclient's message without the terminal colour codes."""
+  return re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_on_cpu(name, tmp_path):
+  from nbclient import NotebookClient
+  from nbclient.exceptions import CellExecutionError
+
+  notebook = ci_notebook(name)
+  env = dict(os.environ, MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+  client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+                          resources={"metadata": {"path": str(tmp_path)}})
+  failure = None
+  try:
+    client.execute(env=env)
+  except CellExecutionError as error:   # names the cell and holds its source and traceback
+    failure = _cell_error(error)
+  if failure:
+    pytest.fail(f"{name} failed in CI mode (working directory {tmp_path}):\n{failure}", pytrace=False)
+  plots = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*.png"))
+  assert plots, f"{name} saved no plot under {tmp_path}"
