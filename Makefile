@@ -33,7 +33,7 @@ demo: $(STAMP)
 	  "at first the film felt boring but the finale was brilliant and the cast was charming"
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check zoo tpu export tests
+	$(VENV)/bin/ruff check zoo tpu export benchmarks tests
 	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
 # Everything but the tests marked slow.
@@ -41,7 +41,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check zoo tpu export tests
+	$(VENV)/bin/ruff check zoo tpu export benchmarks tests
 
 clean:
 	rm -rf $(VENV) .pytest_cache
