@@ -3,9 +3,10 @@
 Axes: B batch, T sequence length.
 
 A training step is what fine-tuning runs: the encoder's forward pass with dropout on,
-a two-class softmax head on `pooled_output`, the backward pass and one AdamW update,
-traced once with `tf.function` (graph mode; no XLA, which is slower on CPU). Inputs
-are random word ids with no padding, so every model does the work of full sequences.
+a two-class softmax head on `pooled_output`, the backward pass and one update by the
+training job's optimizer (Model Garden's AdamW, `tpu.train.make_optimizer`), traced
+once with `tf.function` (graph mode; no XLA, which is slower on CPU). Inputs are
+random word ids with no padding, so every model does the work of full sequences.
 """
 
 import statistics
@@ -14,6 +15,9 @@ import time
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
+
+from tpu.config import TrainConfig
+from tpu.train import make_optimizer
 
 NUM_CLASSES = 2
 
@@ -41,13 +45,15 @@ class TrainStep:
   def __init__(self, encoder, batch_size, seq_length, vocab_size, learning_rate=1e-5):
     self.encoder = encoder
     self.head = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="classifier")   # float32 logits
-    self.optimizer = keras.optimizers.AdamW(learning_rate)
+    self.optimizer, _ = make_optimizer(TrainConfig(learning_rate=learning_rate, steps=10**6, warmup_steps=1))
     self.features, self.labels = random_inputs(batch_size, seq_length, vocab_size)
     if not encoder.built:   # a subclassed encoder (Model Garden's) creates its weights on a first call
       encoder({name: tensor[:1] for name, tensor in self.features.items()})
     self.head.build([None, encoder.get_config()["hidden_size"]])
     self.variables = encoder.trainable_variables + self.head.trainable_variables
-    self.optimizer.build(self.variables)   # the moment slots exist before the first step
+    # AdamW's moment slots exist before the first step (what the Keras 2 optimizer's first
+    # apply_gradients would create), so that they count as the model's steady memory.
+    self.optimizer._create_all_weights(self.variables)
     self._step = tf.function(self._train_step)
 
   def _loss(self, features, labels):

@@ -1,7 +1,7 @@
 """Speed and memory of the zoo's encoders against the papers' claims and Model Garden.
 
     python -m benchmarks.run            # the full run; writes BENCHMARKS.md
-    python -m benchmarks.run --quick    # fewer rounds and smaller memory batches, a few minutes
+    python -m benchmarks.run --quick    # fewer rounds and models to measure, under 10 minutes
 
 Everything is measured in one run on this machine and reported as ratios: training
 steps are timed interleaved (`benchmarks.measure.interleaved_medians`), peak memory is
@@ -58,7 +58,8 @@ class Settings:
   lengths: tuple = (512, 128)
   tokens_per_batch: int = 512          # batch size = tokens_per_batch // length
   repeats: int = 7                     # timed rounds per group (after one warm-up round)
-  memory_batch_size: int = 4           # at length 512
+  memory_batch_size: int = 8           # at the longest length
+  memory_models: tuple = (BASELINE, "funnel_b4_4_4", "funnel_b6_6_6")
   matmul_size: int = 4096
   # Constructor arguments over the presets', per family (smoke tests shrink the models).
   transformer_overrides: dict = dataclasses.field(default_factory=dict)
@@ -70,7 +71,7 @@ class Settings:
 
   @classmethod
   def quick(cls):
-    return cls(repeats=3, memory_batch_size=2)
+    return cls(repeats=3, memory_models=(BASELINE, "funnel_b4_4_4"))
 
   def batch_size(self, length):
     return max(1, self.tokens_per_batch // length)
@@ -220,7 +221,7 @@ def _memory_in_subprocess(name, settings, length, batch_size):
 def bench_memory(settings):
   length, batch_size = max(settings.lengths), settings.memory_batch_size
   results = {}
-  for name in (BASELINE, "funnel_b4_4_4", "funnel_b6_6_6"):
+  for name in settings.memory_models:
     _log(f"peak memory of {name} (length {length}, batch {batch_size}) in a fresh process")
     results[name] = _memory_in_subprocess(name, settings, length, batch_size)
   return dict(length=length, batch_size=batch_size, results=results)
@@ -273,17 +274,18 @@ def _table(header, rows):
 def _memory_row(name, memory):
   gb = 1e9
   measured, base = memory["results"][name], memory["results"][BASELINE]
-  peak_ratio = measured["peak_bytes"] / base["peak_bytes"]
-  return [name, *(f"{measured[key] / gb:.2f}" for key in ("steady_bytes", "peak_bytes", "step_bytes")),
-          f"{peak_ratio:.2f}×", f"{measured['step_bytes'] / base['step_bytes']:.2f}×",
-          PAPER_MEMORY.get(name, ""), _status(peak_ratio, MEMORY_TARGET) if name == "funnel_b4_4_4" else ""]
+  ratio = measured["model_bytes"] / base["model_bytes"]
+  sizes = ("runtime_bytes", "steady_bytes", "peak_bytes", "model_bytes", "step_bytes")
+  return [name, *(f"{measured[key] / gb:.2f}" for key in sizes), f"{ratio:.2f}×",
+          f"{measured['step_bytes'] / base['step_bytes']:.2f}×", PAPER_MEMORY.get(name, ""),
+          _status(ratio, MEMORY_TARGET) if name == "funnel_b4_4_4" else ""]
 
 
 def report(settings, command, funnel, bert, forms, memory, efficiency):
   sections = [
       "# Benchmarks",
       f"Machine: {machine_description()}.\n\nCommand: `{command}`. A training step is forward with dropout, "
-      "a 2-class head on `pooled_output`, backward and an AdamW update "
+      "a 2-class head on `pooled_output`, backward and an update by the training job's AdamW (Model Garden) "
       f"(`benchmarks/measure.py`); batch {settings.tokens_per_batch} tokens "
       f"({', '.join(f'{settings.batch_size(n)}×{n}' for n in settings.lengths)}); times are medians of "
       f"{settings.repeats} interleaved rounds after a warm-up round, in seconds. Ratios are taken within "
@@ -317,10 +319,13 @@ def report(settings, command, funnel, bert, forms, memory, efficiency):
               for form, g in forms["gathers"].items()]),
       "## 5. Peak memory of a training step",
       f"Length {memory['length']}, batch {memory['batch_size']}, one fresh process per model "
-      "(`benchmarks/memory.py`). Steady: weights, AdamW moments and the TensorFlow runtime; "
-      "peak: the largest resident size during two steps; step: peak − steady.",
-      _table(["model", "steady (GB)", "peak (GB)", "step (GB)", "peak ratio", "step ratio", "paper",
-              "target"], [_memory_row(name, memory) for name in memory["results"]]),
+      "(`benchmarks/memory.py`), resident sizes. Runtime: TensorFlow started, no model; steady: with "
+      "the weights and AdamW's moments; peak: the largest size during two steps. Model peak = peak − "
+      "runtime, what an accelerator would hold (the paper's GPU figures count the same); step = peak − "
+      "steady. The target applies to the model peak.",
+      _table(["model", "runtime (GB)", "steady (GB)", "peak (GB)", "model peak (GB)", "step (GB)",
+              "model peak ratio", "step ratio", "paper", "target"],
+             [_memory_row(name, memory) for name in memory["results"]]),
       "## 6. Efficiency against this CPU's matmul peak",
       "Peak: median FLOP/s of one "
       f"[{settings.matmul_size}, {settings.matmul_size}] × [{settings.matmul_size}, {settings.matmul_size}] "
@@ -353,7 +358,7 @@ def main(argv=None):
       prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0],
       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
   parser.add_argument("--quick", action="store_true",
-                      help="3 timed rounds instead of 7 and batch 2 instead of 4 for memory")
+                      help="3 timed rounds instead of 7; memory of the baseline and funnel_b4_4_4 only")
   parser.add_argument("--out", help="write the report here too (default: BENCHMARKS.md for a full run, "
                       "nothing for --quick)")
   args = parser.parse_args(argv)

@@ -101,7 +101,9 @@ def test_memory_is_measured_in_a_fresh_process():
   # bert_base's word embeddings alone, with two AdamW moments: 30522 x 32 x 4 bytes x 3.
   assert result["steady_bytes"] > 30522 * 32 * 4 * 3
   assert result["peak_bytes"] >= result["steady_bytes"]
+  assert result["steady_bytes"] > result["runtime_bytes"]
   assert result["step_bytes"] == result["peak_bytes"] - result["steady_bytes"]
+  assert result["model_bytes"] == result["peak_bytes"] - result["runtime_bytes"]
   json.dumps(result)
 
 
