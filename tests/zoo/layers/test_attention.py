@@ -153,3 +153,57 @@ def test_standard_layer_checks(residual, tmp_path):
       lambda: MultiHeadAttention(HEADS, HEAD_SIZE, residual_attention=residual, running_mean=residual,
                                  dropout=0.1),
       inputs, build_outputs, tmp_path, float32_outputs=("carry",))
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention dropout with 16-bit draws.
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5, 0.9])
+def test_attention_dropout_drops_at_the_rate_and_keeps_the_expectation(rate):
+  probs = tf.fill([2, 4, 250, 251], 0.25)   # 502,000 entries, an odd count
+  dropped = attention_module.attention_dropout(probs, rate).numpy()
+  kept = dropped != 0
+  # Binomial standard deviation of the kept fraction is below 7.1e-4 here.
+  assert abs(1 - kept.mean() - rate) < 4e-3
+  threshold = round(rate * 65536)
+  np.testing.assert_allclose(dropped[kept], 0.25 * 65536 / (65536 - threshold), rtol=1e-6)
+  assert abs(dropped.mean() - 0.25) < 0.25 * 4e-3 / (1 - rate)
+
+
+def test_attention_dropout_is_random_per_call_and_follows_the_global_seed():
+  probs = tf.ones([3, 2, 16, 16])
+  tf.random.set_seed(7)
+  first, second = (attention_module.attention_dropout(probs, 0.5).numpy() for _ in range(2))
+  assert (first != second).any()
+  tf.random.set_seed(7)
+  np.testing.assert_array_equal(attention_module.attention_dropout(probs, 0.5).numpy(), first)
+
+
+def test_attention_dropout_gradient_is_the_scaled_mask():
+  probs = tf.random.uniform([2, 2, 8, 9])
+  weights = tf.random.normal(probs.shape)
+  with tf.GradientTape() as tape:
+    tape.watch(probs)
+    dropped = attention_module.attention_dropout(probs, 0.3)
+    loss = tf.reduce_sum(dropped * weights)
+  scale = 65536 / (65536 - round(0.3 * 65536))
+  expected = np.where(dropped.numpy() != 0, scale * weights.numpy(), 0.0)
+  np.testing.assert_allclose(tape.gradient(loss, probs).numpy(), expected, rtol=1e-6)
+
+
+def test_attention_dropout_compiles_keeps_dtype_and_rate_zero_is_identity():
+  probs = tf.random.uniform([2, 3, 5, 7])
+  compiled = tf.function(lambda p: attention_module.attention_dropout(p, 0.2), jit_compile=True)
+  assert 0 < (compiled(probs).numpy() == 0).mean() < 0.6
+  assert attention_module.attention_dropout(tf.cast(probs, tf.bfloat16), 0.2).dtype == tf.bfloat16
+  assert attention_module.attention_dropout(probs, 0.0) is probs
+
+
+def test_attention_dropout_acts_only_in_training():
+  x, mask = _inputs()
+  layer = MultiHeadAttention(HEADS, HEAD_SIZE, dropout=0.5)
+  inference = layer(x, attention_mask=mask).numpy()
+  np.testing.assert_array_equal(layer(x, attention_mask=mask, training=False).numpy(), inference)
+  trained = [layer(x, attention_mask=mask, training=True).numpy() for _ in range(2)]
+  assert np.abs(trained[0] - inference).max() > 1e-3 and np.abs(trained[0] - trained[1]).max() > 1e-3
