@@ -101,13 +101,21 @@ def interleaved_medians(functions, repeats, warmup=1, progress=None):
   return {name: (statistics.median(values), values) for name, values in times.items()}
 
 
-def matmul_peak_flops(dtype, size=4096, repeats=5):
-  """Sustained FLOP/s of one `[size, size] x [size, size]` matmul in `dtype` (median)."""
-  a = tf.cast(tf.random.stateless_normal([size, size], seed=[0, 1]), dtype)
-  b = tf.cast(tf.random.stateless_normal([size, size], seed=[2, 3]), dtype)
-  matmul = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.matmul(a, b)[:1, :1], tf.float32)))
-  timed = interleaved_medians({"matmul": lambda: matmul(a, b).numpy()}, repeats, warmup=2)
-  return 2 * size**3 / timed["matmul"][0]
+class Matmul:
+  """One `[size, size] x [size, size]` matmul in `dtype`; `__call__` runs it to completion.
+
+  `flops` is its FLOP count, so `flops / seconds` is the machine's sustained matmul rate:
+  timed beside a training step (`interleaved_medians`), the yardstick for its efficiency.
+  """
+
+  def __init__(self, dtype, size=4096):
+    self.flops = 2 * size**3
+    self._a = tf.cast(tf.random.stateless_normal([size, size], seed=[0, 1]), dtype)
+    self._b = tf.cast(tf.random.stateless_normal([size, size], seed=[2, 3]), dtype)
+    self._matmul = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.matmul(a, b)[:1, :1], tf.float32)))
+
+  def __call__(self):
+    return self._matmul(self._a, self._b).numpy()
 
 
 def graph_op_types(concrete_function):

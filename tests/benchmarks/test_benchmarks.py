@@ -83,7 +83,10 @@ def test_train_step_updates_every_weight_and_lowers_the_loss():
 def test_train_flops_are_three_forward_passes_per_sequence():
   settings = run.Settings()
   family, config = run._config("rel_transformer_base", settings)
-  assert run._train_flops("rel_transformer_base", settings, 128) == 3 * 4 * cost.flops(family, config, 128)
+  batch = settings.batch_size(128)
+  assert batch == settings.tokens_per_batch // 128
+  flops = cost.flops(family, config, 128)
+  assert run._train_flops("rel_transformer_base", settings, 128) == 3 * batch * flops
   # An L12H768 layer at length 512: 4 projections, FFN, scores and context, relative terms.
   t, d, f, n = 512, 768, 3072, 12
   layer = 2 * t * d * d * 4 + 2 * t * d * f * 2 + 2 * t * t * d * 2 + 2 * t * d * d + 2 * n * t * t * d

@@ -128,8 +128,8 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
       if self.use_segment_bias:
         relative += self._segment_scores(
             (query_heads + self.segment_bias) * scale, query_segment_ids, key_segment_ids)
-      if self.separate_cls:
-        relative *= self._cls_pair_mask(relative)
+      if self.separate_cls:   # a select: its gradient keeps only the boolean pattern alive
+        relative = tf.where(self._cls_pair_mask(relative), relative, tf.zeros_like(relative))
       return scores + relative
 
     return self._attend(query, value, scores_fn, attention_mask, attention_carry,
@@ -212,10 +212,9 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
 
   @staticmethod
   def _cls_pair_mask(scores):
-    """1 everywhere but the first row and column of `[B, N, T, S]`, in its dtype."""
+    """`[T, S]` bool, False on the first row and column of `[B, N, T, S]` scores."""
     shape = tf.shape(scores)
-    inner = tf.ones([shape[2] - 1, shape[3] - 1], scores.dtype)
-    return tf.pad(inner, [[1, 0], [1, 0]])
+    return tf.pad(tf.ones([shape[2] - 1, shape[3] - 1], tf.bool), [[1, 0], [1, 0]])
 
   @staticmethod
   def _positions_or_default(positions, length):
