@@ -247,7 +247,9 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
                                                        .to_dict()))
   checkpoints = model_dir / "checkpoints"
   first = run_job(["--config", config])   # killed hard after its first checkpoint
-  _wait_for(lambda: os.path.exists(checkpoints / "ckpt-5.index"), first)
+  # A checkpoint counts once the manager has recorded it: its files come first, then the
+  # `checkpoint` state file that resuming reads.
+  _wait_for(lambda: tf.train.latest_checkpoint(str(checkpoints)) is not None, first)
   first.kill()
   first.wait()
   killed_at = int(tf.train.latest_checkpoint(str(checkpoints)).rsplit("-", 1)[1])
