@@ -6,9 +6,10 @@ P predicted (masked) positions per sequence, C classes.
 The head models follow Model Garden's `BertClassifier`, `BertTokenClassifier` and
 `BertSpanLabeler` (functional models whose inputs are the encoder's), with two
 differences that are why they are not reused directly: their logits stay float32 under
-`mixed_bfloat16` (DESIGN.md), and the encoder is serialized inside the head's config,
-so a `.keras` file holds the whole model (Model Garden's configs hold the encoder
-object itself, which `.keras` saving turns into a dict that `from_config` cannot use).
+`mixed_bfloat16` (see DESIGN.md at the repository root), and the encoder is serialized
+inside the head's config, so a `.keras` file holds the whole model (Model Garden's configs
+hold the encoder object itself, which `.keras` saving turns into a dict that `from_config`
+cannot use).
 
 Any encoder with the Model Garden dict interface works (inputs `input_word_ids`,
 `input_mask`, `input_type_ids`; outputs `sequence_output`, `pooled_output`). Heads that

@@ -1,4 +1,4 @@
-"""Independent numpy references for the attention maths in DESIGN.md.
+"""Independent numpy references for the attention maths of DESIGN.md (repository root).
 
 Written straight from the formulas with explicit loops over pairs, sharing no code
 with `zoo`. Weights are read from the layer under test and used here in numpy.
