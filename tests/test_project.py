@@ -61,3 +61,143 @@ def test_docstring_examples_run(module_name):
   result = doctest.testmod(module, extraglobs=names, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0, f"no docstring examples found in {module_name}"
   assert result.failed == 0, f"{result.failed} docstring example(s) failed in {module_name}"
+
+
+# --- Every repository path that a README, docstring or comment names exists. ---
+
+# Bare file names checked at the top level (or beside the naming file): these name repository files.
+TOP_LEVEL_FILE = re.compile(
+    r"^(?:[A-Z][A-Z0-9_-]*\.md|Makefile|pyproject\.toml|requirements(?:-[\w-]+)?\.txt)$")
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+# A candidate is a run of characters that can appear in a path (and in the placeholders and
+# globs it is told apart from); quotes, backticks, brackets, commas and `=` end it.
+PATH_CANDIDATE = re.compile(r"[^\s`'\"()\[\],;|=]+")
+LINE_SUFFIX = re.compile(r"(?:::[\w\[\]-]+|(?::\d+)+)$")   # file.py::test_x, file.py:12, file.py:12:3
+PLACEHOLDER_CHARS = set("*?<>{}$~%[]")
+SKIPPED_DIRS = {".venv", ".git", "__pycache__", "node_modules"}
+
+
+def _top_level_dirs():
+  """The repository's own top-level folders (not hidden, holding code, docs or notebooks)."""
+  return {d.name for d in ROOT.iterdir()
+          if d.is_dir() and not d.name.startswith(".") and d.name not in SKIPPED_DIRS
+          and any(f.suffix in (".py", ".md", ".ipynb") for f in d.iterdir())}
+
+
+def _is_skipped(path):
+  parts = path.relative_to(ROOT).parts
+  return any(p in SKIPPED_DIRS or p.startswith(".") or p.endswith(".egg-info") for p in parts[:-1])
+
+
+def _markdown_files():
+  return sorted(p for p in ROOT.rglob("*.md") if not _is_skipped(p))
+
+
+def _python_files():
+  return sorted(p for folder in _top_level_dirs() for p in (ROOT / folder).rglob("*.py")
+                if not _is_skipped(p))
+
+
+def _python_prose(source):
+  """`(line number, text)` of the docstrings and comments of a Python source."""
+  import ast
+  import io
+  import tokenize
+  lines = source.splitlines()
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+      body = node.body
+      if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+          and isinstance(body[0].value.value, str):
+        for number in range(body[0].lineno, body[0].end_lineno + 1):
+          yield number, lines[number - 1]
+  for token in tokenize.generate_tokens(io.StringIO(source).readline):
+    if token.type == tokenize.COMMENT:
+      yield token.start[0], token.string
+
+
+def _candidate_paths(text):
+  """Path-like tokens of one line of prose, cleaned of punctuation, anchors and line numbers."""
+  for match in PATH_CANDIDATE.finditer(text):
+    token = match.group(0).strip("*").rstrip(".:!?")
+    token = LINE_SUFFIX.sub("", token.split("#")[0]).rstrip(".:")
+    if not token or ":" in token or token.startswith(("-", ".", "/")):
+      continue   # URLs, gs:// and data specs (tfds:, text:), flags, relative or absolute paths
+    if PLACEHOLDER_CHARS & set(token) or "/" not in token and not TOP_LEVEL_FILE.match(token):
+      continue   # globs and placeholders (BASE/<version>, $(DEMO_DIR)), plain words
+    yield token
+
+
+def _named_path_problem(token, folder, top_level):
+  """None if `token` (named in a file of `folder`) is not a repository path or exists, else a message.
+
+  A path is resolved beside the naming file first (a package README saying `configs/demo.json`
+  or `README.md`), then at the repository root. Only paths starting with a top-level folder of
+  the repository, or with a folder beside the naming file, are checked: `official/nlp/...`
+  (an installed package) and `MODEL_DIR/config.json` (a placeholder) are not repository paths.
+  """
+  first = token.split("/")[0]
+  if "/" in token and first not in top_level and not (folder / first).is_dir():
+    return None
+  if (folder / token).exists() or (ROOT / token).exists():
+    return None
+  return f"missing path {token}"
+
+
+def _link_problem(target, folder):
+  """None if a Markdown link target is external, an anchor or an existing file, else a message."""
+  if "://" in target or target.startswith(("#", "mailto:")):
+    return None
+  path = target.split("#")[0]
+  if not path or PLACEHOLDER_CHARS & set(path):
+    return None
+  resolved = ROOT / path.lstrip("/") if path.startswith("/") else folder / path
+  return None if resolved.exists() else f"missing path {target} (a link)"
+
+
+def _path_problems(path, lines, top_level):
+  """`file:line: missing path` for every named repository path of `lines` that does not exist."""
+  folder, name = path.parent, path.relative_to(ROOT)
+  for number, text in lines:
+    problems = []
+    if path.suffix == ".md":
+      problems += [_link_problem(target, folder) for target in MARKDOWN_LINK.findall(text)]
+      text = MARKDOWN_LINK.sub("]()", text)
+    problems += [_named_path_problem(token, folder, top_level) for token in _candidate_paths(text)]
+    yield from (f"{name}:{number}: {problem}" for problem in problems if problem)
+
+
+def test_named_repository_paths_exist():
+  top_level = _top_level_dirs()
+  assert {"zoo", "tpu", "export", "tests"} <= top_level, top_level
+  markdown, python = _markdown_files(), _python_files()
+  assert ROOT / "README.md" in markdown and ROOT / "zoo" / "layers" / "attention.py" in python
+  problems = []
+  for path in markdown:
+    problems += _path_problems(path, enumerate(path.read_text().splitlines(), start=1), top_level)
+  for path in python:
+    problems += _path_problems(path, _python_prose(path.read_text()), top_level)
+  assert not problems, "files name paths that are not in the repository:\n" + "\n".join(problems)
+
+
+def test_the_path_check_tells_paths_from_placeholders():
+  found = list(_candidate_paths(
+      "see zoo/layers/README.md, DESIGN.md#masks and tests/zoo/layers/reference.py:12; "
+      "not https://x.org/zoo/a.md, gs://bucket/zoo/a, tfds:glue/sst2, BASE/<version>/, "
+      "zoo/layers/*.py, requirements*.txt, $(DEMO_DIR)/export, ../up.md or config.json"))
+  assert found == ["zoo/layers/README.md", "DESIGN.md", "tests/zoo/layers/reference.py"]
+  top_level, text = _top_level_dirs(), ROOT / "zoo" / "text"
+  assert _named_path_problem("README.md", text, top_level) is None        # zoo/text/README.md
+  assert _named_path_problem("tpu/configs/demo.json", text, top_level) is None
+  assert _named_path_problem("configs/demo.json", ROOT / "tpu", top_level) is None
+  assert _named_path_problem("official/nlp/tools/tokenization.py", ROOT, top_level) is None
+  assert _named_path_problem("MODEL_DIR/config.json", ROOT, top_level) is None
+  assert _named_path_problem("zoo/no_such_module.py", text, top_level) == "missing path zoo/no_such_module.py"
+  assert _named_path_problem("NO_SUCH_FILE.md", ROOT, top_level) is not None
+  assert _link_problem("../../DESIGN.md#7-serving", text) is None
+  assert _link_problem("../DESIGN.md", text) is not None
+  assert _link_problem("https://arxiv.org/abs/2006.03236", text) is None
+  problems = list(_path_problems(ROOT / "zoo" / "text" / "README.md",
+                                 [(3, "[a](missing.md) and zoo/none.py")], top_level))
+  assert problems == ["zoo/text/README.md:3: missing path missing.md (a link)",
+                      "zoo/text/README.md:3: missing path zoo/none.py"]
