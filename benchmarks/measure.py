@@ -4,7 +4,7 @@ Axes: B batch, T sequence length.
 
 A training step is what fine-tuning runs: the encoder's forward pass with dropout on,
 a two-class softmax head on `pooled_output`, the backward pass and one update by the
-training job's optimizer (Model Garden's AdamW, `tpu.train.make_optimizer`), traced
+training job's optimizer (Model Garden's AdamW, `tpu.optimization.make_optimizer`), traced
 once with `tf.function` (graph mode; no XLA, which is slower on CPU). Inputs are
 random word ids with no padding, so every model does the work of full sequences.
 """
@@ -17,7 +17,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tpu.config import TrainConfig
-from tpu.train import make_optimizer
+from tpu.optimization import make_optimizer
 
 NUM_CLASSES = 2
 

@@ -7,18 +7,21 @@
 
 DIR is a version directory (`BASE/3`) or a model base path (`BASE`, whose highest
 numeric version is used). Without TEXT arguments each line of stdin is one example
-(tab-separated `text<TAB>text_b` for sentence-pair models). Output per example:
+(tab-separated `text<TAB>text_b` for sentence-pair models). Output per example, e.g.
 
-  classify: {"text": ..., "label": "positive", "probabilities": {"negative": 0.1, "positive": 0.9}}
-  regress:  {"text": ..., "prediction": 3.2}
-  mlm, electra (encoders): {"text": ..., "pooled_output": [...]}
+  a classifier:  {"text": ..., "label": "positive", "probabilities": {"negative": 0.1, "positive": 0.9}}
+  a real value:  {"text": ..., "prediction": 3.2}
+  an encoder:    {"text": ..., "pooled_output": [...]}
 
-with "text_b" after "text" for sentence pairs. The task is read from the outputs of the
-`serving_default` signature (`labels`, `predictions` or `pooled_output`).
+with "text_b" after "text" for sentence pairs. Which fields an example gets is the
+SavedModel's `prediction_fields` (written by the exporter from the training task):
+`[key, signature output, kind]` triples, kind one of `KINDS`. Exports without it
+(older ones) get the fields their `serving_default` outputs imply.
 
 Needs only tensorflow and tensorflow-text: this file imports nothing else, so it can be
 copied on its own to a serving box. `import tensorflow_text` comes before loading,
-since it registers the tokenizer ops of the SavedModel.
+since it registers the tokenizer ops of the SavedModel. Both are imported on first
+use, so `--help` answers at once.
 
 From Python:
 
@@ -33,15 +36,23 @@ import os
 import re
 import sys
 
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
-
 SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_BATCH_SIZE = 64
+# How one output of one example is shown: a string, a float, a list of floats, or a dict of
+# floats keyed by the SavedModel's label names.
+KINDS = ("text", "number", "list", "by_label")
+
+
+def _tensorflow():
+  """TensorFlow, with tensorflow_text's ops registered (imported on first use)."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
+  return tf
 
 
 def resolve(path):
   """The SavedModel directory of `path`: itself, or the highest numeric version in it."""
+  tf = _tensorflow()
   if tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE)):
     return path
   if not tf.io.gfile.isdir(path):
@@ -59,24 +70,50 @@ def _text(value):
   return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
 
 
+def implied_fields(outputs):
+  """The prediction fields of an export without `prediction_fields`, from its output names."""
+  if "labels" in outputs:
+    return [("label", "labels", "text"), ("probabilities", "probabilities", "by_label")]
+  if "predictions" in outputs:
+    return [("prediction", "predictions", "number")]
+  return [("pooled_output", "pooled_output", "list")]
+
+
+def show(value, kind, label_names):
+  """One example's output as JSON-ready Python, by `kind` (see `KINDS`)."""
+  if kind == "text":
+    return _text(value.item() if hasattr(value, "item") else value)
+  if kind == "number":
+    return float(value)
+  if kind == "list":
+    return [float(item) for item in value]
+  if kind == "by_label":
+    return {name: float(item) for name, item in zip(label_names, value, strict=True)}
+  raise ValueError(f"unknown prediction field kind {kind!r}; known: {', '.join(KINDS)}")
+
+
 class Predictor:
   """A loaded SavedModel of `export.saved_model` and its `serving_default` signature.
 
-  Attributes: `path` (the version directory), `task` ("classify", "regress" or
-  "encoder"), `sentence_pair`, `label_names`.
+  Attributes: `path` (the version directory), `sentence_pair`, `label_names`, and
+  `fields`, the `(key, output, kind)` triples each example's result is made of.
   """
 
   def __init__(self, path):
+    tf = _tensorflow()
     self.path = resolve(path)
     self._loaded = tf.saved_model.load(self.path)
     self._serve = self._loaded.signatures["serving_default"]
     self.sentence_pair = "text_b" in self._serve.structured_input_signature[1]
-    outputs = self._serve.structured_outputs
-    self.task = "classify" if "labels" in outputs else "regress" if "predictions" in outputs else "encoder"
     self.label_names = [_text(name) for name in self._loaded.label_names.numpy()]
+    if hasattr(self._loaded, "prediction_fields"):
+      self.fields = [tuple(field) for field in json.loads(self._loaded.prediction_fields.numpy())]
+    else:
+      self.fields = implied_fields(self._serve.structured_outputs)
 
   def predict(self, texts, texts_b=None):
     """One dict per example (see the module docstring) for lists of str or bytes."""
+    tf = _tensorflow()
     texts = list(texts)
     if self.sentence_pair != (texts_b is not None):
       need = "needs a second text per example (text_b)" if self.sentence_pair else "takes single texts"
@@ -93,14 +130,8 @@ class Predictor:
       result = dict(text=_text(text))
       if texts_b is not None:
         result["text_b"] = _text(texts_b[index])
-      if self.task == "classify":
-        result["label"] = _text(outputs["labels"][index])
-        result["probabilities"] = {name: float(probability) for name, probability
-                                   in zip(self.label_names, outputs["probabilities"][index], strict=True)}
-      elif self.task == "regress":
-        result["prediction"] = float(outputs["predictions"][index])
-      else:
-        result["pooled_output"] = [float(value) for value in outputs["pooled_output"][index]]
+      for key, output, kind in self.fields:
+        result[key] = show(outputs[output][index], kind, self.label_names)
       results.append(result)
     return results
 
@@ -146,11 +177,16 @@ def parser():
                  help="second texts of sentence-pair models, one per TEXT")
   p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                  help=f"examples per call of the model (default {DEFAULT_BATCH_SIZE})")
+  p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's log lines")
   return p
 
 
 def main(argv=None):
   args = parser().parse_args(argv)
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if args.verbose else "2"
+  tf = _tensorflow()
+  if not args.verbose:
+    tf.get_logger().setLevel("ERROR")
   try:
     if args.batch_size < 1:
       raise ValueError(f"--batch-size must be positive, got {args.batch_size}")

@@ -1,8 +1,10 @@
 """The training job's configuration: one dataclass, read from defaults, a JSON file and flags.
 
-Precedence: defaults < `--config FILE` < command-line flags. The resolved config is
-written to `MODEL_DIR/config.json`, and everything that reads a model directory later
-(resuming, `export.saved_model`) rebuilds the model from that file alone.
+Precedence: defaults < `--config FILE` < command-line flags < (for the encoder only)
+the `--init-checkpoint` model directory's settings, which a disagreeing `--model` may
+not change. The resolved config is written to `MODEL_DIR/config.json` (`zoo.model_dir`),
+and everything that reads a model directory later (resuming, `export.saved_model`)
+rebuilds the model from that file alone.
 
 Example:
   >>> config = TrainConfig(model="funnel_b4_4_4", task="classify", data="demo", model_dir="/tmp/run")
@@ -13,18 +15,16 @@ Example:
 """
 
 import dataclasses
-import json
 import math
-import os
 
-import tensorflow as tf
+from tpu import tasks
+from zoo.model_dir import CHECKPOINT_DIR  # noqa: F401  (the model directory's names, for callers)
+from zoo.model_dir import CONFIG_FILE  # noqa: F401
+from zoo.model_dir import EXPORT_DIR  # noqa: F401
+from zoo.model_dir import VOCAB_FILE  # noqa: F401
+from zoo.model_dir import ModelDir
 
-TASKS = ("mlm", "electra", "classify", "regress")
 MIXED_PRECISIONS = ("float32", "bfloat16")
-CONFIG_FILE = "config.json"
-VOCAB_FILE = "vocab.txt"
-CHECKPOINT_DIR = "checkpoints"
-EXPORT_DIR = "export"
 
 # Fields that fix the model's variables and inputs: a model directory cannot be resumed with
 # other values (`check_resumable`).
@@ -69,7 +69,7 @@ class TrainConfig:
   init_checkpoint: str | None = None
   vocab: str | None = None
   vocab_size: int = 8000
-  lower_case: bool = True
+  lower_case: bool | None = None
   max_predictions_per_seq: int | None = None
   whole_word_masking: bool = False
   generator_overrides: dict | None = None
@@ -94,24 +94,18 @@ class TrainConfig:
   @classmethod
   def from_file(cls, path):
     """Reads a JSON file of settings (any subset of the fields)."""
+    from zoo.model_dir import read_json
     try:
-      with tf.io.gfile.GFile(path) as file:
-        values = json.load(file)
-    except json.JSONDecodeError as error:
-      raise ValueError(f"{path}:{error.lineno}: not valid JSON: {error.msg}") from None
-    except tf.errors.NotFoundError:
+      values = read_json(path)
+    except FileNotFoundError:
       raise FileNotFoundError(f"config file {path} does not exist") from None
-    if not isinstance(values, dict):
-      raise ValueError(f"{path}: expected a JSON object of settings, got {type(values).__name__}")
     return cls.from_dict(values, source=path)
 
   @classmethod
   def from_model_dir(cls, model_dir):
-    """The resolved config a training run wrote into `model_dir`."""
-    path = os.path.join(model_dir, CONFIG_FILE)
-    if not tf.io.gfile.exists(path):
-      raise FileNotFoundError(f"{model_dir} holds no {CONFIG_FILE}: is it the --model-dir of a training run?")
-    return cls.from_file(path)
+    """The config a training run (or a converter) wrote into `model_dir`."""
+    model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
+    return cls.from_dict(model_dir.read_config(), source=model_dir.config_path)
 
   def to_dict(self):
     return dataclasses.asdict(self)
@@ -128,11 +122,13 @@ class TrainConfig:
     from zoo import presets
 
     for name in ("model", "task", "data", "model_dir"):
+      if name == "model" and not self.model and self.init_checkpoint:
+        raise ValueError("--model is required: the --init-checkpoint has no config.json to take it from")
       if not getattr(self, name):
         raise ValueError(f"--{name.replace('_', '-')} is required")
     presets.get(self.model)   # raises, listing the presets
-    if self.task not in TASKS:
-      raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASKS)}")
+    if self.task not in tasks.TASKS:
+      raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(tasks.names())}")
     if self.mixed_precision not in MIXED_PRECISIONS:
       raise ValueError(f"unknown mixed precision {self.mixed_precision!r}; choose one of: "
                        f"{', '.join(MIXED_PRECISIONS)}")
@@ -155,7 +151,8 @@ class TrainConfig:
       raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {warmup}")
     predictions = self.max_predictions_per_seq or math.ceil(0.15 * self.seq_length)   # BERT: 20 at 128
     return self.replace(warmup_steps=warmup, max_predictions_per_seq=predictions,
-                        eval_batch_size=self.eval_batch_size or self.batch_size)
+                        eval_batch_size=self.eval_batch_size or self.batch_size,
+                        lower_case=True if self.lower_case is None else self.lower_case)
 
 
 def check_resumable(saved, config):
@@ -165,3 +162,36 @@ def check_resumable(saved, config):
     details = "; ".join(f"{name}: {getattr(saved, name)!r} -> {getattr(config, name)!r}" for name in changed)
     raise ValueError(f"{config.model_dir} holds a run with other model settings ({details}); use another "
                      "--model-dir, or the same settings to resume it")
+
+
+def apply_init_checkpoint(config, init):
+  """`config` with the encoder of an `--init-checkpoint` model directory's config `init`.
+
+  Without `--model` the encoder is the init directory's (its preset and overrides,
+  with the config's own overrides on top); with one, the two must build the same
+  weights, or a ValueError names the fields that differ. Dropout rates and the
+  sequence length may differ (they change no weight). The casing comes from the init
+  directory unless the config sets it, and must then agree.
+  """
+  from zoo import presets
+
+  if not init.model:
+    return config
+  if not config.model:
+    config = config.replace(model=init.model,
+                            model_overrides={**init.model_overrides, **config.model_overrides})
+  differing = presets.differences(init.model, init.model_overrides, config.model, config.model_overrides)
+  if differing:
+    details = "; ".join(f"{name}: {ours!r} in the checkpoint, {theirs!r} here"
+                        for name, (ours, theirs) in differing.items())
+    raise ValueError(f"--init-checkpoint {config.init_checkpoint} holds a {init.model} encoder that --model "
+                     f"{config.model} (with its overrides) does not match: {details}. Omit --model to use "
+                     "the checkpoint's encoder")
+  if init.lower_case is not None:
+    if config.lower_case is None:
+      config = config.replace(lower_case=init.lower_case)
+    elif config.lower_case != init.lower_case:
+      raise ValueError(f"--init-checkpoint {config.init_checkpoint} was trained on "
+                       f"{'uncased' if init.lower_case else 'cased'} text; --lower-case={config.lower_case} "
+                       "would feed it tokens it never saw")
+  return config

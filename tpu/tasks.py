@@ -1,34 +1,76 @@
-"""What each training task builds, feeds and optimises: mlm, electra, classify, regress.
+"""The training tasks. A `Task` owns everything that differs from one task to another.
 
-A `Task` turns a `TrainConfig` into a Keras model (`build`), batches of raw text into
-features (`features`), and features plus model outputs into the loss and statistics
-(`loss_and_stats`, `eval_outputs`). The training job (`tpu.train`) and the exporter
-(`export.saved_model`) both build models through `build_model`, so a model directory
-is restored into exactly the graph that wrote it.
+    mlm       BERT's masked language modelling (pre-training)
+    electra   ELECTRA's generator + replaced-token detection (pre-training)
+    classify  sequence classification, softmax cross-entropy
+    regress   sequence regression, squared error
+
+`TASKS` is the one registry: the command line's `--task` choices, config validation,
+the exporter and `export.predict` all ask it. A task knows
+
+- its data: the `tpu.data` task type it reads (`data_type`) and the metadata it takes
+  from the training data into the config (`data_metadata`);
+- its model: `build()` (and `encoder(model)`, the part `--init-checkpoint` restores);
+- its features: `features()` turns batches of raw text into the model's inputs;
+- its loss and metrics: `denominators`, `loss_and_stats`, `eval_outputs`, `metrics`;
+- how it serves: `serving_network`, `serving_outputs`, `label_names` and
+  `prediction_fields`, which tell `export.predict` how to print each output.
+
+Adding a task is one subclass decorated with `@register` (and its tests).
 
 Losses are exact over the GLOBAL batch under any number of replicas: each replica
 divides its sum of per-example (or per-token) losses by the global count of examples
-(or masked tokens, or real tokens), which the job all-reduces first. Summing the
-replicas' losses and gradients then gives the loss and gradient of one device running
-the whole batch.
+(or masked tokens, or real tokens), which the job all-reduces first (`zoo.models.losses`
+with an explicit denominator). Summing the replicas' losses and gradients then gives
+the loss and gradient of one device running the whole batch.
 
 Statistics are pairs `(numerator, denominator)` of sums; summed over replicas and steps,
 `numerator / denominator` is the metric.
+
+This module imports TensorFlow on first use only, so `--help` stays fast.
+
+Example:
+  >>> names()
+  ('mlm', 'electra', 'classify', 'regress')
+  >>> TASKS["classify"].data_type
+  'classification'
 """
 
-import tensorflow as tf
+from zoo.lazy import lazy_module
 
-from zoo import models
-from zoo import presets
-from zoo.text import MaskedLMMasker
+tf = lazy_module("tensorflow")
 
-# Classification metrics computed from all evaluation predictions (see `tpu.metrics`).
-CLASSIFY_METRICS = ("accuracy", "f1", "mcc")
-REGRESS_METRICS = ("pearson", "spearman")   # and "loss", the mean squared error
+TASKS = {}
+
+
+def register(cls):
+  """Class decorator: adds a `Task` subclass to `TASKS` under its `name`."""
+  if not cls.name or cls.name in TASKS:
+    raise ValueError(f"a task needs a new, non-empty name; got {cls.name!r} (taken: {sorted(TASKS)})")
+  TASKS[cls.name] = cls
+  return cls
+
+
+def names():
+  """The registered task names, in registration order."""
+  return tuple(TASKS)
+
+
+def get_task(config):
+  """The `Task` of `config.task`."""
+  if config.task not in TASKS:
+    raise ValueError(f"unknown task {config.task!r}; choose one of: {', '.join(TASKS)}")
+  return TASKS[config.task](config)
+
+
+def build_model(config):
+  """Builds the model of a (resolved) config: what the job trains and the exporter restores."""
+  return get_task(config).build()
 
 
 def build_encoder(config, **extra_overrides):
   """The encoder of `config.model` with the config's overrides, vocabulary and static length."""
+  from zoo import presets
   overrides = dict(config.model_overrides)
   if config.dropout is not None:
     overrides.setdefault("dropout", config.dropout)
@@ -45,6 +87,7 @@ def generator_overrides(config):
   embeddings keep the discriminator's width so the two can share them.
   `config.generator_overrides` replaces these defaults key by key.
   """
+  from zoo import presets
   base = {**presets.get(config.model).config, **config.model_overrides}
   embedding_width = base.get("embedding_width") or base["hidden_size"]
   defaults = dict(hidden_size=max(1, base["hidden_size"] // 4), num_heads=max(1, base["num_heads"] // 4),
@@ -53,7 +96,8 @@ def generator_overrides(config):
 
 
 def _check_full_length(config, what):
-  """MLM and ELECTRA predict every position: an encoder-only Funnel pools the sequence away."""
+  """Token-level tasks predict every position: an encoder-only Funnel pools the sequence away."""
+  from zoo import presets
   config_values = {**presets.get(config.model).config, **config.model_overrides}
   if presets.get(config.model).family == "funnel" and not config_values.get("num_decoder_layers"):
     choices = [name for name in presets.names() if name.endswith("_decoder")]
@@ -62,28 +106,66 @@ def _check_full_length(config, what):
                      f"{', '.join(choices)}, or set model_overrides num_decoder_layers")
 
 
+def encoder_outputs(encoder, features):
+  """The encoder's float32 `sequence_output` and `pooled_output` (inference mode)."""
+  outputs = encoder(features, training=False)
+  return {name: tf.cast(outputs[name], tf.float32) for name in ("sequence_output", "pooled_output")}
+
+
 def _weighted_sum(values, weights):
   return tf.reduce_sum(tf.cast(values, tf.float32) * tf.cast(weights, tf.float32))
 
 
-def _token_cross_entropy(labels, logits):
-  return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=tf.cast(logits, tf.float32))
+def _encode(raw, text_encoder):
+  return text_encoder.encode(raw["text_a"], raw.get("text_b"))
 
 
 class Task:
-  """Base class. Subclasses set `name`, `data_type` (the `tpu.data` task type they read)."""
+  """Base class: a pre-training task served as an encoder (its outputs are the encoder's).
+
+  Subclasses set `name`, `data_type` (the `tpu.data` task type they read: "text",
+  "classification", "regression") and `stat_names` (the statistics `loss_and_stats`
+  returns), and override what differs.
+  """
 
   name = ""
   data_type = ""
-  stat_names = ()   # the statistics `loss_and_stats` returns
+  description = ""
+  stat_names = ()
 
   def __init__(self, config):
     self.config = config
+
+  @classmethod
+  def readers_of(cls, data_type):
+    """Names of the tasks that train on data of `data_type`."""
+    return [name for name, task in TASKS.items() if task.data_type == data_type]
+
+  # Data.
+  def check_source(self, source, spec):
+    """Raises a ValueError when the training data does not fit this task."""
+    if self.data_type != "text" and source.task_type != self.data_type:
+      others = self.readers_of(source.task_type)
+      hint = f": use --task {' or '.join(others)}" if others else ""
+      raise ValueError(f"task {self.name!r} needs {self.data_type} data, but {spec} is "
+                       f"{source.task_type}{hint}")
+
+  def data_metadata(self, source):
+    """Config fields this task takes from the training data (`tpu.data.DataSource`)."""
+    return dict(sentence_pair=source.sentence_pair)
+
+  def eval_load_kwargs(self, train_source):
+    """Extra `tpu.data.load` arguments for the evaluation data, given the training data."""
+    return {}
 
   # Model.
   def build(self):
     """Returns the Keras model (build it under the strategy's scope)."""
     raise NotImplementedError
+
+  def encoder(self, model):
+    """The encoder inside `model` (what `--init-checkpoint` restores and `encode` serves)."""
+    return model.checkpoint_items["encoder"]
 
   # Input pipeline.
   def features(self, raw, text_encoder, seed=None):
@@ -112,105 +194,51 @@ class Task:
     return {name: float(numerator / denominator) if denominator else float("nan")
             for name, (numerator, denominator) in stats.items()}
 
+  # Serving.
+  def serving_network(self, model):
+    """The Keras model the exported signatures call (its variables are what the export keeps)."""
+    return self.encoder(model)
 
-def _encode(raw, text_encoder):
-  return text_encoder.encode(raw["text_a"], raw.get("text_b"))
+  def serving_outputs(self, network, features, label_names):
+    """The `serving_default` outputs (float32 or string tensors) for int32 features `[B, T]`.
 
+    Args:
+      network: `serving_network(model)`.
+      features: `input_word_ids`, `input_mask`, `input_type_ids`.
+      label_names: string `[C]` tensor of `label_names()`.
+    """
+    return encoder_outputs(network, features)
 
-class ClassifyTask(Task):
-  """Sequence classification: softmax cross-entropy on `SequenceClassifier`'s logits."""
+  def label_names(self):
+    """The class names the export maps label ids to ([] for tasks without classes)."""
+    return []
 
-  name = "classify"
-  data_type = "classification"
-  stat_names = ("accuracy",)
+  # How `export.predict` shows one example's outputs: (key, signature output, kind), kind is
+  # "text" (a string), "number" (a float), "list" (a vector) or "by_label" (a vector as a dict
+  # keyed by the label names).
+  prediction_fields = (("pooled_output", "pooled_output", "list"),)
 
-  def build(self):
-    dropout = 0.1 if self.config.dropout is None else self.config.dropout
-    return models.SequenceClassifier(build_encoder(self.config), num_classes=self.config.num_classes,
-                                     dropout=dropout, name="classifier")
-
-  def features(self, raw, text_encoder, seed=None):
-    features = _encode(raw, text_encoder)
-    features["label"] = tf.cast(raw["label"], self.label_dtype)
-    features["weight"] = tf.ones_like(features["label"], tf.float32)
-    return features
-
-  label_dtype = tf.int32
-
-  def denominators(self, features):
-    return dict(examples=tf.reduce_sum(features["weight"]))
-
-  def per_example_loss(self, labels, logits):
-    return _token_cross_entropy(labels, logits)
-
-  def loss_and_stats(self, features, outputs, denominators):
-    count = denominators["examples"]
-    weights = features["weight"]
-    loss = _weighted_sum(self.per_example_loss(features["label"], outputs), weights) / count
-    correct = tf.equal(tf.argmax(outputs, axis=-1, output_type=tf.int32), features["label"])
-    return loss, dict(accuracy=(_weighted_sum(correct, weights), count))
-
-  def eval_outputs(self, features, outputs, denominators):
-    count = denominators["examples"]
-    loss = _weighted_sum(self.per_example_loss(features["label"], outputs), features["weight"])
-    return dict(loss=(loss, count)), dict(logits=outputs, label=features["label"], weight=features["weight"])
-
-  def metrics(self, stats, examples):
-    from tpu import metrics
-    keep = examples["weight"] > 0
-    logits, labels = examples["logits"][keep], examples["label"][keep]
-    results = super().metrics(stats, examples)
-    results.update(metrics.classification_metrics(labels, logits.argmax(axis=-1),
-                                                  num_classes=self.config.num_classes))
-    results["examples"] = int(keep.sum())
-    return results
+  def export_info(self):
+    """Task metadata for the export's `model_info.json`."""
+    return dict(task=self.name)
 
 
-class RegressTask(ClassifyTask):
-  """Regression (e.g. STS-B): mean squared error on a one-output `SequenceClassifier`."""
-
-  name = "regress"
-  data_type = "regression"
-  stat_names = ()
-  label_dtype = tf.float32
-
-  def build(self):
-    dropout = 0.1 if self.config.dropout is None else self.config.dropout
-    return models.SequenceClassifier(build_encoder(self.config), num_classes=1, dropout=dropout,
-                                     name="regressor")
-
-  def per_example_loss(self, labels, logits):
-    return tf.square(tf.cast(logits[:, 0], tf.float32) - labels)
-
-  def loss_and_stats(self, features, outputs, denominators):
-    count = denominators["examples"]
-    return _weighted_sum(self.per_example_loss(features["label"], outputs), features["weight"]) / count, {}
-
-  def eval_outputs(self, features, outputs, denominators):
-    stats, _ = super().eval_outputs(features, outputs, denominators)
-    return stats, dict(predictions=outputs[:, 0], label=features["label"], weight=features["weight"])
-
-  def metrics(self, stats, examples):
-    from tpu import metrics
-    keep = examples["weight"] > 0
-    results = Task.metrics(self, stats, examples)
-    results.update(metrics.regression_metrics(examples["label"][keep], examples["predictions"][keep]))
-    results["examples"] = int(keep.sum())
-    return results
-
-
+@register
 class MaskedLMTask(Task):
   """BERT's masked language modelling (15% of tokens, 80/10/10, optional whole words)."""
 
   name = "mlm"
   data_type = "text"
+  description = "masked language modelling (pre-training)"
   stat_names = ("mlm_loss", "mlm_accuracy")
 
   def build(self):
+    from zoo import models
     _check_full_length(self.config, "an encoder")
     return models.MaskedLMPretrainer(build_encoder(self.config), name="pretrainer")
 
   def features(self, raw, text_encoder, seed=None):
+    from zoo.text import MaskedLMMasker
     masker = MaskedLMMasker.from_encoder(
         text_encoder, max_predictions_per_seq=self.config.max_predictions_per_seq,
         whole_word=self.config.whole_word_masking)
@@ -220,9 +248,10 @@ class MaskedLMTask(Task):
     return dict(masked=tf.reduce_sum(features["masked_lm_weights"]))
 
   def _mlm(self, features, logits, count):
+    from zoo.models import losses
     weights = features["masked_lm_weights"]
     labels = features["masked_lm_ids"]
-    loss = _weighted_sum(_token_cross_entropy(labels, logits), weights) / tf.maximum(count, 1.0)
+    loss = losses.masked_lm_loss(labels, logits, weights, denominator=count)
     correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
     return loss, dict(mlm_loss=(loss * count, count), mlm_accuracy=(_weighted_sum(correct, weights), count))
 
@@ -234,13 +263,16 @@ class MaskedLMTask(Task):
     return dict(loss=results["mlm_loss"], **results)
 
 
+@register
 class ElectraTask(MaskedLMTask):
   """ELECTRA: generator MLM loss + λ · replaced-token detection over real tokens."""
 
   name = "electra"
+  description = "ELECTRA replaced-token detection (pre-training)"
   stat_names = ("mlm_loss", "mlm_accuracy", "disc_loss", "disc_accuracy")
 
   def build(self):
+    from zoo import models
     _check_full_length(self.config, "a discriminator and a generator")
     generator = build_encoder(self.config, **generator_overrides(self.config))
     return models.ElectraPretrainer(generator, build_encoder(self.config),
@@ -251,14 +283,14 @@ class ElectraTask(MaskedLMTask):
                 tokens=tf.reduce_sum(tf.cast(features["input_mask"], tf.float32)))
 
   def loss_and_stats(self, features, outputs, denominators):
+    from zoo.models import losses
     mlm_loss, stats = self._mlm(features, outputs["mlm_logits"], denominators["masked"])
     tokens = denominators["tokens"]
     real = features["input_mask"]
+    disc_loss = losses.replaced_token_loss(outputs["disc_labels"], outputs["disc_logits"], real,
+                                           denominator=tokens)
     labels = tf.cast(outputs["disc_labels"], tf.float32)
-    logits = tf.cast(outputs["disc_logits"], tf.float32)
-    per_token = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
-    disc_loss = _weighted_sum(per_token, real) / tf.maximum(tokens, 1.0)
-    correct = tf.equal(tf.cast(logits > 0, tf.float32), labels)
+    correct = tf.equal(tf.cast(tf.cast(outputs["disc_logits"], tf.float32) > 0, tf.float32), labels)
     stats.update(disc_loss=(disc_loss * tokens, tokens), disc_accuracy=(_weighted_sum(correct, real), tokens))
     return mlm_loss + self.config.discriminator_weight * disc_loss, stats
 
@@ -267,16 +299,139 @@ class ElectraTask(MaskedLMTask):
     return dict(loss=results["mlm_loss"] + self.config.discriminator_weight * results["disc_loss"], **results)
 
 
-TASK_CLASSES = {task.name: task for task in (MaskedLMTask, ElectraTask, ClassifyTask, RegressTask)}
+class _SequenceTask(Task):
+  """A task with one label per example, on `SequenceClassifier`'s logits; served as the whole model."""
+
+  label_dtype = "int32"
+
+  def _classifier(self, num_classes, name):
+    from zoo import models
+    dropout = 0.1 if self.config.dropout is None else self.config.dropout
+    return models.SequenceClassifier(build_encoder(self.config), num_classes=num_classes, dropout=dropout,
+                                     name=name)
+
+  def features(self, raw, text_encoder, seed=None):
+    features = _encode(raw, text_encoder)
+    features["label"] = tf.cast(raw["label"], self.label_dtype)
+    features["weight"] = tf.ones_like(features["label"], tf.float32)
+    return features
+
+  def denominators(self, features):
+    return dict(examples=tf.reduce_sum(features["weight"]))
+
+  def loss(self, features, outputs, denominator=None):
+    raise NotImplementedError
+
+  def serving_network(self, model):
+    return model
+
+  def _keep(self, examples):
+    return examples["weight"] > 0
 
 
-def get_task(config):
-  """The `Task` of `config.task`."""
-  if config.task not in TASK_CLASSES:
-    raise ValueError(f"unknown task {config.task!r}; choose one of: {', '.join(TASK_CLASSES)}")
-  return TASK_CLASSES[config.task](config)
+@register
+class ClassifyTask(_SequenceTask):
+  """Sequence classification: softmax cross-entropy on `SequenceClassifier`'s logits."""
+
+  name = "classify"
+  data_type = "classification"
+  description = "sequence classification (fine-tuning)"
+  stat_names = ("accuracy",)
+  prediction_fields = (("label", "labels", "text"), ("probabilities", "probabilities", "by_label"))
+
+  def data_metadata(self, source):
+    return dict(super().data_metadata(source), num_classes=source.num_classes,
+                label_names=list(source.label_names))
+
+  def eval_load_kwargs(self, train_source):
+    return dict(label_names=train_source.label_names)
+
+  def build(self):
+    return self._classifier(self.config.num_classes, "classifier")
+
+  def loss(self, features, outputs, denominator=None):
+    from zoo.models import losses
+    return losses.classification_loss(features["label"], outputs, features["weight"], denominator)
+
+  def loss_and_stats(self, features, outputs, denominators):
+    count = denominators["examples"]
+    correct = tf.equal(tf.argmax(outputs, axis=-1, output_type=tf.int32), features["label"])
+    accuracy = (_weighted_sum(correct, features["weight"]), count)
+    return self.loss(features, outputs, count), dict(accuracy=accuracy)
+
+  def eval_outputs(self, features, outputs, denominators):
+    count = denominators["examples"]
+    return (dict(loss=(self.loss(features, outputs, 1.0), count)),
+            dict(logits=outputs, label=features["label"], weight=features["weight"]))
+
+  def metrics(self, stats, examples):
+    from tpu import metrics
+    keep = self._keep(examples)
+    results = super().metrics(stats, examples)
+    results.update(metrics.classification_metrics(examples["label"][keep],
+                                                  examples["logits"][keep].argmax(axis=-1),
+                                                  num_classes=self.config.num_classes))
+    results["examples"] = int(keep.sum())
+    return results
+
+  def label_names(self):
+    """The class names (ids as names when the data had none)."""
+    config = self.config
+    if not config.num_classes:
+      raise ValueError(f"the {self.name} run in {config.model_dir} has no num_classes in its config.json")
+    names = list(config.label_names or [str(index) for index in range(config.num_classes)])
+    if len(names) != config.num_classes:
+      raise ValueError(f"config.json has {len(names)} label_names for num_classes={config.num_classes}")
+    return [str(name) for name in names]
+
+  def serving_outputs(self, network, features, label_names):
+    logits = tf.cast(network(features, training=False), tf.float32)   # [B, C]
+    label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return dict(probabilities=tf.nn.softmax(logits), label_ids=label_ids,
+                labels=tf.gather(label_names, label_ids), logits=logits)
+
+  def export_info(self):
+    return dict(super().export_info(), num_classes=self.config.num_classes, label_names=self.label_names())
 
 
-def build_model(config):
-  """Builds the model of a (resolved) config: what the job trains and the exporter restores."""
-  return get_task(config).build()
+@register
+class RegressTask(_SequenceTask):
+  """Regression (e.g. STS-B): mean squared error on a one-output `SequenceClassifier`."""
+
+  name = "regress"
+  data_type = "regression"
+  description = "sequence regression (fine-tuning)"
+  label_dtype = "float32"
+  prediction_fields = (("prediction", "predictions", "number"),)
+
+  def data_metadata(self, source):
+    return dict(super().data_metadata(source), num_classes=1, label_names=None)
+
+  def build(self):
+    return self._classifier(1, "regressor")
+
+  def loss(self, features, outputs, denominator=None):
+    from zoo.models import losses
+    return losses.regression_loss(features["label"], outputs[:, 0], features["weight"], denominator)
+
+  def loss_and_stats(self, features, outputs, denominators):
+    return self.loss(features, outputs, denominators["examples"]), {}
+
+  def eval_outputs(self, features, outputs, denominators):
+    count = denominators["examples"]
+    return (dict(loss=(self.loss(features, outputs, 1.0), count)),
+            dict(predictions=outputs[:, 0], label=features["label"], weight=features["weight"]))
+
+  def metrics(self, stats, examples):
+    from tpu import metrics
+    keep = self._keep(examples)
+    results = super().metrics(stats, examples)
+    results.update(metrics.regression_metrics(examples["label"][keep], examples["predictions"][keep]))
+    results["examples"] = int(keep.sum())
+    return results
+
+  def serving_outputs(self, network, features, label_names):
+    return dict(predictions=tf.cast(network(features, training=False), tf.float32)[:, 0])
+
+  def export_info(self):
+    return dict(super().export_info(), num_classes=1)

@@ -25,13 +25,10 @@ import tensorflow as tf
 import tf_keras as keras
 
 from export import saved_model
-from tpu.config import CHECKPOINT_DIR
-from tpu.config import CONFIG_FILE
-from tpu.config import VOCAB_FILE
 from tpu.config import TrainConfig
 from tpu.tasks import build_model
+from zoo import model_dir as layout
 from zoo.text import TextEncoder
-from zoo.text import write_vocab
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "plot", "film", "was", "is", "not",
          "good", "bad", "great", "dull", "actor", "##s", "##ly", "very", "and", "but", ".", "!", ","]
@@ -69,7 +66,7 @@ class ModelDir:
   @functools.cached_property
   def model(self):
     model = build_model(self.config)
-    checkpoint = tf.train.latest_checkpoint(os.path.join(self.path, CHECKPOINT_DIR))
+    checkpoint = layout.ModelDir(self.path).latest_checkpoint()
     tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
     return model
 
@@ -82,17 +79,15 @@ def make_model_dir(path, *, model="funnel_b4_4_4", overrides=TINY_FUNNEL, task="
                        model_dir=str(path), seq_length=seq_length, vocab_size=len(VOCAB),
                        num_classes=num_classes, label_names=list(label_names) if label_names else None,
                        sentence_pair=sentence_pair).validate()
-  os.makedirs(path, exist_ok=True)
-  with open(os.path.join(path, CONFIG_FILE), "w") as file:
-    file.write(json.dumps(config.to_dict(), indent=2))
-  write_vocab(VOCAB, os.path.join(path, VOCAB_FILE))
+  files = layout.ModelDir(str(path))
+  files.write_config(config.to_dict())
+  files.write_vocab(VOCAB)
   keras.utils.set_random_seed(seed)
   keras_model = build_model(config)
   rng = np.random.default_rng(seed)
   for variable in keras_model.variables:
     variable.assign(variable + rng.normal(0.0, 0.2, variable.shape).astype(np.float32))
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=keras_model), os.path.join(path, CHECKPOINT_DIR),
-                             max_to_keep=3).save()
+  files.checkpoint_manager(tf.train.Checkpoint(model=keras_model), max_to_keep=3).save()
   return ModelDir(path, keras_model)
 
 

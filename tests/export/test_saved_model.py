@@ -21,6 +21,7 @@ from tests.export.conftest import TEXTS
 from tests.export.conftest import keras_logits
 from tests.export.conftest import start_python
 from tests.export.conftest import strings
+from tpu import serving
 
 
 def test_loads_with_tensorflow_and_tensorflow_text_only(loaded):
@@ -79,7 +80,7 @@ def test_mlm_exports_the_encoder(mlm_dir, loaded):
 def test_the_cli_writes_version_1_with_its_model_info(classify_export):
   base = os.path.dirname(classify_export)   # `classify_export` is the path the CLI printed
   assert os.path.basename(classify_export) == "1" and os.listdir(base) == ["1"]
-  with open(os.path.join(classify_export, saved_model.MODEL_INFO_FILE)) as file:
+  with open(os.path.join(classify_export, serving.MODEL_INFO_FILE)) as file:
     info = json.load(file)
   assert info["task"] == "classify" and info["model"] == "funnel_b4_4_4"
   assert info["label_names"] == ["negative", "neutral", "positive"]
@@ -131,7 +132,7 @@ def test_a_failed_save_leaves_nothing(tmp_path, monkeypatch):
 
   monkeypatch.setattr(tf.saved_model, "save", save_partly_then_fail)
   with pytest.raises(OSError, match="disk full"):
-    saved_model.write_saved_model(_tiny_module(), str(tmp_path / "serving"), {})
+    serving.write_saved_model(_tiny_module(), str(tmp_path / "serving"), {})
   assert os.listdir(tmp_path / "serving") == []
 
 

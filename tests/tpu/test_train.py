@@ -20,7 +20,12 @@ import tf_keras as keras
 from tpu import pipeline
 from tpu import tasks
 from tpu import train
+from tpu.checkpointing import Preempted
+from tpu.checkpointing import restore_encoder
 from tpu.config import TrainConfig
+from tpu.prepare import prepare
+from tpu.trainer import Trainer
+from tpu.trainer import TrainingError
 from zoo.text import TextEncoder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -142,8 +147,9 @@ def test_classify_run_writes_model_dir_and_resumes_under_xla_and_bfloat16(tmp_pa
 
 def test_evaluation_sees_every_example_once(tmp_path):
   """Padded evaluation batches give the metrics of the model over exactly the 500 examples."""
-  config, vocab, _, evaluation = train.prepare(tiny_config(tmp_path, eval_batch_size=64))   # 7 full + 52
-  trainer = train.Trainer(config, tf.distribute.get_strategy())
+  prepared = prepare(tiny_config(tmp_path, eval_batch_size=64))
+  config, vocab, evaluation = prepared.config, prepared.vocab, prepared.evaluation   # 7 full + 52
+  trainer = Trainer(config, tf.distribute.get_strategy())
   encoder = TextEncoder(vocab, seq_length=config.seq_length)
   results = trainer.evaluate(pipeline.eval_dataset(evaluation.dataset, trainer.task, encoder, 64))
   examples = list(evaluation.dataset.as_numpy_iterator())
@@ -175,25 +181,32 @@ def test_mlm_pretraining_then_fine_tuning_from_it(tmp_path):
   # --init-checkpoint restores the encoder and takes the vocabulary of the pre-training run.
   config = tiny_config(tmp_path / "finetune", model="funnel_b4_4_4_decoder", model_overrides=TINY_DECODER,
                        init_checkpoint=str(pretrain_dir), vocab_size=999)
-  config, vocab, _, _ = train.prepare(config)
+  prepared = prepare(config)
+  config, vocab, _ = prepared.config, prepared.vocab, prepared.evaluation
   with open(pretrain_dir / "vocab.txt") as file:
     assert vocab == file.read().split()
-  trainer = train.Trainer(config, tf.distribute.get_strategy())
-  train.restore_encoder(trainer.encoder, str(pretrain_dir))
+  trainer = Trainer(config, tf.distribute.get_strategy())
+  restore_encoder(trainer.encoder, str(pretrain_dir))
   reader = tf.train.load_checkpoint(str(pretrain_dir / "checkpoints"))
   saved = [reader.get_tensor(name) for name, _ in tf.train.list_variables(str(pretrain_dir / "checkpoints"))
            if name.endswith("VARIABLE_VALUE") and "OPTIMIZER" not in name]
   for variable in trainer.encoder.trainable_weights:   # every weight holds its pre-trained value
     value = variable.numpy()
     assert any(s.shape == value.shape and np.array_equal(s, value) for s in saved), variable.name
-  fresh = train.Trainer(config, tf.distribute.get_strategy()).encoder.get_embedding_table().numpy()
+  fresh = Trainer(config, tf.distribute.get_strategy()).encoder.get_embedding_table().numpy()
   assert not any(s.shape == fresh.shape and np.array_equal(s, fresh) for s in saved)   # the check can fail
 
+  # Without --model the encoder is the init checkpoint's; a --model that builds other weights is refused.
+  inherited = prepare(tiny_config(tmp_path / "inherit", model="", model_overrides={},
+                                  init_checkpoint=str(pretrain_dir))).config
+  assert (inherited.model, inherited.model_overrides) == ("funnel_b4_4_4_decoder", TINY_DECODER)
   wide = tiny_config(tmp_path / "other", model="funnel_b4_4_4_decoder", init_checkpoint=str(pretrain_dir),
                      model_overrides=dict(TINY_DECODER, hidden_size=64))
-  wide, _, _, _ = train.prepare(wide)
+  with pytest.raises(ValueError, match=r"does not match: hidden_size: 32 in the checkpoint, 64 here"):
+    prepare(wide)
+  wide = prepare(wide.replace(init_checkpoint=None, model_dir=str(tmp_path / "wide"))).config
   with pytest.raises(ValueError, match="does not fit the encoder"):
-    train.restore_encoder(train.Trainer(wide, tf.distribute.get_strategy()).encoder, str(pretrain_dir))
+    restore_encoder(Trainer(wide, tf.distribute.get_strategy()).encoder, str(pretrain_dir))
 
 
 def test_electra_pretraining(tmp_path):
@@ -218,7 +231,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
   table = write(tmp_path / "bad.tsv", "\n".join(rows) + "\n")
   config = tiny_config(tmp_path / "run", task="regress", data=f"tsv:{table}", steps=12, batch_size=1,
                        checkpoint_every=1)
-  with pytest.raises(train.TrainingError, match=r"loss became inf in steps (\d+)\.\.\1;") as error:
+  with pytest.raises(TrainingError, match=r"loss became inf in steps (\d+)\.\.\1;") as error:
     train.run(config)
   bad_step = int(re.search(r"steps (\d+)", str(error.value)).group(1))
   assert bad_step > 1   # the seeded shuffle puts the bad row after the first step
@@ -275,7 +288,7 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
     os.kill(os.getpid(), signal.SIGTERM)
 
   threading.Thread(target=preempt, daemon=True).start()
-  with pytest.raises(train.Preempted, match="SIGTERM: saved a checkpoint at step"):
+  with pytest.raises(Preempted, match="SIGTERM: saved a checkpoint at step"):
     train.run(config)
   last_step = history(model_dir)[-1]["step"]
   assert 3 <= last_step < 1000
@@ -293,6 +306,11 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
       cpu = tf.config.list_physical_devices("CPU")[0]
       tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
       from tpu import train
+from tpu.checkpointing import Preempted
+from tpu.checkpointing import restore_encoder
+from tpu.prepare import prepare
+from tpu.trainer import Trainer
+from tpu.trainer import TrainingError
       from tpu.config import TrainConfig
       losses = {{}}
       for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),

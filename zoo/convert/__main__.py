@@ -1,18 +1,16 @@
-"""Converts a published checkpoint into a zoo checkpoint.
+"""Converts a published checkpoint into a zoo model directory.
 
     python -m zoo.convert hf-funnel SRC --out DIR [--seq-length N] [--with-decoder | --without-decoder]
 
-writes into DIR:
+writes DIR in the layout of `zoo.model_dir` (the one training runs use):
 
-- `ckpt-1.index`, `ckpt-1.data-*` and the `checkpoint` state file: a
-  `tf.train.Checkpoint(model=...)` saved by `tf.train.CheckpointManager`, which
-  updates the state file only once the checkpoint is complete;
-- `model.json`: `{"class_name": "FunnelEncoder", "config": {...}, "source": {...}}`,
-  the resolved zoo config, so the model is rebuilt with `FunnelEncoder(**config)` and
-  restored with `tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(DIR))`;
-- `vocab.txt`, copied from SRC when it has one (Hugging Face Funnel checkpoints do), so
-  `python -m tpu.train --init-checkpoint DIR` finds the vocabulary the weights were
-  trained with.
+- `config.json`: the preset closest to the checkpoint and the overrides that make it
+  exact (`model`, `model_overrides`), `seq_length`, `vocab_size` and `lower_case`, so
+  `python -m tpu.train --init-checkpoint DIR` rebuilds the exact encoder without `--model`;
+- `checkpoints/ckpt-1.*` and the `checkpoint` state file: `tf.train.Checkpoint(model=encoder)`
+  saved by `tf.train.CheckpointManager`, which records it only once it is complete;
+- `vocab.txt`, copied from SRC when it has one (Hugging Face Funnel checkpoints do);
+- `source.json`: the format and path converted from.
 
 Errors (unsupported config values, missing fields, missing or unexpected weights) go
 to stderr and the exit status is 1.
@@ -22,41 +20,54 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 
-import tensorflow as tf
-
-from zoo.convert.hf_funnel import load_hf_funnel
-
-MODEL_FILE = "model.json"
-VOCAB_FILE = "vocab.txt"
+FORMATS = ("hf-funnel",)
 
 
-def write_zoo_checkpoint(model, directory, source):
-  """Saves `model` and its config into `directory` (see the module docstring)."""
-  os.makedirs(directory, exist_ok=True)
-  description = dict(class_name=type(model).__name__, config=model.get_config(), source=source)
-  # Write to a temporary file and rename, so a reader never sees half a file.
-  handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{MODEL_FILE}.")
-  with os.fdopen(handle, "w", encoding="utf-8") as f:
-    json.dump(description, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.chmod(temporary, 0o644)   # mkstemp creates it private
-  os.replace(temporary, os.path.join(directory, MODEL_FILE))
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), directory, max_to_keep=1)
-  return manager.save()
+def describe(encoder, seq_length, lower_case):
+  """The `config.json` settings that rebuild `encoder` with `zoo.presets.build`."""
+  from zoo import presets
+  model, overrides = presets.match(type(encoder).__name__, encoder.get_config())
+  return dict(model=model, model_overrides=overrides, seq_length=seq_length,
+              vocab_size=encoder.get_config()["vocab_size"], lower_case=lower_case)
 
 
-def _parser():
-  parser = argparse.ArgumentParser(
-      prog="python -m zoo.convert", description="Convert a published checkpoint into a zoo checkpoint.")
-  formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
+def hf_lower_case(src):
+  """`do_lower_case` of a Hugging Face tokenizer config beside the weights (default True)."""
+  path = os.path.join(src, "tokenizer_config.json")
+  if not os.path.exists(path):
+    return True
+  with open(path, encoding="utf-8") as file:
+    return bool(json.load(file).get("do_lower_case", True))
+
+
+def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None):
+  """Writes a converted encoder as a model directory; returns the checkpoint prefix."""
+  import tensorflow as tf
+
+  from zoo.model_dir import ModelDir
+  model_dir = ModelDir(directory)
+  model_dir.makedirs()
+  if vocab is not None:
+    model_dir.copy_vocab_from(vocab)
+  model_dir.write_source(source)
+  manager = model_dir.checkpoint_manager(tf.train.Checkpoint(model=encoder), max_to_keep=1)
+  prefix = manager.save(checkpoint_number=1)
+  # config.json last: a directory with a config is complete.
+  model_dir.write_config(describe(encoder, seq_length, lower_case))
+  return prefix
+
+
+def parser():
+  p = argparse.ArgumentParser(
+      prog="python -m zoo.convert", description="Convert a published checkpoint into a zoo model directory.")
+  formats = p.add_subparsers(dest="format", required=True, metavar="FORMAT")
   funnel = formats.add_parser(
       "hf-funnel", help="a Hugging Face FunnelModel or FunnelBaseModel checkpoint directory",
       description="Convert a Hugging Face Funnel checkpoint directory (config.json and model.safetensors) "
-                  "into a zoo FunnelEncoder checkpoint.")
+                  "into a zoo model directory.")
   funnel.add_argument("src", metavar="SRC", help="Hugging Face checkpoint directory")
-  funnel.add_argument("--out", required=True, metavar="DIR", help="directory to write the zoo checkpoint to")
+  funnel.add_argument("--out", required=True, metavar="DIR", help="the model directory to write")
   funnel.add_argument("--seq-length", type=int, default=512, metavar="N",
                       help="static input length of the zoo model (default: %(default)s)")
   decoder = funnel.add_mutually_exclusive_group()
@@ -64,24 +75,25 @@ def _parser():
                        help="build the decoder (default: when the checkpoint has one)")
   decoder.add_argument("--without-decoder", dest="with_decoder", action="store_const", const=False,
                        help="leave the decoder out, dropping its weights")
-  return parser
+  p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's log lines")
+  return p
 
 
 def main(argv=None):
-  args = _parser().parse_args(argv)
+  args = parser().parse_args(argv)
+  from zoo.logs import quiet_tensorflow
+  quiet_tensorflow(args.verbose)
+  from zoo.convert.hf_funnel import load_hf_funnel
   try:
-    model = load_hf_funnel(args.src, seq_length=args.seq_length, with_decoder=args.with_decoder)
-  except ValueError as e:   # ConversionError, or a seq_length too short for the blocks
-    print(f"error: {e}", file=sys.stderr)
+    encoder = load_hf_funnel(args.src, seq_length=args.seq_length, with_decoder=args.with_decoder)
+    vocab = os.path.join(args.src, "vocab.txt")
+    source = dict(format=args.format, path=os.path.abspath(args.src))
+    prefix = write_model_dir(encoder, args.out, seq_length=args.seq_length, lower_case=hf_lower_case(args.src),
+                             source=source, vocab=vocab if os.path.exists(vocab) else None)
+  except (ValueError, FileNotFoundError) as e:   # ConversionError, a seq_length too short, a bad vocabulary
+    print(f"zoo.convert: error: {e}", file=sys.stderr)
     return 1
-  source = dict(format=args.format, path=os.path.abspath(args.src))
-  path = write_zoo_checkpoint(model, args.out, source)
-  written = [path, os.path.join(args.out, MODEL_FILE)]
-  vocab = os.path.join(args.src, VOCAB_FILE)
-  if os.path.exists(vocab):
-    tf.io.gfile.copy(vocab, os.path.join(args.out, VOCAB_FILE), overwrite=True)
-    written.append(os.path.join(args.out, VOCAB_FILE))
-  print(f"wrote {', '.join(written)}")
+  print(f"wrote {args.out} (checkpoint {prefix})")
   return 0
 
 

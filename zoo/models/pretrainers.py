@@ -20,30 +20,8 @@ from zoo.models.heads import deserialize_encoders
 from zoo.models.heads import encoder_inputs_like
 from zoo.models.heads import full_length_sequence
 from zoo.models.heads import truncated_normal
-
-
-def masked_lm_loss(labels, logits, weights):
-  """Masked-LM cross-entropy, averaged over the real predictions, float32.
-
-  `sum(weights · CE(labels, logits)) / sum(weights)` with labels int `[B, P]`, logits
-  `[B, P, V]` and weights `[B, P]` (0 for padded predictions); 0 when there are none.
-  """
-  losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))   # [B, P]
-  weights = tf.cast(weights, tf.float32)
-  return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
-
-
-def replaced_token_loss(labels, logits, input_mask):
-  """ELECTRA's discriminator loss: sigmoid cross-entropy averaged over real tokens, float32.
-
-  labels int `[B, T]` (1 = replaced), logits `[B, T]`, input_mask `[B, T]` (1 = real token);
-  padded tokens do not count (Clark et al., 2020, Sec. 2; the authors' code).
-  """
-  losses = tf.nn.sigmoid_cross_entropy_with_logits(
-      labels=tf.cast(labels, tf.float32), logits=tf.cast(logits, tf.float32))   # [B, T]
-  mask = tf.cast(input_mask, tf.float32)
-  return tf.math.divide_no_nan(tf.reduce_sum(losses * mask), tf.reduce_sum(mask))
+from zoo.models.losses import masked_lm_loss
+from zoo.models.losses import replaced_token_loss
 
 
 def masked_lm_inputs():

@@ -117,3 +117,84 @@ def build(name, **overrides):
   if unknown:
     raise ValueError(f"{cls.__name__} has no argument(s) {unknown}; valid: {sorted(valid)}")
   return cls(**{**preset.config, **overrides})
+
+
+# Encoder arguments that do not change the weights: a checkpoint fits encoders that differ in them.
+NON_ARCHITECTURE_ARGUMENTS = ("dropout", "attention_dropout", "seq_length", "name")
+
+
+def _arguments(cls):
+  import inspect
+  return {name: parameter.default for name, parameter in inspect.signature(cls.__init__).parameters.items()
+          if name != "self" and parameter.kind is parameter.POSITIONAL_OR_KEYWORD}
+
+
+def _plain(value):
+  """JSON-comparable form: tuples become lists (config.json stores lists)."""
+  import json
+  return json.loads(json.dumps(value))
+
+
+def resolve(name, overrides=None):
+  """The full constructor arguments of preset `name` with `overrides`: (family, {argument: value}).
+
+  Arguments the preset leaves at the encoder's defaults are filled in, so two resolved
+  configurations compare field by field.
+  """
+  import inspect
+  preset = get(name)
+  arguments = _arguments(preset.encoder_class())
+  values = {key: value for key, value in arguments.items() if value is not inspect.Parameter.empty}
+  values.update(preset.config)
+  values.update(overrides or {})
+  return preset.family, _plain(values)
+
+
+def differences(name, overrides, other_name, other_overrides,
+                ignore=NON_ARCHITECTURE_ARGUMENTS + ("vocab_size",)):
+  """`{argument: (value of the first, value of the second)}` where two configurations build other weights.
+
+  Example:
+    >>> differences("bert_base", {}, "realformer_base", {})
+    {'residual_attention': (False, True)}
+    >>> differences("bert_base", {"dropout": 0.2}, "bert_base", {})
+    {}
+  """
+  family, values = resolve(name, overrides)
+  other_family, other_values = resolve(other_name, other_overrides)
+  if family != other_family:
+    return {"family": (family, other_family)}
+  keys = sorted((set(values) | set(other_values)) - set(ignore))
+  return {key: (values.get(key), other_values.get(key)) for key in keys
+          if values.get(key) != other_values.get(key)}
+
+
+def match(encoder_class_name, config):
+  """The preset closest to an encoder's constructor arguments, and the overrides that make it exact.
+
+  Returns `(preset name, overrides)` such that `build(name, **overrides)` rebuilds the
+  encoder; `seq_length` and `vocab_size` are left out (a training config holds them).
+
+  Example:
+    >>> name, overrides = match("TransformerEncoder", dict(resolve("realformer_small")[1], num_layers=2))
+    >>> name, overrides
+    ('realformer_small', {'num_layers': 2})
+  """
+  family = {"TransformerEncoder": "transformer", "FunnelEncoder": "funnel"}.get(encoder_class_name)
+  if family is None:
+    raise ValueError(f"no preset family builds {encoder_class_name}; "
+                     "known: TransformerEncoder, FunnelEncoder")
+  config = _plain({key: value for key, value in config.items() if key not in ("name", "trainable", "dtype")})
+  best = None
+  for name in names():
+    if get(name).family != family:
+      continue
+    _, values = resolve(name)
+    unknown = sorted(set(config) - set(values))
+    if unknown:
+      raise ValueError(f"{encoder_class_name} has no argument(s) {unknown}")
+    overrides = {key: value for key, value in config.items()
+                 if key not in ("seq_length", "vocab_size") and values.get(key) != value}
+    if best is None or len(overrides) < len(best[1]):
+      best = (name, overrides)
+  return best

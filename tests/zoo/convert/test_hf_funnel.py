@@ -18,8 +18,11 @@ from safetensors import numpy as safetensors_numpy
 
 from zoo.convert import ConversionError
 from zoo.convert import load_hf_funnel
-from zoo.convert.__main__ import MODEL_FILE
 from zoo.convert.__main__ import main
+from tpu import train
+from tpu.config import TrainConfig
+from zoo import presets
+from zoo.model_dir import ModelDir
 from zoo.models import FunnelEncoder
 
 VOCAB, LENGTH = 50, 16
@@ -269,18 +272,40 @@ def test_cli_writes_a_checkpoint_that_rebuilds(hf_funnel, tmp_path, capsys):
   with open(os.path.join(out, "vocab.txt")) as f:   # the vocabulary travels with the weights
     assert f.read().split() == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the"]
 
-  with open(os.path.join(out, MODEL_FILE)) as f:
-    description = json.load(f)
-  assert description["class_name"] == "FunnelEncoder"
-  assert description["source"] == dict(format="hf-funnel", path=os.path.abspath(path))
-  rebuilt = FunnelEncoder(**description["config"])
-  tf.train.Checkpoint(model=rebuilt).restore(tf.train.latest_checkpoint(out)).assert_consumed()
+  # The output is a model directory: its config.json rebuilds the encoder through a preset.
+  config = TrainConfig.from_model_dir(out)
+  assert config.model.startswith("funnel_") and config.seq_length == LENGTH and config.vocab_size == VOCAB
+  with open(os.path.join(out, "source.json")) as f:
+    assert json.load(f) == dict(format="hf-funnel", path=os.path.abspath(path))
+  rebuilt = presets.build(config.model, **config.model_overrides, seq_length=LENGTH, vocab_size=VOCAB)
+  assert rebuilt.get_config() == dict(load_hf_funnel(path, seq_length=LENGTH).get_config(), name=rebuilt.name)
+  tf.train.Checkpoint(model=rebuilt).restore(ModelDir(out).latest_checkpoint()).assert_consumed()
   inputs = make_inputs(separate_cls=True)
   actual = rebuilt(inputs, training=False)["sequence_output"]
   expected = hf_reference(hf_model, inputs).last_hidden_state
   assert max_difference(actual, expected, inputs["input_mask"], hf_model.config) < TOLERANCE
   direct = load_hf_funnel(path, seq_length=LENGTH)(inputs, training=False)
   np.testing.assert_array_equal(actual, direct["sequence_output"])
+
+
+def test_a_converted_directory_fine_tunes_without_model(hf_funnel, tmp_path):
+  """`tpu.train --init-checkpoint DIR` takes the encoder, vocabulary and casing from a converted DIR."""
+  path, _ = hf_funnel(decoder=False)
+  words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "good", "bad"]
+  with open(os.path.join(path, "vocab.txt"), "w") as f:
+    f.write("".join(f"{token}\n" for token in words + [f"word{i}" for i in range(VOCAB - len(words))]))
+  out = str(tmp_path / "converted")
+  assert main(["hf-funnel", path, "--out", out, "--seq-length", str(LENGTH)]) == 0
+  converted = TrainConfig.from_model_dir(out)
+  run = dict(task="classify", data="demo", steps=2, batch_size=4, eval_batch_size=100, seq_length=LENGTH,
+             export=False, init_checkpoint=out, checkpoint_every=2)
+  results = train.run(TrainConfig(model_dir=str(tmp_path / "run"), **run))
+  assert results["examples"] == 500
+  trained = TrainConfig.from_model_dir(str(tmp_path / "run"))
+  assert (trained.model, trained.model_overrides) == (converted.model, converted.model_overrides)
+  assert trained.vocab_size == VOCAB and trained.lower_case is True
+  with pytest.raises(ValueError, match=r"does not match: .*hidden_size: 32 in the checkpoint, 1024 here"):
+    train.run(TrainConfig(model_dir=str(tmp_path / "other"), model=converted.model, **run))
 
 
 def test_cli_reports_errors_on_stderr(hf_funnel, tmp_path, capsys):
@@ -291,7 +316,7 @@ def test_cli_reports_errors_on_stderr(hf_funnel, tmp_path, capsys):
   assert main(["hf-funnel", path, "--out", str(out), "--seq-length", str(LENGTH)]) == 1
   captured = capsys.readouterr()
   assert captured.out == ""
-  assert captured.err.startswith("error: ") and "separate_cls='yes' must be true or false" in captured.err
+  assert captured.err.startswith("zoo.convert: error: ") and "separate_cls='yes' must be true or false" in captured.err
   assert not out.exists()
 
 

@@ -1,0 +1,115 @@
+"""Before training: settings resolved, data and vocabulary found, the model directory's files written.
+
+`prepare(config)` returns a `Prepared` run: the config with the data's metadata and
+the vocabulary size filled in, the vocabulary, and the training and evaluation
+sources. It writes `config.json` and `vocab.txt` (atomically) and refuses to resume a
+model directory with other model settings.
+"""
+
+import dataclasses
+import logging
+
+import tensorflow as tf
+
+from tpu import data
+from tpu.config import TrainConfig
+from tpu.config import apply_init_checkpoint
+from tpu.config import check_resumable
+from tpu.tasks import get_task
+from zoo.model_dir import ModelDir
+from zoo.model_dir import containing_model_dir
+from zoo.text import learn_vocab
+from zoo.text import load_vocab
+
+log = logging.getLogger("tpu.train")
+
+# Examples read to learn a vocabulary when none is given.
+VOCAB_EXAMPLES = 200_000
+
+
+@dataclasses.dataclass
+class Prepared:
+  config: TrainConfig
+  vocab: list
+  train: data.DataSource
+  evaluation: data.DataSource | None
+  model_dir: ModelDir
+
+
+def _load_kwargs(config, spec, task):
+  kwargs = {}
+  scheme = spec.partition(":")[0]
+  if scheme in ("tsv", "csv", "jsonl"):
+    kwargs.update(text_columns=config.text_columns, label_column=config.label_column,
+                  task_type=task.data_type)
+  if scheme == "tfds":
+    kwargs.update(text_columns=config.text_columns, label_column=config.label_column,
+                  data_dir=config.data_dir)
+  return {key: value for key, value in kwargs.items() if value is not None}
+
+
+def load_sources(config):
+  """The training source and the evaluation source (None when there is none)."""
+  task = get_task(config)
+  train = data.load(config.data, "train", **_load_kwargs(config, config.data, task))
+  task.check_source(train, config.data)
+  spec = config.eval_data
+  if spec is None and config.data.partition(":")[0] in ("tfds", "demo"):
+    spec = config.data
+  evaluation = None
+  if spec is not None:
+    kwargs = _load_kwargs(config, spec, task)
+    if spec.partition(":")[0] != "demo":
+      kwargs.update(task.eval_load_kwargs(train))
+    evaluation = data.load(spec, "validation", **kwargs)
+    if evaluation.sentence_pair != train.sentence_pair:
+      raise ValueError(f"{spec} and {config.data} differ: one has sentence pairs, the other single texts")
+  return train, evaluation
+
+
+def init_model_dir(config):
+  """The model directory of `--init-checkpoint` (None for a bare checkpoint without one)."""
+  return containing_model_dir(config.init_checkpoint) if config.init_checkpoint else None
+
+
+def resolve_vocab(config, train, model_dir, init_dir):
+  """The vocabulary: the model dir's (resuming), --vocab, the init checkpoint's, or learned."""
+  if model_dir.has_vocab():
+    return model_dir.read_vocab()
+  if config.vocab:
+    return load_vocab(config.vocab)
+  if config.init_checkpoint:
+    if init_dir is not None and init_dir.has_vocab():
+      return init_dir.read_vocab()
+    raise ValueError(f"--init-checkpoint {config.init_checkpoint} has no vocab.txt beside it: pass the "
+                     "vocabulary the checkpoint was trained with as --vocab")
+  texts = train.dataset.take(VOCAB_EXAMPLES)
+  texts = texts.flat_map(lambda example: tf.data.Dataset.from_tensor_slices(
+      tf.stack([example[key] for key in ("text_a", "text_b") if key in example])))
+  progress = lambda message: log.info("vocabulary: %s", message)   # noqa: E731
+  return learn_vocab(texts, config.vocab_size, lower_case=config.lower_case, progress=progress)
+
+
+def resolve_config(config):
+  """The validated config, with the encoder of `--init-checkpoint`'s model directory when it has one."""
+  init_dir = init_model_dir(config)
+  if init_dir is not None:
+    config = apply_init_checkpoint(config, TrainConfig.from_model_dir(init_dir))
+  return config.validate(), init_dir
+
+
+def prepare(config):
+  """Validates the config, loads the data and vocabulary, and writes the model dir's files."""
+  config, init_dir = resolve_config(config)
+  model_dir = ModelDir(config.model_dir)
+  train, evaluation = load_sources(config)
+  vocab = resolve_vocab(config, train, model_dir, init_dir)
+  task = get_task(config)
+  config = config.replace(**task.data_metadata(train), vocab_size=len(vocab))
+  model_dir.makedirs()
+  if model_dir.has_config():
+    check_resumable(TrainConfig.from_model_dir(model_dir), config)
+  if not model_dir.has_vocab():
+    model_dir.write_vocab(vocab)
+  model_dir.write_config(config.to_dict())
+  return Prepared(config, vocab, train, evaluation, model_dir)

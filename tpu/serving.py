@@ -1,0 +1,242 @@
+"""The SavedModel of a training run, for TensorFlow Serving: raw text in, predictions out.
+
+The training job's final export and `python -m export.saved_model` both write it
+through `export(model_dir, out)`. The model is rebuilt from the model directory's
+`config.json` in float32 outside any distribution strategy and restored from a
+checkpoint: a checkpoint holds plain variable values, whatever strategy and mixed
+precision policy wrote it, so a TPU-trained model exports and serves on CPU and GPU.
+
+What the signatures return is the task's (`tpu.tasks.Task.serving_outputs`); the
+SavedModel also holds `label_names` and `prediction_fields`, which tell
+`export.predict` how to print the outputs without knowing the task.
+
+Versions: `out/<version>/` in TensorFlow Serving's layout, one more than the highest
+numeric version in `out`, starting at 1. The SavedModel is written under a temporary,
+non-numeric name and renamed at the end, so an interrupted export leaves no version
+TF Serving would load.
+"""
+
+import json
+import os
+import re
+
+import tensorflow as tf
+import tf_keras as keras
+from tensorflow.core.protobuf import saved_model_pb2
+
+from tpu.config import TrainConfig
+from tpu.tasks import encoder_outputs
+from tpu.tasks import get_task
+from zoo.model_dir import ModelDir
+from zoo.model_dir import find_checkpoint
+from zoo.models.encoder_inputs import INPUT_NAMES
+from zoo.text import TextEncoder
+
+MODEL_INFO_FILE = "model_info.json"
+MODEL_INFO_FORMAT = "zoo-export/1"
+SIGNATURES = ("serving_default", "from_token_ids", "encode")
+# Attempts at renaming into a version number that another export may take first.
+RENAME_ATTEMPTS = 10
+
+
+def next_version(base):
+  """One more than the highest numeric version directory in `base` (1 for none or no `base`).
+
+  Example:
+    >>> import tempfile
+    >>> base = tempfile.mkdtemp()
+    >>> next_version(base)
+    1
+    >>> for name in ("3", "12", ".tmp-13-4242", "notes"):
+    ...   tf.io.gfile.makedirs(os.path.join(base, name))
+    >>> next_version(base)
+    13
+    >>> tf.io.gfile.rmtree(base)
+  """
+  if not tf.io.gfile.isdir(base):
+    return 1
+  versions = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(base)
+              if re.fullmatch(r"[0-9]+", name.rstrip("/"))]
+  return max(versions, default=0) + 1
+
+
+def restore_model(config, checkpoint):
+  """The Keras model of `config`, built in float32 and restored from the checkpoint prefix.
+
+  Raises:
+    RuntimeError: called inside a distribution strategy's scope.
+    ValueError: the checkpoint does not hold this model's variables.
+  """
+  if tf.distribute.has_strategy():
+    raise RuntimeError("export builds its own float32 copy of the model outside any distribution strategy: "
+                       "call it outside `strategy.scope()`")
+  previous_policy = keras.mixed_precision.global_policy()
+  keras.mixed_precision.set_global_policy("float32")
+  try:
+    model = get_task(config).build()
+  finally:
+    keras.mixed_precision.set_global_policy(previous_policy)
+  try:
+    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+  except (AssertionError, ValueError) as error:
+    raise ValueError(f"checkpoint {checkpoint} does not hold the model of its config.json (preset "
+                     f"{config.model}, task {config.task}): {error}") from None
+  return model
+
+
+class ServingModule(tf.Module):
+  """What the SavedModel holds: the model's variables, the text encoder and three signatures.
+
+  Only the variables of the Keras model are tracked, not the model: the SavedModel then
+  holds just the signature graphs, without Keras's per-layer call graphs, which halves
+  its size and makes saving and loading several times faster. The Keras model comes
+  back from the checkpoint (`restore_model`).
+
+  Attributes kept in the SavedModel: `label_names` (string `[C]` variable, empty for
+  tasks without classes), `prediction_fields` (a JSON string variable, see
+  `Task.prediction_fields`), `text_encoder`, `model_variables` and the functions
+  `serving_default`, `from_token_ids`, `encode` and `encoder_from_token_ids`. The text
+  signatures tokenize and then call the token-id functions, so each model graph is
+  traced and stored once.
+
+  Args:
+    model: the Keras model of `config`'s task, restored.
+    config: the run's `TrainConfig`.
+    text_encoder: a `zoo.text.TextEncoder` with the run's vocabulary and `seq_length`.
+  """
+
+  def __init__(self, model, config, text_encoder):
+    super().__init__(name="zoo_export")
+    task = get_task(config)
+    encoder = task.encoder(model)
+    network = task.serving_network(model)
+    self.model_variables = list(network.variables)
+    self.text_encoder = text_encoder
+    self.label_names = tf.Variable(tf.constant(task.label_names(), tf.string), trainable=False,
+                                   name="label_names")
+    self.prediction_fields = tf.Variable(json.dumps([list(field) for field in task.prediction_fields]),
+                                         trainable=False, name="prediction_fields")
+    # Plain functions are not tracked, so the Keras models stay out of the object graph.
+    self._outputs = lambda features: task.serving_outputs(network, features, self.label_names)
+    self._encoder_outputs = lambda features: encoder_outputs(encoder, features)
+
+    texts = [tf.TensorSpec([None], tf.string, name="text")]
+    if config.sentence_pair:
+      texts.append(tf.TensorSpec([None], tf.string, name="text_b"))
+    token_ids = [tf.TensorSpec([None, config.seq_length], tf.int32, name=name) for name in INPUT_NAMES]
+    # No AutoGraph: the tokenizer and the zoo models have no Python control flow on tensors, and
+    # converting tensorflow-text's and Keras's code took half of the export time.
+    self.from_token_ids = tf.function(self._from_token_ids, input_signature=token_ids, autograph=False)
+    self.encoder_from_token_ids = (self.from_token_ids if network is encoder
+                                   else tf.function(self._encoder_from_token_ids, input_signature=token_ids,
+                                                    autograph=False))
+    self.serving_default = tf.function(self._from_text, input_signature=texts, autograph=False)
+    self.encode = tf.function(self._encode, input_signature=texts, autograph=False)
+
+  def signatures(self):
+    """`{name: tf.function}` for `tf.saved_model.save`."""
+    return {name: getattr(self, name) for name in SIGNATURES}
+
+  def _from_token_ids(self, input_word_ids, input_mask, input_type_ids):
+    return self._outputs(dict(input_word_ids=input_word_ids, input_mask=input_mask,
+                              input_type_ids=input_type_ids))
+
+  def _encoder_from_token_ids(self, input_word_ids, input_mask, input_type_ids):
+    return self._encoder_outputs(dict(input_word_ids=input_word_ids, input_mask=input_mask,
+                                      input_type_ids=input_type_ids))
+
+  def _from_text(self, text, text_b=None):
+    return self.from_token_ids(**self.text_encoder.encode(text, text_b))
+
+  def _encode(self, text, text_b=None):
+    return self.encoder_from_token_ids(**self.text_encoder.encode(text, text_b))
+
+
+def model_info(config, checkpoint):
+  """What was exported and from where, for `model_info.json`."""
+  info = dict(format=MODEL_INFO_FORMAT, model=config.model, model_overrides=config.model_overrides,
+              seq_length=config.seq_length, lower_case=config.lower_case, sentence_pair=config.sentence_pair,
+              vocab_size=config.vocab_size, num_classes=None, label_names=None, checkpoint=checkpoint)
+  info.update(get_task(config).export_info())
+  return info
+
+
+def saved_signatures(path):
+  """`{signature: {"inputs": {name: "int32 [None, 128]", ...}, "outputs": {...}}}` of a written SavedModel.
+
+  Read from `saved_model.pb`, as `saved_model_cli show` prints them (None: any size).
+  """
+  with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as file:
+    meta_graph = saved_model_pb2.SavedModel.FromString(file.read()).meta_graphs[0]
+
+  def describe(tensors):
+    return {name: f"{tf.dtypes.as_dtype(tensor.dtype).name} {tf.TensorShape(tensor.tensor_shape).as_list()}"
+            for name, tensor in sorted(tensors.items())}
+
+  return {name: dict(inputs=describe(signature.inputs), outputs=describe(signature.outputs))
+          for name, signature in sorted(meta_graph.signature_def.items()) if not name.startswith("__")}
+
+
+def write_saved_model(module, base, info):
+  """Saves `module` as `base/<next version>` through a temporary directory; returns the version dir.
+
+  `model_info.json` beside `saved_model.pb` holds `info` and the saved signatures.
+  """
+  tf.io.gfile.makedirs(base)
+  version = next_version(base)
+  temporary = os.path.join(base, f".tmp-{version}-{os.getpid()}")
+  try:
+    tf.saved_model.save(module, temporary, signatures=module.signatures())
+    info = dict(info, signatures=saved_signatures(temporary))
+    with tf.io.gfile.GFile(os.path.join(temporary, MODEL_INFO_FILE), "w") as file:
+      file.write(json.dumps(info, indent=2) + "\n")
+    for _ in range(RENAME_ATTEMPTS):
+      target = os.path.join(base, str(version))
+      try:
+        tf.io.gfile.rename(temporary, target)
+        return target
+      except tf.errors.AlreadyExistsError:   # another export took this version meanwhile
+        version = next_version(base)
+    raise RuntimeError(f"could not find a free version number in {base} after {RENAME_ATTEMPTS} attempts")
+  except BaseException:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.rmtree(temporary)
+    raise
+
+
+def export(model_dir, out=None, checkpoint=None):
+  """Exports a training run's model as a SavedModel version for TensorFlow Serving.
+
+  Args:
+    model_dir: the `--model-dir` of a `tpu.train` run (local or gs://): `config.json`,
+      `vocab.txt` and `checkpoints/`.
+    out: the model base path; the SavedModel goes to `out/<version>` (default: the
+      model directory's `export/`).
+    checkpoint: a checkpoint prefix or directory; default the latest of `model_dir`.
+
+  Returns:
+    The written version directory.
+
+  Raises:
+    FileNotFoundError: no such model dir, config, vocabulary or checkpoint.
+    ValueError: the files do not fit together.
+    RuntimeError: called inside a distribution strategy's scope.
+  """
+  model_dir = ModelDir(model_dir)
+  if not model_dir.exists():
+    raise FileNotFoundError(f"model dir {model_dir.path} does not exist")
+  config = TrainConfig.from_model_dir(model_dir)
+  if not config.task:
+    raise ValueError(f"{model_dir.config_path} names no task: a converted checkpoint is a starting point "
+                     "for `python -m tpu.train --init-checkpoint`, not a trained model to export")
+  if not model_dir.has_vocab():
+    raise FileNotFoundError(f"{model_dir.path} holds no vocab.txt: is it the --model-dir of a training run?")
+  vocab = model_dir.read_vocab()
+  if len(vocab) != config.vocab_size:
+    raise ValueError(f"{model_dir.vocab_path} has {len(vocab)} tokens, but config.json says vocab_size="
+                     f"{config.vocab_size}")
+  prefix = find_checkpoint(checkpoint or model_dir.path)
+  model = restore_model(config, prefix)
+  text_encoder = TextEncoder(vocab, seq_length=config.seq_length, lower_case=config.lower_case)
+  module = ServingModule(model, config, text_encoder)
+  return write_saved_model(module, out or model_dir.export_dir, model_info(config, prefix))

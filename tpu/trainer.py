@@ -1,0 +1,164 @@
+"""The train step, the loop around it, and evaluation.
+
+The step is exact under data parallelism: every replica normalises its loss by the
+global count of examples or tokens (`Task.denominators`, all-reduced first), gradients
+are summed over replicas and then clipped by their global norm, so N replicas follow
+the trajectory of one device with the same global batch.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from tpu.optimization import make_optimizer
+from tpu.tasks import get_task
+
+
+class TrainingError(RuntimeError):
+  """The run cannot go on (non-finite loss); the message says why and what was kept."""
+
+
+def _model_inputs(model, features):
+  return {name: features[name] for name in model.input}
+
+
+class Trainer:
+  """The model, optimizer and compiled train and eval functions of one run.
+
+  Builds the model under `strategy.scope()` and the config's precision policy (the
+  global policy is restored afterwards).
+  """
+
+  def __init__(self, config, strategy):
+    self.config = config
+    self.strategy = strategy
+    self.task = get_task(config)
+    previous_policy = keras.mixed_precision.global_policy()
+    if config.mixed_precision == "bfloat16":
+      keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+      with strategy.scope():
+        self.model = self.task.build()
+        self.optimizer, self.schedule = make_optimizer(config)
+        items = dict(getattr(self.model, "checkpoint_items", {}))
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **items)
+        self.encoder = items.get("encoder")
+        self.variables = self.model.trainable_variables
+    finally:
+      keras.mixed_precision.set_global_policy(previous_policy)
+    compute = self._compute_gradients
+    if config.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
+      compute = tf.function(compute, jit_compile=True)   # TPUs compile the whole step anyway
+    self._compute = compute
+    self.train_steps = tf.function(self._train_steps)
+    self.eval_step = tf.function(self._eval_step)
+
+  @property
+  def step(self):
+    return int(self.optimizer.iterations.numpy())
+
+  def learning_rate(self, step):
+    """The learning rate the step after `step` - 1 used."""
+    return float(self.schedule(step - 1))
+
+  def _compute_gradients(self, features, denominators):
+    with tf.GradientTape() as tape:
+      outputs = self.model(_model_inputs(self.model, features), training=True)
+      loss, stats = self.task.loss_and_stats(features, outputs, denominators)
+    gradients = tape.gradient(loss, self.variables)
+    gradients = [None if gradient is None else tf.convert_to_tensor(gradient) for gradient in gradients]
+    return loss, stats, gradients
+
+  def _replica_step(self, features):
+    context = tf.distribute.get_replica_context()
+    denominators = {name: context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+                    for name, value in self.task.denominators(features).items()}
+    loss, stats, gradients = self._compute(features, denominators)
+    pairs = [(gradient, variable) for gradient, variable in zip(gradients, self.variables, strict=True)
+             if gradient is not None]
+    summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradient for gradient, _ in pairs])
+    clipped, _ = tf.clip_by_global_norm(summed, self.config.clip_norm)
+    self.optimizer.apply_gradients(zip(clipped, [variable for _, variable in pairs], strict=True),
+                                   experimental_aggregate_gradients=False)
+    return loss, stats
+
+  def _train_steps(self, iterator, num_steps):
+    """Runs `num_steps` steps; returns the sum of the losses and of the statistics over them."""
+    reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)   # noqa: E731
+    loss_sum = tf.constant(0.0)
+    stats_sum = {name: (tf.constant(0.0), tf.constant(0.0)) for name in self.task.stat_names}
+    for _ in tf.range(num_steps):
+      loss, stats = self.strategy.run(self._replica_step, args=(next(iterator),))
+      loss_sum += reduce(loss)
+      stats_sum = tf.nest.map_structure(lambda total, value: total + reduce(value), stats_sum, stats)
+    return loss_sum, stats_sum
+
+  def run_steps(self, iterator, count):
+    """Runs `count` steps; returns their mean loss and statistics as Python floats (NaN-checked)."""
+    step = self.step
+    loss_sum, stats_sum = self.train_steps(iterator, tf.constant(count))
+    loss = float(loss_sum.numpy()) / count
+    if not math.isfinite(loss):
+      raise TrainingError(f"the loss became {loss} in steps {step + 1}..{step + count}")
+    values = dict(loss=loss)
+    for name, (numerator, denominator) in stats_sum.items():
+      numerator, denominator = numerator.numpy(), denominator.numpy()
+      values[name] = float(numerator / denominator) if denominator else float("nan")
+    return values
+
+  def _eval_step(self, features):
+    def replica(features):
+      outputs = self.model(_model_inputs(self.model, features), training=False)
+      return self.task.eval_outputs(features, outputs, self.task.denominators(features))
+    stats, examples = self.strategy.run(replica, args=(features,))
+    stats = tf.nest.map_structure(
+        lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), stats)
+    examples = tf.nest.map_structure(lambda value: self.strategy.gather(value, axis=0), examples)
+    return stats, examples
+
+  def evaluate(self, dataset):
+    """Metrics over every example of a `pipeline.eval_dataset`."""
+    totals, examples = None, {}
+    for features in self.strategy.experimental_distribute_dataset(dataset):
+      stats, batch_examples = self.eval_step(features)
+      stats = tf.nest.map_structure(lambda value: value.numpy(), stats)
+      totals = stats if totals is None else tf.nest.map_structure(np.add, totals, stats)
+      for name, value in batch_examples.items():
+        examples.setdefault(name, []).append(value.numpy())
+    if totals is None:
+      raise ValueError("the evaluation data holds no examples")
+    examples = {name: np.concatenate(values) for name, values in examples.items()}
+    return self.task.metrics(totals, examples)
+
+
+def train_loop(trainer, iterator, config, checkpoints, run_log, progress, signals, evaluate=None):
+  """Trains from the trainer's step to `config.steps`.
+
+  Executions of up to `steps_per_execution` steps never cross a checkpoint step; after
+  each, the values are logged, a due checkpoint is saved, SIGTERM is honoured (save,
+  then `Preempted`) and a due evaluation runs. A non-finite loss raises `TrainingError`
+  before anything is saved, so the last checkpoint stays the last good one.
+  """
+  from tpu.checkpointing import Preempted
+
+  step = trainer.step
+  while step < config.steps:
+    count = min(config.steps_per_execution, config.steps - step, checkpoints.next_due(step) - step)
+    try:
+      values = trainer.run_steps(iterator, count)
+    except TrainingError as error:
+      kept = checkpoints.latest or "none saved yet"
+      raise TrainingError(f"{error}; the run stopped without saving, so the last checkpoint ({kept}) is "
+                          "the last good one. Lower --learning-rate, raise --warmup-steps, or check the "
+                          "data") from None
+    step = trainer.step
+    run_log.training(step, trainer.learning_rate(step), values)
+    progress.update(count, values)
+    if step % config.checkpoint_every == 0 or step == config.steps or signals.terminated:
+      checkpoints.save(step)
+    if signals.terminated:
+      raise Preempted(f"SIGTERM: saved a checkpoint at step {step}; rerun the same command to resume")
+    if evaluate is not None and config.eval_every and step % config.eval_every == 0 and step < config.steps:
+      evaluate(step)

@@ -1,0 +1,18 @@
+"""Quiet TensorFlow by default in command-line tools; `-v` shows everything.
+
+TensorFlow's C++ runtime prints notices at import (CUDA stubs, oneDNN, CPU features)
+unless `TF_CPP_MIN_LOG_LEVEL` is set before the import, so the command-line tools call
+`quiet_tensorflow` after parsing their arguments and before importing TensorFlow.
+"""
+
+import logging
+import os
+
+
+def quiet_tensorflow(verbose=False):
+  """Hides TensorFlow's C++ and Python log lines below errors (all of them when `verbose`)."""
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if verbose else "2"
+  if not verbose:
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+  for name in ("absl", "tensorflow"):
+    logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.ERROR)

@@ -1,0 +1,251 @@
+"""The model directory: one layout for training runs and converted checkpoints.
+
+Everything that reads or writes a model directory goes through `ModelDir`: the
+training job (`tpu.train`), the exporter (`export.saved_model`), the checkpoint
+converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://`.
+
+  config.json         the settings that rebuild the model: the preset and its
+                      overrides, task, sequence length, vocabulary size, casing, and
+                      the data's metadata (classes, label names, sentence pairs)
+  vocab.txt           the WordPiece vocabulary, one token per line
+  checkpoints/        `tf.train.CheckpointManager` checkpoints
+  train/, eval/       TensorBoard summaries
+  history.jsonl       one JSON line per logged training step and per evaluation
+  eval_results.json   the final evaluation metrics
+  source.json         where a converted checkpoint came from (converters only)
+  export/<version>/   SavedModels for TensorFlow Serving
+
+Small files are written atomically (`write_atomically`): a reader sees the old file
+or the new one, never half of one. Checkpoints are atomic through `CheckpointManager`,
+which records a checkpoint only once all of its files are written.
+
+Example:
+  >>> import tempfile
+  >>> run = ModelDir(tempfile.mkdtemp())
+  >>> run.write_config({"model": "bert_small", "seq_length": 16})
+  >>> run.read_config()["seq_length"]
+  16
+  >>> run.append_history({"step": 1, "loss": 2.5})
+  >>> run.read_history()
+  [{'step': 1, 'loss': 2.5}]
+  >>> run.latest_checkpoint() is None
+  True
+"""
+
+import json
+import os
+import uuid
+
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` stays light
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+CHECKPOINT_DIR = "checkpoints"
+TRAIN_SUMMARIES = "train"
+EVAL_SUMMARIES = "eval"
+HISTORY_FILE = "history.jsonl"
+EVAL_RESULTS_FILE = "eval_results.json"
+SOURCE_FILE = "source.json"
+EXPORT_DIR = "export"
+
+
+def write_atomically(path, content):
+  """Writes `content` (str or bytes) to `path` through a temporary file and a rename.
+
+  Local paths and `gs://` paths alike: the temporary file sits beside the target, so
+  the rename stays within one file system (or bucket).
+  """
+  folder = os.path.dirname(path)
+  if folder:
+    tf.io.gfile.makedirs(folder)
+  temporary = os.path.join(folder, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
+  try:
+    with tf.io.gfile.GFile(temporary, "wb" if isinstance(content, bytes) else "w") as file:
+      file.write(content)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+  except BaseException:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
+    raise
+
+
+def read_json(path):
+  """A JSON object from `path`; errors name the file (and line for malformed JSON)."""
+  try:
+    with tf.io.gfile.GFile(path) as file:
+      values = json.load(file)
+  except json.JSONDecodeError as error:
+    raise ValueError(f"{path}:{error.lineno}: not valid JSON: {error.msg}") from None
+  except tf.errors.NotFoundError:
+    raise FileNotFoundError(f"{path} does not exist") from None
+  if not isinstance(values, dict):
+    raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+  return values
+
+
+def find_checkpoint(path):
+  """A checkpoint prefix from a prefix, a directory of checkpoints, or a model directory.
+
+  Raises:
+    FileNotFoundError: naming where it looked.
+  """
+  if tf.io.gfile.isdir(path):
+    for folder in (os.path.join(path, CHECKPOINT_DIR), path):
+      latest = tf.train.latest_checkpoint(folder)
+      if latest:
+        return latest
+    raise FileNotFoundError(f"{path} holds no checkpoint (looked in {path} and "
+                            f"{os.path.join(path, CHECKPOINT_DIR)})")
+  if not tf.io.gfile.exists(path + ".index"):
+    raise FileNotFoundError(f"checkpoint {path} does not exist (no {path}.index)")
+  return path
+
+
+def containing_model_dir(path):
+  """The model directory a checkpoint path belongs to, or None.
+
+  `path` may be a model directory, its `checkpoints/` folder, or a checkpoint prefix in
+  either; the first of those folders holding a `config.json` is the answer.
+  """
+  folder = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+  for candidate in (folder, os.path.dirname(folder.rstrip("/"))):
+    if candidate and tf.io.gfile.exists(os.path.join(candidate, CONFIG_FILE)):
+      return ModelDir(candidate)
+  return None
+
+
+class ModelDir:
+  """One model directory (see the module docstring for the layout).
+
+  Args:
+    path: local path or `gs://` URL; it need not exist yet.
+  """
+
+  def __init__(self, path):
+    self.path = str(path)
+
+  def __repr__(self):
+    return f"ModelDir({self.path!r})"
+
+  def join(self, *parts):
+    return os.path.join(self.path, *parts)
+
+  @property
+  def config_path(self):
+    return self.join(CONFIG_FILE)
+
+  @property
+  def vocab_path(self):
+    return self.join(VOCAB_FILE)
+
+  @property
+  def checkpoint_dir(self):
+    return self.join(CHECKPOINT_DIR)
+
+  @property
+  def export_dir(self):
+    return self.join(EXPORT_DIR)
+
+  @property
+  def history_path(self):
+    return self.join(HISTORY_FILE)
+
+  @property
+  def eval_results_path(self):
+    return self.join(EVAL_RESULTS_FILE)
+
+  def summaries_dir(self, name):
+    """TensorBoard log directory of `name` ("train" or "eval")."""
+    if name not in (TRAIN_SUMMARIES, EVAL_SUMMARIES):
+      raise ValueError(f"unknown summaries {name!r}; choose {TRAIN_SUMMARIES!r} or {EVAL_SUMMARIES!r}")
+    return self.join(name)
+
+  def exists(self):
+    return tf.io.gfile.isdir(self.path)
+
+  def makedirs(self):
+    tf.io.gfile.makedirs(self.path)
+
+  # config.json
+  def has_config(self):
+    return tf.io.gfile.exists(self.config_path)
+
+  def read_config(self):
+    """The settings dict of `config.json`.
+
+    Raises:
+      FileNotFoundError: there is none (the message says what a model directory is).
+      ValueError: malformed JSON, naming the file and line.
+    """
+    if not self.has_config():
+      raise FileNotFoundError(f"{self.path} holds no {CONFIG_FILE}: is it the --model-dir of a training "
+                              "run or the output of `python -m zoo.convert`?")
+    return read_json(self.config_path)
+
+  def write_config(self, values):
+    write_atomically(self.config_path, json.dumps(values, indent=2, sort_keys=True) + "\n")
+
+  # vocab.txt
+  def has_vocab(self):
+    return tf.io.gfile.exists(self.vocab_path)
+
+  def read_vocab(self):
+    """The vocabulary's tokens (`zoo.text.load_vocab`: errors name the file and line)."""
+    from zoo.text import load_vocab
+    if not self.has_vocab():
+      raise FileNotFoundError(f"{self.path} holds no {VOCAB_FILE}")
+    return load_vocab(self.vocab_path)
+
+  def write_vocab(self, tokens):
+    write_atomically(self.vocab_path, "".join(f"{token}\n" for token in tokens))
+
+  def copy_vocab_from(self, path):
+    """Copies a vocabulary file into the directory (checked first), unless it is already ours."""
+    from zoo.text import load_vocab
+    if os.path.abspath(path) != os.path.abspath(self.vocab_path):
+      self.write_vocab(load_vocab(path))
+
+  # checkpoints/
+  def latest_checkpoint(self):
+    """The prefix of the latest recorded checkpoint, or None."""
+    return tf.train.latest_checkpoint(self.checkpoint_dir)
+
+  def checkpoint_manager(self, checkpoint, max_to_keep=1, step_counter=None, directory=None):
+    """A `tf.train.CheckpointManager` of `checkpoint` in `checkpoints/` (or `directory`)."""
+    return tf.train.CheckpointManager(checkpoint, directory or self.checkpoint_dir, max_to_keep=max_to_keep,
+                                      step_counter=step_counter)
+
+  # history.jsonl, eval_results.json, source.json
+  def append_history(self, record):
+    """Appends one JSON line (an append, not atomic: a partial last line is skipped on reading)."""
+    with tf.io.gfile.GFile(self.history_path, "a") as file:
+      file.write(json.dumps(record) + "\n")
+
+  def read_history(self):
+    """The records of `history.jsonl` ([] when there is none); a truncated last line is dropped."""
+    if not tf.io.gfile.exists(self.history_path):
+      return []
+    with tf.io.gfile.GFile(self.history_path) as file:
+      lines = file.read().splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+      if not line.strip():
+        continue
+      try:
+        records.append(json.loads(line))
+      except json.JSONDecodeError:
+        if number == len(lines):   # a write cut short by a kill
+          break
+        raise ValueError(f"{self.history_path}:{number}: not valid JSON") from None
+    return records
+
+  def write_eval_results(self, results):
+    write_atomically(self.eval_results_path, json.dumps(results, indent=2) + "\n")
+
+  def read_eval_results(self):
+    return read_json(self.eval_results_path)
+
+  def write_source(self, source):
+    write_atomically(self.join(SOURCE_FILE), json.dumps(source, indent=2, sort_keys=True) + "\n")

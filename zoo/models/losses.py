@@ -1,0 +1,59 @@
+"""The losses of the heads and pretrainers, float32, with an explicit denominator.
+
+Each loss is `sum(weights · per-item loss) / denominator`. The denominator defaults to
+`sum(weights)`, the mean over the real items of this batch, which is what Keras's
+`fit` wants. A data-parallel training step passes instead the count summed over all
+replicas (`tpu.tasks`): each replica's loss is then its share of the global batch's
+mean, and the replicas' losses and gradients sum to those of one device running the
+whole batch. A zero denominator gives 0 (the numerator is 0 too: nothing to predict).
+
+Example:
+  >>> import numpy as np
+  >>> logits = np.log(np.array([[[0.5, 0.5], [0.9, 0.1]]], np.float32))
+  >>> round(float(masked_lm_loss([[0, 0]], logits, [[1.0, 1.0]])), 5)   # mean of -log 0.5, -log 0.9
+  0.39925
+  >>> round(float(masked_lm_loss([[0, 0]], logits, [[1.0, 1.0]], denominator=4.0)), 5)   # sum / 4
+  0.19963
+"""
+
+import tensorflow as tf
+
+
+def _weighted_mean(losses, weights, denominator):
+  weights = tf.cast(weights, tf.float32)
+  total = tf.reduce_sum(losses * weights)
+  denominator = tf.reduce_sum(weights) if denominator is None else tf.cast(denominator, tf.float32)
+  return tf.math.divide_no_nan(total, denominator)
+
+
+def sparse_cross_entropy(labels, logits):
+  """Per-item softmax cross-entropy in float32: int labels `[...]`, logits `[..., C]`."""
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32),
+                                                        logits=tf.cast(logits, tf.float32))
+
+
+def masked_lm_loss(labels, logits, weights, denominator=None):
+  """Masked-LM cross-entropy: labels int `[B, P]`, logits `[B, P, V]`, weights `[B, P]` (0 = padding)."""
+  return _weighted_mean(sparse_cross_entropy(labels, logits), weights, denominator)
+
+
+def replaced_token_loss(labels, logits, input_mask, denominator=None):
+  """ELECTRA's discriminator loss: sigmoid cross-entropy over real tokens.
+
+  labels int `[B, T]` (1 = replaced), logits `[B, T]`, input_mask `[B, T]` (1 = real
+  token); padded tokens do not count (Clark et al., 2020, Sec. 2; the authors' code).
+  """
+  losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(labels, tf.float32),
+                                                   logits=tf.cast(logits, tf.float32))
+  return _weighted_mean(losses, input_mask, denominator)
+
+
+def classification_loss(labels, logits, weights, denominator=None):
+  """Softmax cross-entropy of class ids `[B]` under logits `[B, C]`, weighted per example `[B]`."""
+  return _weighted_mean(sparse_cross_entropy(labels, logits), weights, denominator)
+
+
+def regression_loss(labels, predictions, weights, denominator=None):
+  """Squared error of float labels `[B]` and predictions `[B]`, weighted per example `[B]`."""
+  errors = tf.square(tf.cast(predictions, tf.float32) - tf.cast(labels, tf.float32))
+  return _weighted_mean(errors, weights, denominator)
