@@ -12,7 +12,8 @@ def _parser() -> argparse.ArgumentParser:
   commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
   build = commands.add_parser(
       "build-vocab", help="learn a WordPiece vocabulary from text files (one text per line)",
-      description="Learn a WordPiece vocabulary with tensorflow-text's BERT vocabulary builder. "
+      description="Learn a WordPiece vocabulary with tensorflow-text's WordPiece learner from words split as "
+                  "TextEncoder splits them. "
                   "[PAD] [UNK] [CLS] [SEP] [MASK] come first. Build TextEncoder with the same "
                   "--lower-case setting.")
   build.add_argument("corpus", nargs="+", metavar="CORPUS_GLOB",

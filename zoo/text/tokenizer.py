@@ -9,20 +9,23 @@ as a constant (`tensorflow_text.FastWordpieceTokenizer`), so a SavedModel needs 
 vocabulary asset. Load such a SavedModel after `import tensorflow_text`, which
 registers the ops.
 
-Steps, as BERT does them:
+Steps, as the reference `FullTokenizer` of BERT's `tokenization.py` takes them (the
+character classes are in `zoo.text.normalize`):
 
-1. Invalid UTF-8 bytes become U+FFFD (`tf.strings.unicode_transcode`, errors="replace").
-2. With `lower_case`: case folding, NFD normalisation, accents (`\\p{Mn}`) stripped —
-   BERT uncased, as tensorflow-text's `BasicTokenizer`.
-3. Control and format characters (`\\p{Cc}`, `\\p{Cf}`) become spaces, as in
-   `BasicTokenizer`.
-4. `FastWordpieceTokenizer` with its own pre-tokenization splits on whitespace,
-   punctuation and CJK characters, then into WordPiece pieces (`##` marks a suffix).
-   A word longer than `max_bytes_per_word` bytes or without a WordPiece split is `[UNK]`.
-5. Packing (Model Garden's `BertPackInputs.bert_pack_inputs`): `[CLS] a [SEP]` or
-   `[CLS] a [SEP] b [SEP]`, trimmed to `seq_length` by `text.RoundRobinTrimmer` (one
-   token at a time to each segment that still has some: the longer segment loses
-   tokens first) and padded with `[PAD]`.
+1. Invalid UTF-8 bytes are dropped; NUL, U+FFFD and control and format characters
+   (Cc but tab, newline and CR; Cf) are removed.
+2. With `lower_case`: Unicode lower-casing, NFD, non-spacing marks (Mn) dropped.
+3. Words are split on whitespace (Zs, tab, newline, CR, U+2028, U+2029); each
+   punctuation character and each CJK ideograph is a word of its own.
+4. WordPiece on each word (`FastWordpieceTokenizer`: greedy longest match first, `##`
+   marks a suffix). A word of more than `max_chars_per_word` characters, or without a
+   WordPiece split, is one `[UNK]`.
+5. Packing (`zoo.text.packing`): `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, trimmed to
+   `seq_length` round robin (one token at a time to each segment that still has some:
+   the longer segment loses tokens first) and padded with `[PAD]`.
+
+Every op is a core TensorFlow op or a tensorflow-text op that TF Serving 2.12 and
+later link (`export/serving_ops.py`).
 """
 
 import collections
@@ -31,13 +34,20 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
-from official.nlp.modeling.layers.text_layers import BertPackInputs
 
+from zoo.text.normalize import normalize
+from zoo.text.normalize import split_words
+from zoo.text.packing import TRUNCATORS
+from zoo.text.packing import pack
 from zoo.text.vocab import SPECIAL_TOKENS
 from zoo.text.vocab import load_vocab
 
 SUFFIX_INDICATOR = "##"
-TRUNCATORS = ("round_robin", "waterfall")
+# Longest word (in characters) that WordPiece splits; the reference `FullTokenizer`
+# of Model Garden uses 400, the original BERT release 200.
+MAX_CHARS_PER_WORD = 400
+# UTF-8 bytes per character at most: FastWordpiece counts bytes.
+_MAX_UTF8_BYTES = 4
 
 
 def continuation_table(vocab: Sequence[str], suffix_indicator: str = SUFFIX_INDICATOR) -> np.ndarray:
@@ -73,8 +83,9 @@ def word_ids_from_starts(starts: tf.RaggedTensor) -> tf.RaggedTensor:
 class TextEncoder(tf.Module):
   """Encodes raw text into BERT encoder inputs, in the graph, with a WordPiece vocabulary.
 
-  Follows BERT's preprocessing (Devlin et al., 2019, Sec. 3 and the released
-  `tokenization.py`) with tensorflow-text ops; see the module docstring for the steps.
+  Gives the ids of BERT's reference `FullTokenizer` (Devlin et al., 2019, Sec. 3 and the
+  released `tokenization.py`), with core TensorFlow and tensorflow-text ops; see the
+  module docstring for the steps and `zoo/text/README.md` for the known differences.
   Works eagerly, inside `tf.function` and `tf.data.Dataset.map`, and inside SavedModels
   (load them after `import tensorflow_text`). Any batch size works, including 0; empty
   strings, very long strings and invalid UTF-8 do not fail.
@@ -83,11 +94,11 @@ class TextEncoder(tf.Module):
     vocab: a list of WordPiece tokens (index = id) or the path of a vocabulary file.
       It must hold `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]` and `[MASK]`.
     seq_length: T, the length of the packed inputs (at least 3).
-    lower_case: BERT uncased: case folding, NFD, accents stripped. Build the
+    lower_case: BERT uncased: lower-cased, NFD, accents stripped. Build the
       vocabulary with the same setting.
     truncator: `"round_robin"` (BERT's longest-first trimming of pairs) or
       `"waterfall"` (the first segment keeps as much as fits).
-    max_bytes_per_word: longer words become `[UNK]`.
+    max_chars_per_word: words of more characters (code points) become one `[UNK]`.
     name: the module name.
 
   Example:
@@ -102,7 +113,8 @@ class TextEncoder(tf.Module):
   """
 
   def __init__(self, vocab: str | Sequence[str], *, seq_length: int = 128, lower_case: bool = True,
-               truncator: str = "round_robin", max_bytes_per_word: int = 100, name: str | None = None):
+               truncator: str = "round_robin", max_chars_per_word: int = MAX_CHARS_PER_WORD,
+               name: str | None = None):
     super().__init__(name=name)
     tokens = load_vocab(vocab) if isinstance(vocab, str) else [str(token) for token in vocab]
     if not tokens:
@@ -125,13 +137,18 @@ class TextEncoder(tf.Module):
     self.seq_length = int(seq_length)
     self.lower_case = bool(lower_case)
     self.truncator = truncator
-    self.max_bytes_per_word = int(max_bytes_per_word)
+    if max_chars_per_word < 1:
+      raise ValueError(f"max_chars_per_word must be positive, got {max_chars_per_word}")
+    self.max_chars_per_word = int(max_chars_per_word)
     index = {token: i for i, token in enumerate(tokens)}
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (index[t] for t in SPECIAL_TOKENS)
     self._is_continuation = continuation_table(tokens)
+    # Words come split (`split_words`); the byte limit lets every word of up to
+    # `max_chars_per_word` characters through, `tokenize` applies the character limit.
     self._wordpiece = text.FastWordpieceTokenizer(
-        vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR, max_bytes_per_word=self.max_bytes_per_word,
-        token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=False)
+        vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR,
+        max_bytes_per_word=_MAX_UTF8_BYTES * self.max_chars_per_word, token_out_type=tf.int32,
+        unknown_token="[UNK]", no_pretokenization=True)
 
   @property
   def vocab(self) -> list[str]:
@@ -154,24 +171,31 @@ class TextEncoder(tf.Module):
     return self._is_continuation.copy()
 
   def normalize(self, texts) -> tf.Tensor:
-    """string `[B]` -> string `[B]`: steps 1–3 (valid UTF-8, optional lower-casing, no control chars)."""
+    """string `[B]` -> string `[B]`: steps 1–2 (valid UTF-8, no control characters, optionally uncased)."""
     with self.name_scope:
-      texts = tf.convert_to_tensor(texts, tf.string)
-      texts = tf.strings.unicode_transcode(texts, input_encoding="UTF-8", output_encoding="UTF-8",
-                                           errors="replace", replacement_char=0xFFFD)
-      if self.lower_case:
-        texts = text.case_fold_utf8(texts)
-        texts = text.normalize_utf8(texts, "NFD")
-        texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
-      return tf.strings.regex_replace(texts, r"\p{Cc}|\p{Cf}", " ")
+      return normalize(texts, self.lower_case)
 
-  def tokenize(self, texts) -> tf.RaggedTensor:
-    """string `[B]` -> int32 `[B, (tokens)]` WordPiece ids, no special tokens, no truncation."""
+  def split_words(self, texts) -> tf.RaggedTensor:
+    """string `[B]` -> string `[B, (words)]`: steps 1–3, the words WordPiece splits."""
     texts = tf.convert_to_tensor(texts, tf.string)
     if texts.shape.rank != 1:
       raise ValueError(f"TextEncoder takes a batch of strings of shape [B], got shape {texts.shape}")
     with self.name_scope:
-      return self._wordpiece.tokenize(self.normalize(texts))
+      return split_words(texts, self.lower_case)
+
+  def tokenize(self, texts) -> tf.RaggedTensor:
+    """string `[B]` -> int32 `[B, (tokens)]` WordPiece ids, no special tokens, no truncation."""
+    words = self.split_words(texts)
+    with self.name_scope:
+      flat = words.flat_values
+      too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_chars_per_word
+      # A long word gives no pieces, then one [UNK] is appended to it.
+      pieces = self._wordpiece.tokenize(tf.where(too_long, "", flat))   # [words, (pieces)]
+      unknown = tf.RaggedTensor.from_row_lengths(
+          tf.fill([tf.reduce_sum(tf.cast(too_long, tf.int32))], tf.constant(self.unk_id, tf.int32)),
+          tf.cast(too_long, tf.int64))
+      pieces = tf.concat([pieces, unknown], axis=1)
+      return words.with_flat_values(pieces).merge_dims(1, 2)
 
   def word_ids(self, token_ids) -> tf.RaggedTensor:
     """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token.
@@ -198,13 +222,9 @@ class TextEncoder(tf.Module):
     if text_b is not None:
       segments.append(self.tokenize(text_b))
     with self.name_scope:
-      packed = BertPackInputs.bert_pack_inputs(
-          segments, self.seq_length, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id,
-          padding_id=self.pad_id, truncator=self.truncator)
+      features = pack(segments, self.seq_length, cls_id=self.cls_id, sep_id=self.sep_id,
+                      pad_id=self.pad_id, truncator=self.truncator)
       batch = tf.convert_to_tensor(text_a).shape[0]
-      features = {}
-      for key in ("input_word_ids", "input_mask", "input_type_ids"):
-        value = tf.cast(packed[key], tf.int32)
+      for value in features.values():
         value.set_shape([batch, self.seq_length])
-        features[key] = value
       return features

@@ -3,12 +3,16 @@
 A vocabulary is a list of tokens; a token's id is its index. Suffix pieces carry the
 `##` prefix (BERT's convention). Files hold one token per line, UTF-8.
 
-`build_vocab` learns a vocabulary with tensorflow-text's BERT vocabulary builder
-(`tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`): the corpus is split
-into words the way BERT's `BasicTokenizer` splits it (whitespace, punctuation, CJK
-characters; optionally lower-cased with accents stripped), then WordPiece tokens are
-learned from the word counts. The special tokens `SPECIAL_TOKENS` come first, so
-`[PAD]` is id 0.
+`build_vocab` learns a vocabulary with tensorflow-text's WordPiece learner
+(`tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib`): the corpus
+is split into words exactly as `TextEncoder` splits it (`zoo.text.normalize.split_words`,
+BERT's `BasicTokenizer`: whitespace, punctuation, CJK characters; optionally
+lower-cased with accents stripped), then WordPiece tokens are learned from the word
+counts. The special tokens `SPECIAL_TOKENS` come first, so `[PAD]` is id 0.
+
+Every token written is one that `load_vocab` (and the reference BERT `load_vocab`,
+which strips each line) reads back unchanged: words never hold whitespace, and a
+learned token that would not survive a file round trip is dropped.
 
 Example:
 
@@ -24,6 +28,7 @@ True
 >>> shutil.rmtree(folder)
 """
 
+import collections
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +42,11 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _BATCH_LINES = 1024
 
 
+def storable(token: str) -> bool:
+  """True if `token` survives a vocabulary file: not blank, no line break, no surrounding whitespace."""
+  return bool(token.strip()) and token == token.strip() and "\n" not in token and "\r" not in token
+
+
 def load_vocab(path: str) -> list[str]:
   """Reads a vocabulary file (one token per line, UTF-8; `gs://` paths work)."""
   with tf.io.gfile.GFile(path, "r") as file:
@@ -48,7 +58,15 @@ def load_vocab(path: str) -> list[str]:
 
 
 def write_vocab(vocab: Sequence[str], path: str) -> None:
-  """Writes `vocab` one token per line (UTF-8), creating the parent folder if needed."""
+  """Writes `vocab` one token per line (UTF-8), creating the parent folder if needed.
+
+  Raises:
+    ValueError: a token would not read back as written (see `storable`).
+  """
+  bad = [token for token in vocab if not storable(token)]
+  if bad:
+    raise ValueError(f"tokens {bad[:10]!r} cannot be stored one per line (blank, a line break or "
+                     "surrounding whitespace)")
   folder = path.rsplit("/", 1)[0] if "/" in path else ""
   if folder:
     tf.io.gfile.makedirs(folder)
@@ -125,7 +143,9 @@ def learn_vocab(texts: tf.data.Dataset, vocab_size: int, *, lower_case: bool = T
                 reserved_tokens: Sequence[str] = SPECIAL_TOKENS,
                 progress: Callable[[str], None] | None = None, started: float | None = None) -> list[str]:
   """Learns a WordPiece vocabulary from a dataset of tf.string scalars; see `build_vocab`."""
-  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+  from zoo.text.normalize import split_words
 
   if vocab_size <= len(reserved_tokens):
     raise ValueError(f"vocab_size must be larger than the {len(reserved_tokens)} reserved tokens, "
@@ -133,9 +153,18 @@ def learn_vocab(texts: tf.data.Dataset, vocab_size: int, *, lower_case: bool = T
   report = progress or (lambda message: None)
   started = time.monotonic() if started is None else started
   report(f"counting words and learning up to {vocab_size} tokens (lower_case={lower_case})")
-  vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-      texts.batch(_BATCH_LINES), vocab_size=vocab_size, reserved_tokens=list(reserved_tokens),
-      bert_tokenizer_params=dict(lower_case=lower_case))
+  words = texts.batch(_BATCH_LINES).map(lambda batch: split_words(batch, lower_case).flat_values)
+  counts = collections.Counter()
+  for batch in words.as_numpy_iterator():
+    counts.update(batch)
+  if not counts:
+    raise ValueError("the corpus holds no words")
+  counts = {word.decode("utf-8"): count for word, count in counts.items()}
+  vocab = learner.learn(counts, vocab_size, list(reserved_tokens))
+  dropped = [token for token in vocab if not storable(token)]
+  if dropped:
+    report(f"dropped {len(dropped)} tokens that a vocabulary file cannot hold: {dropped[:10]!r}")
+    vocab = [token for token in vocab if storable(token)]
   report(f"learned {len(vocab)} tokens in {time.monotonic() - started:.1f} s")
   if len(vocab) > vocab_size:
     report(f"note: {len(vocab)} tokens exceed vocab_size={vocab_size}: the corpus has that many "

@@ -1,5 +1,5 @@
-"""TextEncoder: hand-written ids for a tiny vocabulary, BERT's classic tokenizer as a reference,
-robustness, tf.function / tf.data, and a SavedModel loaded in a fresh process."""
+"""TextEncoder: hand-written ids for a tiny vocabulary, robustness, tf.function / tf.data, and a
+SavedModel loaded in a fresh process. `test_reference.py` compares it with BERT's reference tokenizer."""
 
 import doctest
 import json
@@ -11,7 +11,6 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_text as text
 
 from zoo.text import tokenizer
 from zoo.text.tokenizer import TextEncoder
@@ -42,13 +41,18 @@ def test_docstring_examples_run():
 @pytest.mark.parametrize("raw, expected", [
     ("The dogs run.", [THE, DOG, S, RUN, DOT]),
     ("Café RUNNING", [CAFE, RUN, NING]),                      # lower-cased, accent stripped
-    ("CAFÉ", [CAFE]),                                         # É: case fold then NFD
+    ("CAFÉ", [CAFE]),                                         # É: lower-cased, then NFD
     ("dog,the!", [DOG, COMMA, THE, BANG]),                    # punctuation splits words
     ("中文a", [ZHONG, WEN, A]),                               # CJK characters are words
     ("unbelievable!", [UN, BELIEV, ABLE, BANG]),
     ("xyz dog", [UNK, DOG]),                                  # no WordPiece split: [UNK]
-    ("dogs" * 30, [UNK]),                                     # longer than max_bytes_per_word
-    ("dog\x00s\trun\u200b", [DOG, UNK, RUN]),                 # control/format chars are spaces
+    ("un" + "able" * 99 + "ss", [UN] + [ABLE] * 99 + [S, S]),  # 400 characters: split
+    ("un" + "able" * 99 + "ss!", [UN] + [ABLE] * 99 + [S, S, BANG]),
+    ("un" + "able" * 99 + "sss the", [UNK, THE]),             # 401 characters: one [UNK]
+    ("dog\x00s\trun\u200b", [DOG, S, RUN]),                  # control/format chars are removed
+    ("the\u2028dog\u00a0run\u3000a", [THE, DOG, RUN, A]),     # whitespace-like characters split
+    ("the\x85dog\x0bs", [UNK]),                               # ... but not the control ones: "thedogs"
+    ("ＴＨＥ ﬁ", [UNK, UNK]),                                   # no case folding, no NFKC
     ("", []),
     ("  \n ", []),
 ])
@@ -57,15 +61,22 @@ def test_tokenize_matches_hand_written_ids(encoder, raw, expected):
 
 
 def test_invalid_utf8_is_replaced_not_fatal(encoder):
-  tokens = encoder.tokenize(tf.constant([b"dog \xff\xfe run", b"\xc3", b"the\x80dog"]))
-  assert ids(tokens) == [[DOG, UNK, RUN], [UNK], [UNK]]
+  # Dropped, as the reference's `bytes.decode("utf-8", "ignore")` drops them.
+  tokens = encoder.tokenize(tf.constant([b"dog \xff\xfe run", b"\xc3", b"the\x80dog", "caf\ufffd".encode()]))
+  assert ids(tokens) == [[DOG, RUN], [], [UNK], [UNK]]
   features = encoder.encode(tf.constant([b"\xff"]), tf.constant([b"dog \xe2\x82"]))
-  assert features["input_word_ids"].numpy().tolist() == [[CLS, UNK, SEP, DOG, UNK, SEP, PAD, PAD]]
+  assert features["input_word_ids"].numpy().tolist() == [[CLS, SEP, DOG, SEP, PAD, PAD, PAD, PAD]]
 
 
 def test_cased_encoder_does_not_lower_case():
   cased = TextEncoder(VOCAB, seq_length=8, lower_case=False)
-  assert ids(cased.tokenize(tf.constant(["The the Café"]))) == [[UNK, THE, UNK]]
+  assert ids(cased.tokenize(tf.constant(["The the Café cafe\u0301"]))) == [[UNK, THE, UNK, UNK]]
+
+
+def test_max_chars_per_word_counts_characters():
+  short = TextEncoder(VOCAB, seq_length=8, max_chars_per_word=6)
+  assert ids(short.tokenize(tf.constant(["dogsdogs dogs café中"]))) == [[UNK, DOG, S, CAFE, ZHONG]]
+  assert ids(short.tokenize(tf.constant(["running runs"]))) == [[UNK, RUN, S]]
 
 
 def test_word_ids_group_pieces_of_a_word(encoder):
@@ -106,17 +117,6 @@ def test_waterfall_truncator_fills_the_first_segment_first():
   waterfall = TextEncoder(VOCAB, seq_length=8, truncator="waterfall")
   features = waterfall.encode(tf.constant(["the dogs run"]), tf.constant(["a dog"]))
   assert features["input_word_ids"].numpy().tolist() == [[CLS, THE, DOG, S, RUN, SEP, A, SEP]]
-
-
-def test_agrees_with_the_classic_bert_tokenizer(encoder):
-  """tensorflow-text's BertTokenizer (regex BasicTokenizer + classic WordPiece) as a reference."""
-  sentences = ["The dogs run.", "Café, UNBELIEVABLE running!", "中文 dog中a", "x-ray dogs's",
-               "the\tdog\nrun", "ÀÉÎ cafe", "dog...!!", "", "a dogs runningrunning"]
-  table = tf.lookup.StaticHashTable(
-      tf.lookup.KeyValueTensorInitializer(VOCAB, tf.range(len(VOCAB), dtype=tf.int64)), default_value=UNK)
-  classic = text.BertTokenizer(table, lower_case=True, token_out_type=tf.int64)
-  expected = classic.tokenize(tf.constant(sentences)).merge_dims(1, 2)
-  assert ids(encoder.tokenize(tf.constant(sentences))) == ids(expected)
 
 
 def test_long_empty_single_and_zero_batches(encoder):
@@ -169,6 +169,7 @@ def test_vocabulary_file_and_special_ids(tmp_path):
     (dict(vocab=VOCAB + [""]), r"empty or blank tokens at ids \[20\]"),
     (dict(vocab=VOCAB, seq_length=2), "seq_length must be at least 3"),
     (dict(vocab=VOCAB, truncator="longest"), "truncator must be one of"),
+    (dict(vocab=VOCAB, max_chars_per_word=0), "max_chars_per_word must be positive"),
 ])
 def test_errors_name_the_problem(kwargs, message):
   with pytest.raises(ValueError, match=message):

@@ -122,3 +122,49 @@ def test_python_dash_m_entry_point(corpus, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout == "" and "wrote" in result.stderr
   assert load_vocab(str(out))[:5] == list(SPECIAL_TOKENS)
+
+
+# Characters that Python, Unicode or BERT treat as whitespace or line breaks, between words.
+SEPARATORS = ["\u2028", "\u2029", "\x85", "\u00a0", "\u3000", "\u1680", "\u2009", "\u202f", "\x1c", "\x1f",
+              "\x0b", "\x0c", "\r", "\t", "\u200b", "\ufeff", "\u180e", "\x00"]
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_vocabularies_survive_any_unicode(tmp_path, lower_case):
+  """Every token written loads back unchanged, here and in the reference loader; both tokenizers agree."""
+  from official.nlp.tools import tokenization
+
+  lines = [f"Alpha{separator}Beta{separator}ΣΑΣ{separator}中文 naïve{separator}"
+           for separator in SEPARATORS]
+  lines += ["line one\u2028line two\u2029line three", "tab\there new\x85line", "emoji😀 ﬁ Ｆｕｌｌ"]
+  corpus = tmp_path / "corpus.txt"
+  # newline="" keeps \r and \x85 inside a line; the file is split on "\n" only.
+  with open(corpus, "w", encoding="utf-8", newline="") as file:
+    file.write("".join(line.replace("\n", " ") + "\n" for line in lines * 12))
+  out = tmp_path / "vocab.txt"
+  assert main(["build-vocab", str(corpus), "--out", str(out), "--size", "300",
+               "--lower-case" if lower_case else "--no-lower-case"]) == 0
+  vocab = load_vocab(str(out))
+  assert list(tokenization.load_vocab(str(out))) == vocab   # the reference strips each line: nothing to strip
+  assert all(token == token.strip() and token for token in vocab)
+  assert not any(separator in token for token in vocab for separator in SEPARATORS if separator != "\x00")
+  words = {token for token in vocab if not token.startswith("##")}
+  assert ({"alpha", "beta", "line", "one", "two"} if lower_case else {"Alpha", "Beta", "line"}) <= words
+  reference = tokenization.FullTokenizer(str(out), do_lower_case=lower_case)
+  encoder = TextEncoder(str(out), lower_case=lower_case)
+  ours = encoder.tokenize(tf.constant(lines)).to_list()
+  assert ours == [reference.convert_tokens_to_ids(reference.tokenize(line)) for line in lines]
+  assert encoder.unk_id not in {token for row in ours for token in row}
+
+
+@pytest.mark.parametrize("token, ok", [
+    ("the", True), ("##s", True), ("a b", True), ("", False), (" ", False), ("a\u2028", False),
+    ("\x85", False), ("\u3000x", False), ("a\nb", False), ("a\rb", False), ("##\u00a0", False)])
+def test_write_vocab_refuses_tokens_that_do_not_read_back(tmp_path, token, ok):
+  assert vocab_lib.storable(token) == ok
+  if ok:
+    write_vocab(list(SPECIAL_TOKENS) + [token], str(tmp_path / "v.txt"))
+    assert load_vocab(str(tmp_path / "v.txt"))[-1] == token
+  else:
+    with pytest.raises(ValueError, match="cannot be stored one per line"):
+      write_vocab(list(SPECIAL_TOKENS) + [token], str(tmp_path / "v.txt"))
