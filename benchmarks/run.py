@@ -186,7 +186,7 @@ def _attention_gathers(position_encoding, settings):
   def forward_backward(hidden):
     with tf.GradientTape() as tape:
       output = layer(hidden, query_segment_ids=segments, query_positions=list(range(length)),
-                     key_positions=list(range(length)))
+                     key_positions=list(range(length))).output
       loss = tf.reduce_sum(output)
     return loss, tape.gradient(loss, [hidden, *layer.trainable_variables])
 

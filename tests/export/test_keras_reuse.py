@@ -7,8 +7,10 @@ The README's example ("Reusing the layers in your own model") is run as written.
 """
 
 import inspect
+import json
 import pathlib
 import re
+import zipfile
 
 import numpy as np
 import pytest
@@ -36,17 +38,17 @@ def _word_ids():
 def multi_head_attention():
   features, mask = _features(), _mask()
   hidden = keras.layers.Dense(WIDTH)(features)
-  hidden, carry = zoo.layers.MultiHeadAttention(2, 8, residual_attention=True)(hidden, attention_mask=mask)
-  hidden, carry = zoo.layers.MultiHeadAttention(2, 8, residual_attention=True, running_mean=True)(
-      hidden, attention_mask=mask, attention_carry=carry, layer_index=1)
-  return keras.Model([features, mask], [keras.layers.Dense(3)(hidden), carry])
+  first = zoo.layers.MultiHeadAttention(2, 8, residual_attention=True)(hidden, attention_mask=mask)
+  second = zoo.layers.MultiHeadAttention(2, 8, residual_attention=True, running_mean=True)(
+      first.output, attention_mask=mask, attention_carry=first.carry, layer_index=1)
+  return keras.Model([features, mask], [keras.layers.Dense(3)(second.output), second.carry, second.probs])
 
 
 def relative_multi_head_attention():
   features, mask = _features(), _mask()
   hidden = keras.layers.Dense(WIDTH)(features)
   attention = zoo.layers.RelativeMultiHeadAttention(2, 8, position_encoding="shift")
-  attended = attention(hidden, attention_mask=mask)
+  attended = attention(hidden, attention_mask=mask).output
   return keras.Model([features, mask], keras.layers.LayerNormalization()(hidden + attended))
 
 
@@ -66,8 +68,9 @@ def transformer_block():
   features, mask = _features(), _mask()
   block = zoo.layers.TransformerBlock(2, 8, 32, position_encoding="factorized", residual_attention=True,
                                       norm_first=True)
-  hidden, carry = block(keras.layers.Dense(WIDTH)(features), attention_mask=mask)
-  return keras.Model([features, mask], dict(logits=keras.layers.Dense(2)(hidden[:, 0]), carry=carry))
+  result = block(keras.layers.Dense(WIDTH)(features), attention_mask=mask)
+  return keras.Model([features, mask], dict(logits=keras.layers.Dense(2)(result.output[:, 0]),
+                                            carry=result.carry))
 
 
 def encoder_embeddings():
@@ -164,3 +167,40 @@ def test_the_readme_example_runs_as_written(tmp_path, monkeypatch):
   keras.backend.clear_session()
   loaded = keras.models.load_model(tmp_path / "my_model.keras", safe_mode=True)
   np.testing.assert_allclose(np.asarray(loaded(inputs, training=False)), expected, atol=1e-6, rtol=0)
+
+
+def _rename_config_key(path, registered_name, old, new):
+  """Rewrites a `.keras` file as an older version saved it: `old` for `new` in the layers' configs."""
+  with zipfile.ZipFile(path) as archive:
+    files = {name: archive.read(name) for name in archive.namelist()}
+  config = json.loads(files["config.json"])
+  renamed = 0
+  for layer in config["config"]["layers"]:
+    if layer.get("registered_name") == registered_name:
+      layer["config"][old] = layer["config"].pop(new)
+      renamed += 1
+  assert renamed, f"no {registered_name} in {path}"
+  files["config.json"] = json.dumps(config).encode()
+  with zipfile.ZipFile(path, "w") as archive:
+    for name, data in files.items():
+      archive.writestr(name, data)
+
+
+def test_a_file_saved_with_the_old_attention_dropout_name_loads(tmp_path):
+  """Attention layers called their attention-probability dropout rate `dropout` before."""
+  keras.utils.set_random_seed(0)
+  features, mask = _features(), _mask()
+  attention = zoo.layers.MultiHeadAttention(2, 8, attention_dropout=0.25, name="attention")
+  result = attention(keras.layers.Dense(WIDTH)(features), attention_mask=mask)
+  model = keras.Model([features, mask], [result.output, result.carry])
+  inputs = _random_inputs(model, np.random.default_rng(0))
+  expected = [np.asarray(value) for value in model(inputs, training=False)]
+  path = tmp_path / "old.keras"
+  model.save(path)
+  _rename_config_key(path, "zoo>MultiHeadAttention", "dropout", "attention_dropout")
+  keras.backend.clear_session()
+  with pytest.warns(FutureWarning, match="attention_dropout"):
+    loaded = keras.models.load_model(path, safe_mode=True)
+  assert loaded.get_layer("attention").attention_dropout == 0.25
+  for actual, wanted in zip(loaded(inputs, training=False), expected, strict=True):
+    np.testing.assert_array_equal(np.asarray(actual), wanted)

@@ -1,6 +1,9 @@
 """Reusable Keras layers of the zoo (see README.md in this folder)."""
 
+from zoo.layers import constants
+from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
+from zoo.layers.attention import drop_attention_probs
 from zoo.layers.embeddings import EncoderEmbeddings
 from zoo.layers.funnel_pooling import FunnelPooling
 from zoo.layers.funnel_pooling import FunnelUpsampling
@@ -11,12 +14,15 @@ from zoo.layers.relative_attention import RelativeMultiHeadAttention
 from zoo.layers.transformer_block import TransformerBlock
 
 __all__ = [
+    "AttentionResult",
     "EncoderEmbeddings",
     "FunnelPooling",
     "FunnelUpsampling",
     "MultiHeadAttention",
     "RelativeMultiHeadAttention",
     "TransformerBlock",
+    "constants",
+    "drop_attention_probs",
     "pool_positions",
     "pool_sequence",
     "pooled_length",

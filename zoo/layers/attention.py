@@ -10,9 +10,14 @@ layer `l` (scaled, before any mask), the layer computes
     probs_l  = softmax(logits_l + mask_bias)
 
 and passes `C_l` up undivided, unmasked and in float32. Gradients flow through it.
+
+Every attention layer and `TransformerBlock` returns an `AttentionResult`, the same
+three named fields whatever the flags.
 """
 
 import math
+import typing
+import warnings
 
 import tensorflow as tf
 import tf_keras as keras
@@ -38,7 +43,35 @@ def attention_mask_bias(attention_mask):
   return (1.0 - mask) * MASK_BIAS
 
 
-def attention_dropout(probs, rate):
+class AttentionResult(typing.NamedTuple):
+  """What `MultiHeadAttention`, `RelativeMultiHeadAttention` and `TransformerBlock` return.
+
+  The same three fields whatever the layer's flags; read them by name
+  (`result.output`, `result.carry`, `result.probs`). Keras functional models and
+  `.keras` files take it like any tuple of tensors.
+
+  Fields:
+    output: `[B, T, D]` in the compute dtype: the attention output, or for
+      `TransformerBlock` the block's output.
+    carry: float32 `[B, N, T, S]`: the full pre-softmax score `C_l = S_l + C_{l-1}`
+      (RealFormer's residual-attention carry, undivided and unmasked), to pass as the
+      next residual layer's `attention_carry`. A layer without `residual_attention`
+      takes no carry and returns its own score `S_l`, which is what layer 0 of a
+      RealFormer passes up.
+    probs: float32 `[B, N, T, S]`: the attention probabilities, before dropout.
+
+  Example:
+    >>> result = MultiHeadAttention(num_heads=2, head_size=4)(tf.random.normal([1, 3, 8]))
+    >>> result.output.shape, result.carry.dtype, result.probs.shape
+    (TensorShape([1, 3, 8]), tf.float32, TensorShape([1, 2, 3, 3]))
+  """
+
+  output: tf.Tensor
+  carry: tf.Tensor
+  probs: tf.Tensor
+
+
+def drop_attention_probs(probs, rate):
   """Inverted dropout of attention probabilities with 16 random bits per entry.
 
   Keeps each entry with probability `1 - k / 65536`, `k = round(rate · 65536)`, and
@@ -74,7 +107,9 @@ class MultiHeadAttention(keras.layers.Layer):
   Args:
     num_heads: number of heads `N`.
     head_size: width `H` of each head.
-    dropout: dropout rate on the attention probabilities (`attention_dropout`).
+    attention_dropout: dropout rate on the attention probabilities (applied by
+      `drop_attention_probs`). Configs saved before this argument was renamed call it
+      `dropout`; that name is still read, with a warning.
     residual_attention: take and return the float32 carry of raw scores.
     running_mean: divide the carry by `layer_index + 1` before the softmax (the
       paper's choice for models deeper than 24 layers). Needs `residual_attention`.
@@ -85,39 +120,46 @@ class MultiHeadAttention(keras.layers.Layer):
     value: `[B, S, D]` keys and values; defaults to `query` (self-attention).
     attention_mask: `[B, S]` or `[B, T, S]`, 1 where a query may attend to a key. The
       mask is applied after the running-mean division, to the softmax input only.
-    attention_carry: float32 `[B, N, T, S]` carry of the layers below, or None for
-      the first layer.
+    attention_carry: float32 `[B, N, T, S]`, the `carry` of the layer below, or None
+      for the first layer. Needs `residual_attention`.
     layer_index: 0-based depth of this layer in the residual stack, i.e. the number
       of score maps summed in `attention_carry` (used only with `running_mean`).
-    return_attention_probs: also return the float32 probabilities `[B, N, T, S]`.
 
   Returns:
-    `output [B, T, D]`; with `residual_attention`, `(output, carry)`; with
-    `return_attention_probs`, the probabilities are appended.
+    An `AttentionResult`: `output [B, T, D]`, `carry` and `probs` (float32
+    `[B, N, T, S]`), whatever the flags.
 
   Example:
     >>> x = tf.random.normal([2, 8, 32])
     >>> layer = MultiHeadAttention(num_heads=4, head_size=8, residual_attention=True)
-    >>> out, carry = layer(x)
-    >>> out, carry = layer(out, attention_carry=carry, layer_index=1)
-    >>> out.shape, carry.shape
+    >>> first = layer(x)
+    >>> second = layer(first.output, attention_carry=first.carry, layer_index=1)
+    >>> second.output.shape, second.carry.shape
     (TensorShape([2, 8, 32]), TensorShape([2, 4, 8, 8]))
   """
 
   def __init__(self,
                num_heads,
                head_size,
-               dropout=0.0,
+               attention_dropout=0.0,
                residual_attention=False,
                running_mean=False,
                kernel_initializer="glorot_uniform",
                **kwargs):
+    if "dropout" in kwargs:   # the argument's name in configs saved before it was renamed
+      if attention_dropout:
+        raise TypeError(f"{type(self).__name__} got dropout and attention_dropout; "
+                        "pass attention_dropout only")
+      warnings.warn(f"{type(self).__name__}(dropout=...) is deprecated: the attention-probability "
+                    "dropout rate is attention_dropout (re-save the model to update its config)",
+                    FutureWarning, stacklevel=2)
+      attention_dropout = kwargs.pop("dropout")
     super().__init__(**kwargs)
     if running_mean and not residual_attention:
       raise ValueError("running_mean=True needs residual_attention=True")
     self.num_heads = num_heads
     self.head_size = head_size
-    self.dropout = dropout
+    self.attention_dropout = attention_dropout
     self.residual_attention = residual_attention
     self.running_mean = running_mean
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -143,10 +185,9 @@ class MultiHeadAttention(keras.layers.Layer):
            attention_mask=None,
            attention_carry=None,
            layer_index=0,
-           return_attention_probs=False,
            training=None):
     return self._attend(query, value, self._content_scores, attention_mask,
-                        attention_carry, layer_index, return_attention_probs, training)
+                        attention_carry, layer_index, training)
 
   def _content_scores(self, query_heads, key_heads):
     """`[B, T, N, H]`, `[B, S, N, H]` -> scaled scores `[B, N, T, S]`."""
@@ -155,9 +196,10 @@ class MultiHeadAttention(keras.layers.Layer):
   def _scale(self):
     return tf.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
 
-  def _attend(self, query, value, scores_fn, attention_mask, attention_carry,
-              layer_index, return_attention_probs, training):
+  def _attend(self, query, value, scores_fn, attention_mask, attention_carry, layer_index, training):
     """Shared attention body; `scores_fn(query_heads, key_heads)` gives `S_l`."""
+    if attention_carry is not None and not self.residual_attention:
+      raise ValueError(f"{self.name}: attention_carry needs residual_attention=True")
     value = query if value is None else value
     query_heads = self.query_dense(query)   # [B, T, N, H]
     key_heads = self.key_dense(value)       # [B, S, N, H]
@@ -165,7 +207,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     # The score, the carry and the softmax stay float32.
     scores = tf.cast(scores_fn(query_heads, key_heads), tf.float32)   # [B, N, T, S]
-    if self.residual_attention and attention_carry is not None:
+    if attention_carry is not None:
       scores += tf.cast(attention_carry, tf.float32)
     carry = scores
     logits = scores / float(layer_index + 1) if self.running_mean else scores
@@ -173,23 +215,18 @@ class MultiHeadAttention(keras.layers.Layer):
       logits += attention_mask_bias(attention_mask)
     probs = tf.nn.softmax(logits, axis=-1)
     dropped = keras.backend.in_train_phase(
-        lambda: attention_dropout(probs, self.dropout), probs, training=training)
+        lambda: drop_attention_probs(probs, self.attention_dropout), probs, training=training)
 
     context = tf.einsum("BNTS,BSNH->BTNH", tf.cast(dropped, self.compute_dtype), value_heads)
     output = self.output_dense(context)     # [B, T, D]
-    results = (output,)
-    if self.residual_attention:
-      results += (carry,)
-    if return_attention_probs:
-      results += (probs,)
-    return results[0] if len(results) == 1 else results
+    return AttentionResult(output=output, carry=carry, probs=probs)
 
   def get_config(self):
     config = super().get_config()
     config.update(
         num_heads=self.num_heads,
         head_size=self.head_size,
-        dropout=self.dropout,
+        attention_dropout=self.attention_dropout,
         residual_attention=self.residual_attention,
         running_mean=self.running_mean,
         kernel_initializer=keras.initializers.serialize(self.kernel_initializer),

@@ -23,7 +23,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-POOLING_TYPES = ("mean", "max")
+from zoo.layers.constants import POOLING_TYPES
+from zoo.layers.constants import check_choice
+
 # All pooling modes of `pool_sequence`: the pooling types plus "first" (stride
 # selection, for ids) and "any" (for masks).
 POOLING_MODES = POOLING_TYPES + ("first", "any")
@@ -86,8 +88,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
   Returns:
     The pooled tensor, `axis` shortened to `T'`.
   """
-  if mode not in POOLING_MODES:
-    raise ValueError(f"pooling mode must be one of {POOLING_MODES}, got {mode!r}")
+  check_choice("pooling mode", mode, POOLING_MODES)
   tensor = tf.convert_to_tensor(tensor)
   axis = axis % tensor.shape.rank
   paired, present = _window_view(tensor, axis, separate_cls, truncate_seq)
@@ -165,7 +166,7 @@ class FunnelPooling(keras.layers.Layer):
   described in the module docstring.
 
   Args:
-    pooling_type: "mean" or "max".
+    pooling_type: "mean" or "max" (`constants.POOLING_TYPES`).
     separate_cls: keep [cls] out of the pooling.
     truncate_seq: with `separate_cls`, drop the last token so lengths halve exactly.
 
@@ -190,8 +191,7 @@ class FunnelPooling(keras.layers.Layer):
     # Pooling keeps the dtype it is given: a float32 attention carry stays float32
     # under mixed precision, and masks and ids stay integers.
     super().__init__(autocast=False, **kwargs)
-    if pooling_type not in POOLING_TYPES:
-      raise ValueError(f"pooling_type must be one of {POOLING_TYPES}, got {pooling_type!r}")
+    check_choice("pooling_type", pooling_type, POOLING_TYPES)
     self.pooling_type = pooling_type
     self.separate_cls = separate_cls
     self.truncate_seq = truncate_seq

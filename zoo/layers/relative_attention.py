@@ -20,8 +20,10 @@ from official.modeling.tf_utils import clone_initializer
 
 from zoo.layers import positions as pos_lib
 from zoo.layers.attention import MultiHeadAttention
-
-POSITION_ENCODINGS = ("factorized", "shift")
+from zoo.layers.constants import FACTORIZED
+from zoo.layers.constants import RELATIVE_POSITION_ENCODINGS
+from zoo.layers.constants import SHIFT
+from zoo.layers.constants import check_choice
 
 
 def _length(heads):
@@ -45,12 +47,13 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     then a reshape-and-slice shift. Cheaper on CPU/GPU. Positions must be static,
     evenly spaced, and the query spacing a whole multiple of the key spacing.
 
-  Both give the same scores. Residual attention works as in `MultiHeadAttention`.
+  Both give the same scores. Residual attention works as in `MultiHeadAttention`, and
+  the call returns the same `AttentionResult`.
 
   Args:
-    num_heads, head_size, dropout, residual_attention, running_mean,
+    num_heads, head_size, attention_dropout, residual_attention, running_mean,
       kernel_initializer: as in `MultiHeadAttention`.
-    position_encoding: "factorized" or "shift".
+    position_encoding: "factorized" or "shift" (`constants.RELATIVE_POSITION_ENCODINGS`).
     use_segment_bias: add the relative segment term (needs segment ids in the call).
     separate_cls: the first query and the first key are [cls]; the position and
       segment terms of every pair that involves them are zeroed (Funnel's
@@ -67,22 +70,20 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     >>> x = tf.random.normal([2, 8, 32])
     >>> pooled = x[:, ::2]                 # 4 queries at positions 0, 2, 4, 6
     >>> layer = RelativeMultiHeadAttention(num_heads=4, head_size=8)
-    >>> layer(pooled, x, query_positions=[0, 2, 4, 6]).shape
+    >>> layer(pooled, x, query_positions=[0, 2, 4, 6]).output.shape
     TensorShape([2, 4, 32])
   """
 
   def __init__(self,
                num_heads,
                head_size,
-               position_encoding="factorized",
+               position_encoding=FACTORIZED,
                use_segment_bias=False,
                separate_cls=False,
                cls_segment_id=2,
                **kwargs):
     super().__init__(num_heads, head_size, **kwargs)
-    if position_encoding not in POSITION_ENCODINGS:
-      raise ValueError(
-          f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+    check_choice("position_encoding", position_encoding, RELATIVE_POSITION_ENCODINGS)
     self.position_encoding = position_encoding
     self.use_segment_bias = use_segment_bias
     self.separate_cls = separate_cls
@@ -113,7 +114,6 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
            key_segment_ids=None,
            attention_carry=None,
            layer_index=0,
-           return_attention_probs=False,
            training=None):
     if self.use_segment_bias and query_segment_ids is None:
       raise ValueError("use_segment_bias=True needs query_segment_ids")
@@ -132,12 +132,11 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
         relative = tf.where(self._cls_pair_mask(relative), relative, tf.zeros_like(relative))
       return scores + relative
 
-    return self._attend(query, value, scores_fn, attention_mask, attention_carry,
-                        layer_index, return_attention_probs, training)
+    return self._attend(query, value, scores_fn, attention_mask, attention_carry, layer_index, training)
 
   def _position_scores(self, query_heads, query_positions, key_positions, key_length):
     """`(q̂ + u)·W_r R(p_i - p_j)`: `[B, T, N, H] -> [B, N, T, S]`."""
-    if self.position_encoding == "shift":
+    if self.position_encoding == SHIFT:
       return self._shift_position_scores(query_heads, query_positions, key_positions, key_length)
     return self._factorized_position_scores(query_heads, query_positions, key_positions, key_length)
 

@@ -7,21 +7,13 @@ N heads.
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
+from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
+from zoo.layers.constants import ABSOLUTE
+from zoo.layers.constants import ACTIVATIONS
+from zoo.layers.constants import POSITION_ENCODINGS
+from zoo.layers.constants import check_choice
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
-
-# Position encoding -> attention layer. "absolute" means positions are added to the
-# embeddings below the stack, so the attention itself has no position term.
-POSITION_ENCODINGS = ("absolute", "factorized", "shift")
-
-# Activation names -> Keras activations ("gelu_approximate" is the tanh form, which
-# Hugging Face calls "gelu_new").
-ACTIVATIONS = {
-    "gelu": lambda x: keras.activations.gelu(x, approximate=False),
-    "gelu_approximate": lambda x: keras.activations.gelu(x, approximate=True),
-    "relu": keras.activations.relu,
-    "swish": keras.activations.swish,
-}
 
 
 @keras.utils.register_keras_serializable(package="zoo")
@@ -44,13 +36,15 @@ class TransformerBlock(keras.layers.Layer):
     num_heads: number of heads.
     head_size: width of each head.
     intermediate_size: feed-forward width F.
-    activation: one of `ACTIVATIONS`.
-    dropout: dropout on the attention output and the feed-forward output.
+    activation: one of `constants.ACTIVATIONS`.
+    dropout: hidden dropout, on the attention output and the feed-forward output.
     attention_dropout: dropout on the attention probabilities.
     activation_dropout: dropout after the feed-forward activation.
     norm_first: Pre-LN instead of Post-LN.
     layer_norm_epsilon: epsilon of the layer norms.
-    position_encoding: one of `POSITION_ENCODINGS`.
+    position_encoding: one of `constants.POSITION_ENCODINGS`: "absolute" (positions
+      live in the embeddings; plain `MultiHeadAttention`), "factorized" or "shift"
+      (`RelativeMultiHeadAttention`).
     use_segment_bias, separate_cls, cls_segment_id: see `RelativeMultiHeadAttention`.
     residual_attention, running_mean: see `MultiHeadAttention`.
     kernel_initializer: initializer of all kernels.
@@ -58,21 +52,22 @@ class TransformerBlock(keras.layers.Layer):
   Call arguments:
     hidden_states: `[B, T, D]`.
     key_value: `[B, S, D]`, defaults to `hidden_states`.
-    attention_mask, attention_carry, layer_index, return_attention_probs: see
-      `MultiHeadAttention`.
+    attention_mask, attention_carry, layer_index: see `MultiHeadAttention`.
     query_positions, key_positions, query_segment_ids, key_segment_ids: see
       `RelativeMultiHeadAttention` (relative position encodings only).
 
   Returns:
-    `[B, T, D]`; `(output, carry)` with residual attention; probabilities appended
-    with `return_attention_probs`.
+    An `AttentionResult` whatever the flags: `output` is the block's `[B, T, D]`
+    output; `carry` and `probs` are its attention's.
 
   Example:
     >>> block = TransformerBlock(num_heads=4, head_size=8, intermediate_size=64,
     ...                          position_encoding="factorized", residual_attention=True)
     >>> x = tf.random.normal([2, 8, 32])
-    >>> y, carry = block(x)
-    >>> y, carry = block(y, attention_carry=carry, layer_index=1)
+    >>> first = block(x)
+    >>> second = block(first.output, attention_carry=first.carry, layer_index=1)
+    >>> second.output.shape, second.carry.shape
+    (TensorShape([2, 8, 32]), TensorShape([2, 4, 8, 8]))
   """
 
   def __init__(self,
@@ -85,7 +80,7 @@ class TransformerBlock(keras.layers.Layer):
                activation_dropout=0.0,
                norm_first=False,
                layer_norm_epsilon=1e-12,
-               position_encoding="absolute",
+               position_encoding=ABSOLUTE,
                use_segment_bias=False,
                separate_cls=False,
                cls_segment_id=2,
@@ -94,12 +89,9 @@ class TransformerBlock(keras.layers.Layer):
                kernel_initializer="glorot_uniform",
                **kwargs):
     super().__init__(**kwargs)
-    if position_encoding not in POSITION_ENCODINGS:
-      raise ValueError(
-          f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
-    if activation not in ACTIVATIONS:
-      raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
-    if position_encoding == "absolute" and (use_segment_bias or separate_cls):
+    check_choice("position_encoding", position_encoding, POSITION_ENCODINGS)
+    check_choice("activation", activation, ACTIVATIONS)
+    if position_encoding == ABSOLUTE and (use_segment_bias or separate_cls):
       raise ValueError("use_segment_bias and separate_cls need a relative position_encoding")
     self.num_heads = num_heads
     self.head_size = head_size
@@ -121,10 +113,10 @@ class TransformerBlock(keras.layers.Layer):
   def build(self, input_shape):
     width = input_shape[-1]
     attention_args = dict(
-        num_heads=self.num_heads, head_size=self.head_size, dropout=self.attention_dropout,
+        num_heads=self.num_heads, head_size=self.head_size, attention_dropout=self.attention_dropout,
         residual_attention=self.residual_attention, running_mean=self.running_mean,
         kernel_initializer=self.kernel_initializer, name="attention")
-    if self.position_encoding == "absolute":
+    if self.position_encoding == ABSOLUTE:
       self.attention = MultiHeadAttention(**attention_args)
     else:
       self.attention = RelativeMultiHeadAttention(
@@ -135,7 +127,7 @@ class TransformerBlock(keras.layers.Layer):
     # Layer norms compute in float32 under mixed precision.
     self.attention_norm = keras.layers.LayerNormalization(name="attention_norm", **norm)
     self.output_norm = keras.layers.LayerNormalization(name="output_norm", **norm)
-    self.attention_dropout_layer = keras.layers.Dropout(self.dropout, name="attention_output_dropout")
+    self.attention_output_dropout = keras.layers.Dropout(self.dropout, name="attention_output_dropout")
     self.intermediate_dense = keras.layers.EinsumDense(
         "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
         kernel_initializer=clone_initializer(self.kernel_initializer), name="intermediate")
@@ -157,14 +149,12 @@ class TransformerBlock(keras.layers.Layer):
            key_segment_ids=None,
            attention_carry=None,
            layer_index=0,
-           return_attention_probs=False,
            training=None):
     key_value = hidden_states if key_value is None else key_value
     attention_kwargs = dict(
-        attention_mask=attention_mask, attention_carry=attention_carry,
-        layer_index=layer_index, return_attention_probs=return_attention_probs,
+        attention_mask=attention_mask, attention_carry=attention_carry, layer_index=layer_index,
         training=training)
-    if self.position_encoding != "absolute":
+    if self.position_encoding != ABSOLUTE:
       attention_kwargs.update(
           query_positions=query_positions, key_positions=key_positions,
           query_segment_ids=query_segment_ids, key_segment_ids=key_segment_ids)
@@ -174,9 +164,8 @@ class TransformerBlock(keras.layers.Layer):
       key_value = query if key_value is hidden_states else self._cast(self.attention_norm(key_value))
     else:
       query = hidden_states
-    results = self.attention(query, key_value, **attention_kwargs)
-    attended, extras = (results[0], results[1:]) if isinstance(results, tuple) else (results, ())
-    hidden = hidden_states + self.attention_dropout_layer(attended, training=training)
+    attention = self.attention(query, key_value, **attention_kwargs)
+    hidden = hidden_states + self.attention_output_dropout(attention.output, training=training)
     if not self.norm_first:
       hidden = self._cast(self.attention_norm(hidden))
 
@@ -188,7 +177,7 @@ class TransformerBlock(keras.layers.Layer):
     output = hidden + ffn
     if not self.norm_first:
       output = self._cast(self.output_norm(output))
-    return (output, *extras) if extras else output
+    return AttentionResult(output=output, carry=attention.carry, probs=attention.probs)
 
   def _cast(self, x):
     return keras.backend.cast(x, self.compute_dtype)

@@ -15,6 +15,10 @@ from zoo.layers import FunnelUpsampling
 from zoo.layers import TransformerBlock
 from zoo.layers import pool_positions
 from zoo.layers import pooled_length
+from zoo.layers.constants import FACTORIZED
+from zoo.layers.constants import POOLING_TYPES
+from zoo.layers.constants import RELATIVE_POSITION_ENCODINGS
+from zoo.layers.constants import check_choice
 from zoo.models.encoder_inputs import ClsSegmentIds
 from zoo.models.encoder_inputs import EncoderModel
 from zoo.models.encoder_inputs import encoder_inputs
@@ -66,11 +70,12 @@ class FunnelEncoder(EncoderModel):
     intermediate_size, activation: feed-forward width and activation.
     dropout, attention_dropout, activation_dropout: dropout rates.
     embedding_width: embedding width, projected to D when different (default D).
-    pooling_type: "mean" or "max".
+    pooling_type: "mean" or "max" (`zoo.layers.constants.POOLING_TYPES`).
     pool_q_only: pool only the queries of a pooled block's first layer.
     separate_cls: keep [cls] out of the pooling (and out of the relative terms).
     truncate_seq: drop the last token before pooling, so lengths halve exactly.
-    position_encoding: "factorized" or "shift".
+    position_encoding: "factorized" or "shift"
+      (`zoo.layers.constants.RELATIVE_POSITION_ENCODINGS`).
     use_segment_bias: the relative segment term.
     num_decoder_layers: full-length layers after upsampling; 0 for no decoder.
     decoder_residual_layer: 0-based index of the encoder layer application (counting
@@ -108,7 +113,7 @@ class FunnelEncoder(EncoderModel):
                pool_q_only=True,
                separate_cls=True,
                truncate_seq=True,
-               position_encoding="factorized",
+               position_encoding=FACTORIZED,
                use_segment_bias=True,
                num_decoder_layers=0,
                decoder_residual_layer=None,
@@ -175,15 +180,12 @@ class FunnelEncoder(EncoderModel):
     def run(layer, query, key_value=None, **kwargs):
       """One layer application; returns its output and updates the carry."""
       nonlocal carry, depth
-      results = layer(query, key_value, attention_carry=carry if layer.residual_attention else None,
-                      layer_index=depth,
-                      return_attention_probs=output_attention_probs, **kwargs)
-      results = results if isinstance(results, tuple) else (results,)
+      result = layer(query, key_value, attention_carry=carry if layer.residual_attention else None,
+                     layer_index=depth, **kwargs)
       if layer.residual_attention:
-        carry, depth = results[1], depth + 1
-      if output_attention_probs:
-        attention_probs.append(results[-1])
-      return results[0]
+        carry, depth = result.carry, depth + 1
+      attention_probs.append(result.probs)
+      return result.output
 
     # Each layer runs its repeats back to back (L0 L0 L1 L1), as in the authors' code.
     for b, block in enumerate(blocks):
@@ -245,14 +247,9 @@ class FunnelEncoder(EncoderModel):
 
   @staticmethod
   def _check_config(config):
-    if config["pooling_type"] not in ("mean", "max"):
-      raise ValueError(f"pooling_type must be 'mean' or 'max', got {config['pooling_type']!r}")
-    if config["carry_at_pooling"] not in CARRY_AT_POOLING:
-      raise ValueError(
-          f"carry_at_pooling must be one of {CARRY_AT_POOLING}, got {config['carry_at_pooling']!r}")
-    if config["position_encoding"] not in ("factorized", "shift"):
-      raise ValueError("position_encoding must be 'factorized' or 'shift', "
-                       f"got {config['position_encoding']!r}")
+    check_choice("pooling_type", config["pooling_type"], POOLING_TYPES)
+    check_choice("carry_at_pooling", config["carry_at_pooling"], CARRY_AT_POOLING)
+    check_choice("position_encoding", config["position_encoding"], RELATIVE_POSITION_ENCODINGS)
     if len(config["block_repeats"]) != len(config["block_sizes"]):
       raise ValueError(f"block_repeats {config['block_repeats']} must have one entry per block "
                        f"of block_sizes {config['block_sizes']}")

@@ -7,6 +7,8 @@ import tf_keras as keras
 
 from zoo.layers import EncoderEmbeddings
 from zoo.layers import TransformerBlock
+from zoo.layers.constants import ABSOLUTE
+from zoo.layers.constants import SHIFT
 from zoo.models.encoder_inputs import ClsSegmentIds
 from zoo.models.encoder_inputs import EncoderModel
 from zoo.models.encoder_inputs import encoder_inputs
@@ -36,14 +38,15 @@ class TransformerEncoder(EncoderModel):
     vocab_size: number of word ids.
     hidden_size, num_layers, num_heads, intermediate_size: model width D, depth,
       heads and feed-forward width.
-    activation: feed-forward activation (see `zoo.layers.transformer_block.ACTIVATIONS`).
+    activation: feed-forward activation (see `zoo.layers.constants.ACTIVATIONS`).
     dropout, attention_dropout: hidden and attention-probability dropout rates.
     max_sequence_length: size of the absolute position table.
     type_vocab_size: number of token types (absolute positions only).
     embedding_width: embedding width E, projected to D when different (default D).
     norm_first: Pre-LN.
     residual_attention, running_mean: RealFormer.
-    position_encoding: "absolute", "factorized" or "shift".
+    position_encoding: "absolute", "factorized" or "shift"
+      (`zoo.layers.constants.POSITION_ENCODINGS`).
     layer_norm_epsilon: epsilon of every layer norm.
     initializer_range: stddev of the truncated-normal initializer.
     seq_length: static sequence length of the inputs (None for any; "shift" needs it).
@@ -73,7 +76,7 @@ class TransformerEncoder(EncoderModel):
                norm_first=False,
                residual_attention=False,
                running_mean=False,
-               position_encoding="absolute",
+               position_encoding=ABSOLUTE,
                layer_norm_epsilon=1e-12,
                initializer_range=0.02,
                seq_length=None,
@@ -90,9 +93,9 @@ class TransformerEncoder(EncoderModel):
         output_attention_probs=output_attention_probs)
     if hidden_size % num_heads:
       raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_heads ({num_heads})")
-    if position_encoding == "shift" and seq_length is None:
+    if position_encoding == SHIFT and seq_length is None:
       raise ValueError("position_encoding='shift' needs a static seq_length")
-    relative = position_encoding != "absolute"
+    relative = position_encoding != ABSOLUTE
     initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
 
     # Layers.
@@ -125,14 +128,10 @@ class TransformerEncoder(EncoderModel):
       block_kwargs["query_segment_ids"] = ClsSegmentIds(name="cls_segment_ids")(inputs["input_type_ids"])
     carry, layer_outputs, attention_probs = None, [], []
     for index, block in enumerate(blocks):
-      results = block(hidden, attention_mask=mask, attention_carry=carry, layer_index=index,
-                      return_attention_probs=output_attention_probs, **block_kwargs)
-      results = results if isinstance(results, tuple) else (results,)
-      hidden = results[0]
-      if residual_attention:
-        carry = results[1]
-      if output_attention_probs:
-        attention_probs.append(results[-1])
+      result = block(hidden, attention_mask=mask, attention_carry=carry, layer_index=index, **block_kwargs)
+      hidden = result.output
+      carry = result.carry if residual_attention else None
+      attention_probs.append(result.probs)
       layer_outputs.append(hidden)
     if final_norm is not None:   # encoder_outputs keep the blocks' raw outputs
       hidden = keras.backend.cast(final_norm(hidden), hidden.dtype)

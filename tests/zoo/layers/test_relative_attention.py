@@ -53,8 +53,8 @@ def test_scores_match_pairwise_numpy_formula(form, segments, separate_cls, grid)
   query, value, query_segments, key_segments = _inputs(seq_length, query_positions, key_positions)
   layer = _random_layer(form, segments, separate_cls, query, value)
   segment_kwargs = dict(query_segment_ids=query_segments, key_segment_ids=key_segments) if segments else {}
-  _, scores = layer(query, value, query_positions=query_positions.tolist(),
-                    key_positions=key_positions.tolist(), **segment_kwargs)
+  scores = layer(query, value, query_positions=query_positions.tolist(),
+                 key_positions=key_positions.tolist(), **segment_kwargs).carry   # no carry in: the scores
   expected = reference.relative_scores(
       reference.named_weights(layer), query.astype(np.float64), value.astype(np.float64),
       query_positions, key_positions,
@@ -71,8 +71,8 @@ def test_factorized_and_shift_forms_agree(grid):
   shift = _random_layer("shift", True, True, query, value, seed=3)
   kwargs = dict(query_positions=query_positions, key_positions=key_positions,
                 query_segment_ids=query_segments, key_segment_ids=key_segments)
-  out_f, scores_f = factorized(query, value, **kwargs)
-  out_s, scores_s = shift(query, value, **kwargs)
+  out_f, scores_f, _ = factorized(query, value, **kwargs)
+  out_s, scores_s, _ = shift(query, value, **kwargs)
   np.testing.assert_allclose(scores_f.numpy(), scores_s.numpy(), atol=1e-5, rtol=0)
   np.testing.assert_allclose(out_f.numpy(), out_s.numpy(), atol=1e-5, rtol=0)
 
@@ -81,7 +81,7 @@ def test_factorized_takes_per_example_and_runtime_positions():
   query, value, _, _ = _inputs(6, np.arange(6), np.arange(6))
   layer = _random_layer("factorized", False, False, query, value)
   positions = np.stack([np.arange(6), np.array([0, 1, 2, 0, 1, 2])]).astype(np.float32)  # packed
-  run = tf.function(lambda p: layer(query, value, query_positions=p, key_positions=p)[1])
+  run = tf.function(lambda p: layer(query, value, query_positions=p, key_positions=p).carry)
   scores = run(tf.constant(positions)).numpy()
   weights = reference.named_weights(layer)
   for b in range(2):
@@ -101,7 +101,7 @@ def _op_types(form):
   @tf.function
   def pooled_layer(q, kv, q_ids, kv_ids, mask):
     return layer(q, kv, attention_mask=mask, query_positions=[-1, 1, 3, 5],
-                 query_segment_ids=q_ids, key_segment_ids=kv_ids)
+                 query_segment_ids=q_ids, key_segment_ids=kv_ids).output
 
   graph = pooled_layer.get_concrete_function(pooled, spec, pooled_ids, ids, ids).graph
   types = {op.type for op in graph.get_operations()}
@@ -118,7 +118,7 @@ def test_factorized_graph_has_no_gather():
 
 
 def test_errors_name_the_problem():
-  with pytest.raises(ValueError, match="position_encoding must be one of"):
+  with pytest.raises(ValueError, match=r"position_encoding must be one of \('factorized', 'shift'\)"):
     RelativeMultiHeadAttention(2, 4, position_encoding="rotary")
   query, value, _, _ = _inputs(6, np.arange(6), np.arange(6))
   shift = _random_layer("shift", False, False, query, value)
@@ -144,12 +144,13 @@ def test_standard_layer_checks(form, tmp_path):
   }
 
   def build_outputs(layer, x):
-    output, carry = layer(x["pooled"], x["hidden"], attention_mask=x["mask"],
-                          query_positions=[-1, 1, 3, 5], query_segment_ids=x["segments"][:, ::2],
-                          key_segment_ids=x["segments"])
-    return {"output": output, "carry": carry}
+    result = layer(x["pooled"], x["hidden"], attention_mask=x["mask"],
+                   query_positions=[-1, 1, 3, 5], query_segment_ids=x["segments"][:, ::2],
+                   key_segment_ids=x["segments"])
+    return {"output": result.output, "carry": result.carry}
 
   run_layer_checks(
       lambda: RelativeMultiHeadAttention(HEADS, HEAD_SIZE, position_encoding=form, use_segment_bias=True,
-                                         separate_cls=True, residual_attention=True, dropout=0.1),
+                                         separate_cls=True, residual_attention=True,
+                                         attention_dropout=0.1),
       inputs, build_outputs, tmp_path, float32_outputs=("carry",))

@@ -2,9 +2,11 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.layer_checks import run_layer_checks
 from tests.zoo.layers import reference
+from zoo.layers import AttentionResult
 from zoo.layers import TransformerBlock
 
 WIDTH, HEADS, HEAD_SIZE, FFN = 16, 2, 8, 32
@@ -50,7 +52,7 @@ def test_block_matches_numpy(norm_first, pool_q_only):
   block = TransformerBlock(HEADS, HEAD_SIZE, FFN, norm_first=norm_first, name="block")
   block(query, x)
   _randomize(block)
-  output = block(query, x, attention_mask=mask).numpy()
+  output = block(query, x, attention_mask=mask).output.numpy()
   expected = _numpy_block(block, query.astype(np.float64), x.astype(np.float64), mask, norm_first)
   assert output.shape == query.shape
   np.testing.assert_allclose(output, expected, atol=2e-5, rtol=0)
@@ -66,21 +68,43 @@ def test_realformer_layer_zero_equals_post_ln(position_encoding):
   realformer(x)
   _randomize(post_ln)
   realformer.set_weights(post_ln.get_weights())
-  expected = post_ln(x, attention_mask=mask).numpy()
-  output, carry = realformer(x, attention_mask=mask)
-  np.testing.assert_array_equal(output.numpy(), expected)
-  assert carry.shape == (2, HEADS, 8, 8)
+  expected = post_ln(x, attention_mask=mask)
+  result = realformer(x, attention_mask=mask)
+  np.testing.assert_array_equal(result.output.numpy(), expected.output.numpy())
+  # Layer 0's carry is its own score, with or without residual attention.
+  np.testing.assert_array_equal(result.carry.numpy(), expected.carry.numpy())
+  assert result.carry.shape == (2, HEADS, 8, 8)
 
 
 def test_carry_passes_through_and_changes_the_next_layer():
   x, mask = _inputs()
   block = TransformerBlock(HEADS, HEAD_SIZE, FFN, residual_attention=True, dropout=0.0, attention_dropout=0.0)
-  _, carry, probs = block(x, attention_mask=mask, return_attention_probs=True)
-  expected = reference.softmax(carry.numpy() + (1 - mask[:, None, None]) * -1e9)
-  np.testing.assert_allclose(probs.numpy(), expected, atol=1e-6)
-  with_carry, _ = block(x, attention_mask=mask, attention_carry=carry, layer_index=1)
-  without_carry, _ = block(x, attention_mask=mask)
-  assert np.abs(with_carry.numpy() - without_carry.numpy()).max() > 1e-4
+  first = block(x, attention_mask=mask)
+  expected = reference.softmax(first.carry.numpy() + (1 - mask[:, None, None]) * -1e9)
+  np.testing.assert_allclose(first.probs.numpy(), expected, atol=1e-6)
+  with_carry = block(x, attention_mask=mask, attention_carry=first.carry, layer_index=1)
+  without_carry = block(x, attention_mask=mask)
+  assert np.abs(with_carry.output.numpy() - without_carry.output.numpy()).max() > 1e-4
+  np.testing.assert_allclose(with_carry.carry.numpy(), 2 * first.carry.numpy(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("options", [{}, dict(residual_attention=True), dict(position_encoding="factorized")],
+                         ids=["post_ln", "realformer", "relative"])
+def test_the_result_has_the_same_fields_whatever_the_flags(options):
+  x, mask = _inputs()
+  result = TransformerBlock(HEADS, HEAD_SIZE, FFN, **options)(x[:, :4], x, attention_mask=mask)
+  assert isinstance(result, AttentionResult)
+  assert result.output.shape == (2, 4, WIDTH)
+  assert result.carry.shape == result.probs.shape == (2, HEADS, 4, 8)
+  assert result.carry.dtype == result.probs.dtype == tf.float32
+  np.testing.assert_allclose(result.probs.numpy().sum(-1), 1.0, atol=1e-6)
+
+
+def test_attention_dropout_reaches_the_attention_and_dropout_the_hidden_states():
+  block = TransformerBlock(HEADS, HEAD_SIZE, FFN, dropout=0.2, attention_dropout=0.3)
+  block(_inputs()[0])
+  assert block.attention.attention_dropout == 0.3
+  assert {layer.rate for layer in (block.attention_output_dropout, block.output_dropout)} == {0.2}
 
 
 def test_relative_forms_agree_in_a_pool_q_only_block():
@@ -95,7 +119,7 @@ def test_relative_forms_agree_in_a_pool_q_only_block():
   blocks[1](pooled, x, **kwargs)
   _randomize(blocks[0])
   blocks[1].set_weights(blocks[0].get_weights())
-  outputs = [block(pooled, x, **kwargs).numpy() for block in blocks]
+  outputs = [block(pooled, x, **kwargs).output.numpy() for block in blocks]
   np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-5, rtol=0)
 
 
@@ -123,7 +147,6 @@ def test_standard_layer_checks(variant, tmp_path):
   options = VARIANTS[variant]
   x, mask = _inputs()
   relative = options.get("position_encoding", "absolute") != "absolute"
-  residual = options.get("residual_attention", False)
   inputs = {"x": x, "mask": mask, "segments": np.array([[2, 0, 0, 0, 1, 1, 1, 1]] * 2, np.int32)}
 
   def build_outputs(layer, tensors):
@@ -134,7 +157,7 @@ def test_standard_layer_checks(variant, tmp_path):
       kwargs.update(query_positions=[-1, 1, 3, 5], query_segment_ids=tensors["segments"][:, :4],
                     key_segment_ids=tensors["segments"])
     result = layer(query, tensors["x"], **kwargs)
-    return {"output": result[0], "carry": result[1]} if residual else result
+    return {"output": result.output, "carry": result.carry, "probs": result.probs}
 
   run_layer_checks(lambda: TransformerBlock(HEADS, HEAD_SIZE, FFN, **options), inputs, build_outputs,
-                   tmp_path, float32_outputs=("carry",))
+                   tmp_path, float32_outputs=("carry", "probs"))

@@ -100,11 +100,11 @@ def test_pooled_carry_feeds_the_pool_q_only_layer():
   layer0, layer1 = encoder.get_layer("block_0_layer_0"), encoder.get_layer("block_1_layer_0")
   embedded = encoder.get_layer("embeddings")(inputs["input_word_ids"])
   types = np.where(np.arange(LENGTH) == 0, 2, inputs["input_type_ids"])
-  hidden, carry0 = layer0(embedded, query_segment_ids=types)
+  hidden, carry0, _ = layer0(embedded, query_segment_ids=types)
   pooled_types = types[:, [0, 1, 3, 5, 7, 9, 11, 13]]   # [cls], then each window's first token
-  _, _, expected = layer1(pooling(hidden), hidden, query_positions=[-1, 1, 3, 5, 7, 9, 11, 13],
-                          query_segment_ids=pooled_types, key_segment_ids=types,
-                          attention_carry=pooling(carry0, axis=2), layer_index=1, return_attention_probs=True)
+  expected = layer1(pooling(hidden), hidden, query_positions=[-1, 1, 3, 5, 7, 9, 11, 13],
+                    query_segment_ids=pooled_types, key_segment_ids=types,
+                    attention_carry=pooling(carry0, axis=2), layer_index=1).probs
   np.testing.assert_allclose(probs[1].numpy(), expected.numpy(), atol=1e-6)
 
 
@@ -129,9 +129,9 @@ def test_works_as_model_garden_bert_classifier_network():
 
 
 @pytest.mark.parametrize("bad,message", [
-    (dict(pooling_type="avg"), "pooling_type must be 'mean' or 'max'"),
+    (dict(pooling_type="avg"), r"pooling_type must be one of \('mean', 'max'\), got 'avg'"),
     (dict(carry_at_pooling="keep"), r"carry_at_pooling must be one of \('pool', 'reset'\)"),
-    (dict(position_encoding="absolute"), "position_encoding must be 'factorized' or 'shift'"),
+    (dict(position_encoding="absolute"), r"position_encoding must be one of \('factorized', 'shift'\)"),
     (dict(block_repeats=(1, 2)), "must have one entry per block"),
     (dict(seq_length=4, block_sizes=(1, 1, 1, 1)), "too short"),
     (dict(decoder_residual_layer=7), r"decoder_residual_layer must be in \[0, 3\)"),
