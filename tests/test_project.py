@@ -20,7 +20,7 @@ DOCUMENTED_MODULES = [
     "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.models.encoder_inputs",
     "zoo.models.transformer_encoder", "zoo.models.funnel_encoder", "zoo.models.heads",
     "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.metrics", "tpu.pipeline",
-    "export.saved_model", "export.predict"]
+    "tpu.serving", "tpu.tasks", "export.predict", "zoo.model_dir", "zoo.models.losses", "zoo.lazy"]
 
 
 def _project_sources():

@@ -32,6 +32,7 @@ def _lines(output):
   return [json.loads(line) for line in output.splitlines()]
 
 
+@pytest.mark.slow
 def test_cli_with_text_arguments(classify_dir, classify_export):
   texts = ["text one", "the plot was good"]
   base = os.path.dirname(classify_export)   # the model base path: its highest version is used
@@ -82,6 +83,7 @@ def test_errors(export, args, stdin, message, request, monkeypatch, capsys, tmp_
   assert captured.out == "" and message in captured.err and captured.err.startswith("export.predict: error:")
 
 
+@pytest.mark.slow
 def test_python_api_on_a_serving_box(classify_dir, regress_pair_dir, mlm_dir, loaded):
   """`serving_box.py` ran a copy of predict.py with only tensorflow and tensorflow_text importable."""
   assert loaded["modules_after_predict"] == []

@@ -160,6 +160,7 @@ sys.exit(saved_model.main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_killed_export_leaves_no_new_version(classify_dir, classify_export, tmp_path, capsys):
   base = tmp_path / "serving"
   shutil.copytree(classify_export, base / "1")

@@ -40,6 +40,7 @@ def test_tf_config_workers_are_counted(monkeypatch):
     strategy_lib._num_workers()
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_over_two_logical_cpus_matches_one_device():
   """The same global batch gives the same loss trajectory on 2 replicas as on 1."""
   script = textwrap.dedent("""

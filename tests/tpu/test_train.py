@@ -254,6 +254,7 @@ def _wait_for(predicate, process, timeout=240):
     time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
   model_dir = tmp_path / "run"
   config = write(tmp_path / "config.json", json.dumps(tiny_config(model_dir, steps=60, checkpoint_every=5)
@@ -296,6 +297,7 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
   assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # the handler is removed again
 
 
+@pytest.mark.slow
 def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
   """MLM: the replicas hold different numbers of masked tokens, so only the exact global
   normalisation gives the single-device loss."""
@@ -306,11 +308,6 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
       cpu = tf.config.list_physical_devices("CPU")[0]
       tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
       from tpu import train
-from tpu.checkpointing import Preempted
-from tpu.checkpointing import restore_encoder
-from tpu.prepare import prepare
-from tpu.trainer import Trainer
-from tpu.trainer import TrainingError
       from tpu.config import TrainConfig
       losses = {{}}
       for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),

@@ -2,10 +2,15 @@
 
 `load_hf_funnel(path)` builds a zoo `FunnelEncoder` from a Hugging Face `FunnelModel`
 or `FunnelBaseModel` checkpoint directory; `python -m zoo.convert hf-funnel SRC --out
-DIR` writes it as a zoo checkpoint.
+DIR` writes it as a zoo model directory (`zoo.model_dir`). The importers load
+TensorFlow on first use, so `python -m zoo.convert --help` answers at once.
 """
 
-from zoo.convert.hf_funnel import ConversionError
-from zoo.convert.hf_funnel import load_hf_funnel
-
 __all__ = ["ConversionError", "load_hf_funnel"]
+
+
+def __getattr__(name):
+  if name in __all__:
+    from zoo.convert import hf_funnel
+    return getattr(hf_funnel, name)
+  raise AttributeError(f"module 'zoo.convert' has no attribute {name!r}")
