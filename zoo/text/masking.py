@@ -13,9 +13,10 @@ Each selected token independently becomes `[MASK]` (`mask_token_rate`, 80%), a t
 drawn uniformly from the whole vocabulary (`random_token_rate`, 10%) or stays as it
 is (the rest).
 
-Selection and replacement run through tensorflow-text's `mask_language_model` with an
-`ItemSelector` and a `MaskValuesChooser` subclass whose randomness is stateless: with a
-`seed`, the output is a pure function of the inputs and the seed.
+Everything is dense core TensorFlow on `[B, T]` tensors (no tensorflow-text op, no
+ragged tensor), so the masker runs in the input pipeline of a TPU pod host, whose
+TensorFlow server has only core ops, and its shapes are static. Randomness is stateless:
+with a `seed`, the output is a pure function of the inputs and the seed.
 
 Outputs follow Model Garden's pre-training data (and `zoo.models.pretrainers`):
 `masked_lm_positions` int32 `[B, P]` ascending within a row, `masked_lm_ids` int32
@@ -28,9 +29,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as text
-
-from zoo.text.tokenizer import word_starts
 
 # Sorts after every uniform [0, 1) score: items that cannot be selected go last.
 _NOT_SELECTABLE = 2.0
@@ -47,74 +45,18 @@ def _stateless_seeds(seed, count):
   return tf.unstack(tf.random.experimental.stateless_split(seed, count))
 
 
-class _BudgetedRandomSelector(text.RandomItemSelector):
-  """Selects random items of `[B, (W), (pieces)]` ids up to BERT's per-row budget of tokens.
+def _take_greedily(sorted_sizes, budget):
+  """bool `[B, W]`: visit items in order, take each that still fits the budget (BERT skips the rest)."""
+  def step(carry, sizes):   # carry: tokens taken so far [B] and the previous decision
+    total, _ = carry
+    take = (sizes > 0) & (total + sizes <= budget)
+    return total + tf.where(take, sizes, 0), take
 
-  Keeps `RandomItemSelector`'s arguments and `get_selectable` (unselectable ids; an item
-  is selectable when all its pieces are) but counts the budget in tokens and draws
-  stateless random numbers.
-  """
-
-  def __init__(self, *, unselectable_ids, selection_rate, max_selections, skip_overflow, seed):
-    super().__init__(max_selections, selection_rate, unselectable_ids=unselectable_ids)
-    self._skip_overflow = skip_overflow
-    self._seed = seed
-
-  def get_selection_mask(self, input_ids, axis=1):
-    if axis != 1 or input_ids.ragged_rank != 2:
-      raise ValueError("the selector reads [batch, (items), (pieces)] ids along axis 1")
-    selectable = self.get_selectable(input_ids, axis)   # bool [B, (W)]
-    sizes = tf.where(selectable.flat_values, tf.cast(input_ids.row_lengths(axis=2).flat_values, tf.int32), 0)
-    sizes = selectable.with_flat_values(sizes)   # [B, (W)] tokens per item, 0 if not selectable
-    tokens = tf.reduce_sum(sizes, axis=1)   # [B] selectable tokens
-    budget = tf.maximum(1, tf.cast(tf.round(self.selection_rate * tf.cast(tokens, tf.float32)), tf.int32))
-    budget = tf.where(tokens > 0, tf.minimum(budget, self.max_selections_per_batch), 0)   # [B]
-
-    scores = tf.random.stateless_uniform(tf.shape(selectable.flat_values), seed=self._seed)
-    scores = tf.where(selectable.flat_values, scores, _NOT_SELECTABLE)
-    scores = selectable.with_flat_values(scores).to_tensor(default_value=_NOT_SELECTABLE)   # [B, W]
-    order = tf.argsort(scores, axis=1, stable=True)   # a random order of the selectable items first
-    sorted_sizes = tf.gather(sizes.to_tensor(), order, batch_dims=1)   # [B, W]
-    if self._skip_overflow:
-      taken = self._take_greedily(sorted_sizes, budget)
-    else:   # every item is one token: the first `budget` of the order
-      taken = (sorted_sizes > 0) & (tf.cumsum(sorted_sizes, axis=1) <= budget[:, None])
-    taken = tf.gather(taken, tf.argsort(order, axis=1), batch_dims=1)   # back to item order
-    return tf.RaggedTensor.from_tensor(taken, lengths=selectable.row_lengths())
-
-  @staticmethod
-  def _take_greedily(sorted_sizes, budget):
-    """bool `[B, W]`: visit items in order, take each that still fits the budget."""
-    def step(carry, sizes):   # carry: tokens taken so far [B] and the previous decision
-      total, _ = carry
-      take = (sizes > 0) & (total + sizes <= budget)
-      return total + tf.where(take, sizes, 0), take
-
-    batch = tf.shape(sorted_sizes)[0]
-    # One extra empty column, so that an all-empty batch still has a column to scan.
-    columns = tf.transpose(tf.pad(sorted_sizes, [[0, 0], [0, 1]]))   # [W + 1, B]
-    _, taken = tf.scan(step, columns, initializer=(tf.zeros([batch], tf.int32), tf.zeros([batch], tf.bool)))
-    return tf.transpose(taken)[:, :-1]
-
-
-class _StatelessMaskValuesChooser(text.MaskValuesChooser):
-  """`MaskValuesChooser` with stateless randomness: [MASK] / random token / unchanged."""
-
-  def __init__(self, *, vocab_size, mask_token, mask_token_rate, random_token_rate, seed):
-    super().__init__(vocab_size, mask_token, mask_token_rate=mask_token_rate,
-                     random_token_rate=random_token_rate)
-    self._seed = seed
-
-  def get_mask_values(self, masked_lm_ids):
-    decision_seed, token_seed = tf.unstack(tf.random.experimental.stateless_split(self._seed, 2))
-    original = masked_lm_ids.flat_values
-    draw = tf.random.stateless_uniform(tf.shape(original), seed=decision_seed)
-    random_tokens = tf.random.stateless_uniform(tf.shape(original), seed=token_seed, minval=0,
-                                                maxval=self.vocab_size, dtype=original.dtype)
-    replace_randomly = draw < self._mask_token_rate + self.random_token_rate
-    values = tf.where(draw < self._mask_token_rate, tf.cast(self.mask_token, original.dtype),
-                      tf.where(replace_randomly, random_tokens, original))
-    return masked_lm_ids.with_flat_values(values)
+  batch = tf.shape(sorted_sizes)[0]
+  # One extra empty column, so that an all-empty batch still has a column to scan.
+  columns = tf.transpose(tf.pad(sorted_sizes, [[0, 0], [0, 1]]))   # [W + 1, B]
+  _, taken = tf.scan(step, columns, initializer=(tf.zeros([batch], tf.int32), tf.zeros([batch], tf.bool)))
+  return tf.transpose(taken)[:, :-1]
 
 
 class MaskedLMMasker:
@@ -205,35 +147,67 @@ class MaskedLMMasker:
       raise ValueError(f"MaskedLMMasker needs the features {missing} (as TextEncoder.encode returns)")
     with tf.name_scope("masked_lm_masker"):
       word_ids = tf.convert_to_tensor(features["input_word_ids"])   # [B, T]
+      ids = tf.cast(word_ids, tf.int32)
       real = tf.cast(features["input_mask"], tf.bool)   # [B, T]
-      selection_seed, values_seed = _stateless_seeds(seed, 2)
-      tokens = tf.RaggedTensor.from_tensor(word_ids, lengths=tf.reduce_sum(tf.cast(real, tf.int32), axis=1))
+      batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
+      selection_seed, decision_seed, token_seed = _stateless_seeds(seed, 3)
+
+      unselectable = tf.constant(self.unselectable_ids, tf.int32, shape=[len(self.unselectable_ids)])
+      special = tf.reduce_any(tf.equal(ids[:, :, None], unselectable), axis=2) | ~real   # [B, T]
       if self.whole_word:
-        # Special tokens are items of their own, and a suffix piece right after one starts a word.
-        unselectable = tf.constant(self.unselectable_ids, word_ids.dtype, shape=[len(self.unselectable_ids)])
-        special = tf.reduce_any(tf.equal(tokens.flat_values[:, None], unselectable), axis=1)
-        after_special = tf.concat([[False], special[:-1]], axis=0)
-        starts = word_starts(tokens, self.is_continuation).flat_values | special | after_special
+        # A word: a piece that is not a suffix piece, or follows a special token, and the suffix
+        # pieces after it. Special tokens (and padding) are items of their own.
+        continuation = tf.gather(tf.constant(self.is_continuation),
+                                 tf.clip_by_value(ids, 0, self.vocab_size - 1))
+        after_special = tf.pad(special[:, :-1], [[0, 0], [1, 0]], constant_values=True)
+        starts = ~continuation | special | after_special
       else:
-        starts = tf.ones_like(tokens.flat_values, tf.bool)
-      items = tf.RaggedTensor.from_row_starts(tokens.flat_values, tf.where(starts)[:, 0])   # [(W), (pieces)]
-      items = tf.RaggedTensor.from_row_lengths(items, tf.reduce_sum(tf.cast(
-          tokens.with_flat_values(starts), tf.int64), axis=1))   # [B, (W), (pieces)]
-      selector = _BudgetedRandomSelector(
-          unselectable_ids=self.unselectable_ids, selection_rate=self.selection_rate,
-          max_selections=self.max_predictions_per_seq, skip_overflow=self.whole_word, seed=selection_seed)
-      chooser = _StatelessMaskValuesChooser(
-          vocab_size=self.vocab_size, mask_token=self.mask_id, mask_token_rate=self.mask_token_rate,
-          random_token_rate=self.random_token_rate, seed=values_seed)
-      masked, positions, original = text.mask_language_model(items, selector, chooser, axis=1)
-      masked = masked.to_tensor(default_value=0, shape=tf.shape(word_ids, out_type=tf.int64))   # [B, T]
-      masked_word_ids = tf.where(real, tf.cast(masked, word_ids.dtype), word_ids)
-      positions, weights = text.pad_model_inputs(tf.cast(positions, tf.int32), self.max_predictions_per_seq)
-      original, _ = text.pad_model_inputs(tf.cast(original, tf.int32), self.max_predictions_per_seq)
+        starts = tf.ones_like(real)
+      item = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1   # [B, T] item index of each token
+      # Per item (W = T slots): its tokens, and whether all of them are selectable.
+      rows = tf.range(batch)[:, None] * length + item   # [B, T] flat item slot
+      tokens = tf.math.unsorted_segment_sum(tf.cast(real, tf.int32), rows, batch * length)
+      blocked = tf.math.unsorted_segment_sum(tf.cast(special, tf.int32), rows, batch * length)
+      sizes = tf.reshape(tf.where((tokens > 0) & (blocked == 0), tokens, 0), [batch, length])   # [B, W]
+      selectable_tokens = tf.reduce_sum(sizes, axis=1)   # [B]
+      budget = tf.maximum(1, tf.cast(tf.round(self.selection_rate * tf.cast(selectable_tokens, tf.float32)),
+                                     tf.int32))
+      budget = tf.where(selectable_tokens > 0, tf.minimum(budget, self.max_predictions_per_seq), 0)   # [B]
+
+      scores = tf.random.stateless_uniform([batch, length], seed=selection_seed)
+      scores = tf.where(sizes > 0, scores, _NOT_SELECTABLE)
+      order = tf.argsort(scores, axis=1, stable=True)   # a random order of the selectable items first
+      sorted_sizes = tf.gather(sizes, order, batch_dims=1)
+      if self.whole_word:
+        taken = _take_greedily(sorted_sizes, budget)
+      else:   # every item is one token: the first `budget` of the order
+        taken = (sorted_sizes > 0) & (tf.cumsum(sorted_sizes, axis=1) <= budget[:, None])
+      taken = tf.gather(taken, tf.argsort(order, axis=1), batch_dims=1)   # [B, W] back to item order
+      selected = tf.gather(taken, item, batch_dims=1) & ~special   # [B, T]
+
+      # Replacements, drawn per token: [MASK] / a random token / unchanged.
+      draw = tf.random.stateless_uniform([batch, length], seed=decision_seed)
+      random_tokens = tf.random.stateless_uniform([batch, length], seed=token_seed, minval=0,
+                                                  maxval=self.vocab_size, dtype=tf.int32)
+      values = tf.where(draw < self.mask_token_rate, self.mask_id,
+                        tf.where(draw < self.mask_token_rate + self.random_token_rate, random_tokens, ids))
+      masked_word_ids = tf.where(selected, tf.cast(values, word_ids.dtype), word_ids)
+
+      # The first P selected positions in ascending order (there are at most P), padded with 0.
+      positions_range = tf.range(length)[None, :]
+      key = tf.where(selected, positions_range, length + positions_range)
+      predictions = self.max_predictions_per_seq
+      key = tf.pad(key, [[0, 0], [0, tf.maximum(0, predictions - length)]], constant_values=2 * length)
+      _, chosen = tf.math.top_k(-key, k=predictions)   # [B, P] smallest keys first
+      weights = tf.gather(tf.pad(selected, [[0, 0], [0, tf.maximum(0, predictions - length)]]), chosen,
+                          batch_dims=1)
+      positions = tf.where(weights, chosen, 0)
+      original = tf.where(weights, tf.gather(ids, tf.minimum(chosen, length - 1), batch_dims=1), 0)
+
       outputs = dict(features)
       outputs.update(input_word_ids=masked_word_ids, masked_lm_positions=positions, masked_lm_ids=original,
                      masked_lm_weights=tf.cast(weights, tf.float32))
-      for key in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
-        outputs[key].set_shape([word_ids.shape[0], self.max_predictions_per_seq])
+      for key_name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        outputs[key_name].set_shape([word_ids.shape[0], self.max_predictions_per_seq])
       masked_word_ids.set_shape(word_ids.shape)
       return outputs
