@@ -1,4 +1,4 @@
-"""The project's structure: imports point one way, export/ knows no task, CLIs answer --help without TensorFlow."""
+"""The project's structure: imports point one way, export/ knows no task, CLIs start without TensorFlow."""
 
 import ast
 import pathlib
@@ -49,7 +49,8 @@ def test_the_direction_check_catches_a_local_import(tmp_path):
     (tmp_path / package).mkdir()
   (tmp_path / "tpu" / "job.py").write_text("def run():\n  from export import saved_model\n")
   (tmp_path / "zoo" / "layer.py").write_text("import tpu.train\nfrom zoo import models\n")
-  assert direction_violations(tmp_path) == ["zoo/layer.py:1: zoo imports tpu", "tpu/job.py:2: tpu imports export"]
+  assert direction_violations(tmp_path) == ["zoo/layer.py:1: zoo imports tpu",
+                                            "tpu/job.py:2: tpu imports export"]
 
 
 def test_export_holds_no_task_name():
@@ -78,8 +79,8 @@ print(code, "tensorflow" in sys.modules, len(output.getvalue()))
 
 @pytest.mark.parametrize("module", CLIS)
 def test_help_imports_no_tensorflow(module):
-  result = subprocess.run([sys.executable, "-c", HELP_PROBE, module], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+  result = subprocess.run([sys.executable, "-c", HELP_PROBE, module], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
   code, tensorflow_loaded, help_length = result.stdout.split()
   assert (code, tensorflow_loaded) == ("0", "False"), result.stderr
   assert int(help_length) > 200

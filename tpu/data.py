@@ -21,6 +21,13 @@ Specs:
 - `jsonl:PATH`: one JSON object per line.
 - `text:GLOB`: pre-training text, one document per line (blank lines are skipped);
   the matching files are read in sorted order. Task type "text", only "text_a".
+- `tfrecord:GLOB`: pre-tokenized, packed shards written by `python -m tpu.pretraining_data`
+  (one folder's, with its `metadata.json`). Task type "text"; `dataset` is None and
+  `files` and `metadata` are set: the input pipeline reads the files itself.
+- `pydocs`: real English prose that ships with Python: the documentation topics and
+  the docstrings of the standard library (`tpu.pydocs`), assembled from the
+  interpreter's own files, one document per module or topic. Splits "train" and
+  "validation" (every tenth document, by a hash of its name). Task type "text".
 - `demo`: the synthetic sentiment dataset of `tpu.demo_data` (splits "train",
   "validation"); no files, no network.
 
@@ -96,6 +103,9 @@ class DataSource:
     num_examples: number of examples, or None when not known without reading everything.
     spec: the spec it was loaded from, e.g. "tfds:glue/mrpc".
     split: the split asked for (None for table and text files).
+    files: the TFRecord shards of a `tfrecord:` source (then `dataset` is None: the
+      input pipeline reads the files itself), else None.
+    metadata: the shards' `metadata.json` (`tpu.pretraining_data`), else None.
   """
 
   dataset: tf.data.Dataset
@@ -105,6 +115,8 @@ class DataSource:
   num_examples: int | None = None
   spec: str = ""
   split: str | None = None
+  files: list | None = None
+  metadata: dict | None = None
 
   @property
   def num_classes(self):
@@ -161,6 +173,8 @@ _SPEC_OPTIONS = {
     "csv": _TABLE_OPTIONS,
     "jsonl": _TABLE_OPTIONS,
     "text": {"task_type"},
+    "tfrecord": {"task_type"},
+    "pydocs": {"task_type"},
     "demo": {"label_names", "num_classes", "seed"},
 }
 
@@ -193,10 +207,11 @@ def load(spec, split="train", *, text_columns=None, label_column=None, task_type
   scheme, _, target = spec.partition(":")
   if scheme not in _SPEC_OPTIONS:
     raise ValueError(f"unknown data spec {spec!r}: expected one of tfds:NAME, tsv:PATH, csv:PATH, "
-                     "jsonl:PATH, text:GLOB or demo")
-  if scheme == "demo" and target:
-    raise ValueError(f"data spec {spec!r}: write just 'demo' (its seed is the seed= option)")
-  if scheme != "demo" and not target:
+                     "jsonl:PATH, text:GLOB, tfrecord:GLOB, pydocs or demo")
+  if scheme in ("demo", "pydocs") and target:
+    hint = " (its seed is the seed= option)" if scheme == "demo" else ""
+    raise ValueError(f"data spec {spec!r}: write just {scheme!r}{hint}")
+  if scheme not in ("demo", "pydocs") and not target:
     what = "dataset" if scheme == "tfds" else "file"
     raise ValueError(f"data spec {spec!r} names no {what} after '{scheme}:'")
   options = dict(text_columns=text_columns, label_column=label_column, task_type=task_type,
@@ -222,17 +237,24 @@ def load(spec, split="train", *, text_columns=None, label_column=None, task_type
   elif scheme == "demo":
     texts, labels = demo_data.examples(split, seed=seed)
     source = _from_columns([texts], "classification", np.array(labels, np.int64), list(demo_data.LABEL_NAMES))
-  elif scheme == "text":
+  elif scheme in ("text", "tfrecord", "pydocs"):
     if task_type not in (None, "text"):
-      raise ValueError(f"text: specs hold pre-training text without labels; task_type must be 'text', "
+      raise ValueError(f"{scheme} specs hold pre-training text without labels; task_type must be 'text', "
                        f"got {task_type!r}")
-    source = _load_text_files(target)
+    if scheme == "text":
+      source = _load_text_files(target)
+    elif scheme == "tfrecord":
+      source = _load_records(target)
+    else:
+      from tpu import pydocs
+      source = DataSource(pydocs.dataset(split), "text", num_examples=len(pydocs.documents(split)))
   else:
     source = _load_table(scheme, target, text_columns, label_column or DEFAULT_LABEL_COLUMN,
                          task_type or "classification", label_names, num_classes)
   if scheme in ("tfds", "demo"):
     _check_same_labels(spec, source, label_names, num_classes)
-  return dataclasses.replace(source, spec=spec, split=split if scheme in ("tfds", "demo") else None)
+  return dataclasses.replace(source, spec=spec,
+                             split=split if scheme in ("tfds", "demo", "pydocs") else None)
 
 
 def _text_columns_tuple(text_columns):
@@ -330,6 +352,29 @@ def _load_text_files(pattern):
   lines = tf.data.TextLineDataset(files).map(tf.strings.strip)
   documents = lines.filter(lambda line: tf.strings.length(line) > 0)
   return DataSource(documents.map(lambda line: {"text_a": line}), "text")
+
+
+def _load_records(pattern):
+  """Pre-tokenized shards of `python -m tpu.pretraining_data` and their metadata."""
+  from tpu import pretraining_data
+  pattern = os.path.expanduser(pattern)
+  files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
+  if not files:
+    raise DataError(pattern, None, "no file matches this pattern")
+  folders = sorted({os.path.dirname(path) for path in files})
+  if len(folders) > 1:
+    raise DataError(pattern, None, f"the shards lie in several folders {folders}; each folder has its own "
+                                   "metadata.json: give one folder's shards")
+  try:
+    metadata = pretraining_data.read_metadata(folders[0])
+  except pretraining_data.CorpusError as error:
+    raise DataError(pattern, None, str(error)) from None
+  counts = {shard["file"]: shard["examples"] for shard in metadata.get("shards", [])}
+  unknown = [path for path in files if os.path.basename(path) not in counts]
+  if unknown:
+    raise DataError(unknown[0], None, f"not one of the shards its metadata.json lists ({sorted(counts)})")
+  return DataSource(None, "text", files=files, metadata=metadata,
+                    num_examples=sum(counts[os.path.basename(path)] for path in files))
 
 
 # Table files: tsv, csv, jsonl.

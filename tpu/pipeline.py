@@ -1,10 +1,29 @@
-"""Input pipelines of the training job: raw examples -> batched int32 features of static shape.
+"""Input pipelines of the training job: examples -> batched int32 features of static shape.
 
-Tokenization runs on the host inside tf.data (`zoo.text.TextEncoder`), after batching,
-so the accelerator only sees fixed `[batch_size, seq_length]` int32 tensors (TPUs need
-static shapes). Training batches drop the remainder; evaluation batches are padded to
-the full batch size with all-zero examples of `weight` 0 (and no masked tokens), so
-every example is evaluated exactly once and shapes stay static.
+Three kinds of input:
+
+- raw text examples (`tpu.data` sources) for fine-tuning: tokenized on the host inside
+  tf.data (`zoo.text.TextEncoder`), after batching;
+- raw pre-training text, for tasks that pack (`Task.packs_text`: mlm, electra): the
+  WordPiece tokens of consecutive documents are concatenated, `[SEP]` after each, and
+  cut into full-length examples `[CLS] … [SEP]`, so no token is cut off;
+- pre-tokenized TFRecord shards of `python -m tpu.pretraining_data` (`tfrecord:` sources):
+  read with core TensorFlow ops only (no tensorflow-text op in the graph), so the
+  pipeline runs on TPU pod hosts, whose TensorFlow servers lack tensorflow-text.
+
+The accelerator only sees fixed `[batch, seq_length]` int32 tensors (TPUs need static
+shapes). Training data is shuffled (files too, for shards, read interleaved), repeated,
+batched with the remainder dropped, and given to `Task.features` (masking for MLM: new
+positions at every pass over the data, from a seed per batch). Evaluation batches are
+padded to the full batch size with all-zero examples of `weight` 0 (and no masked
+tokens), so every example is evaluated exactly once and shapes stay static.
+
+Per-host input: `train_input_fn` returns the function `strategy.distribute_datasets_from_function`
+calls once per input pipeline (host) with a `tf.distribute.InputContext`. Each pipeline
+reads its own part of the data (its files of a sharded source, else every n-th
+example), builds batches of the global batch divided by the number of pipelines, makes
+their features, and rebatches them into the per-replica batches. With one pipeline the
+replicas together see exactly the batches one device would.
 
 Example:
   >>> from tpu import data
@@ -15,34 +34,152 @@ Example:
   ...                      batch_size=4, seq_length=16, num_classes=2).validate()
   >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "plot", "was", "good"]
   >>> encoder = TextEncoder(vocab, seq_length=16)
-  >>> batches = eval_dataset(data.load("demo", "validation").dataset.take(6), get_task(config), encoder, 4)
+  >>> examples = data.load("demo", "validation").dataset.take(6)
+  >>> batches = eval_dataset(examples, get_task(config), encoder, 4)
   >>> [batch["weight"].numpy().tolist() for batch in batches]
   [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]
 """
 
+import logging
+
 import tensorflow as tf
 
+log = logging.getLogger("tpu.train")
 
-def train_dataset(dataset, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0):
-  """Shuffled, repeated batches of `task.features`, `[batch_size, ...]`, remainder dropped.
+RECORD_FEATURE = "input_word_ids"
+# Documents tokenized per call of the tokenizer when packing raw text.
+PACK_BATCH = 256
+# Shard files read at once.
+INTERLEAVE_CYCLE = 8
+
+
+def _pipeline_seed(seed, context):
+  return seed + 1_000_003 * (context.input_pipeline_id if context else 0)
+
+
+def pack_text(dataset, text_encoder):
+  """Raw examples -> full-length examples: `input_word_ids`, `input_mask`, `input_type_ids` int32 `[T]`.
+
+  The tokens of each document (`text_a`, then `text_b` when present) are followed by
+  `[SEP]`, concatenated, and cut into `[CLS]` + T - 2 tokens + `[SEP]`; the last
+  example is shorter, padded with `[PAD]`.
+  """
+  length = text_encoder.seq_length
+  keys = [key for key in ("text_a", "text_b") if key in dataset.element_spec]
+  texts = dataset.flat_map(lambda example: tf.data.Dataset.from_tensor_slices(
+      tf.stack([example[key] for key in keys])))
+  sep = tf.constant([text_encoder.sep_id], tf.int32)
+  tokens = texts.batch(PACK_BATCH).map(text_encoder.tokenize).unbatch()   # [n] per document
+  tokens = tokens.map(lambda ids: tf.concat([ids, sep], axis=0))
+  chunks = tokens.rebatch(length - 2)   # [<= T - 2]
+  return chunks.map(lambda chunk: _example(chunk, length, text_encoder.cls_id, text_encoder.sep_id,
+                                            text_encoder.pad_id))
+
+
+def _example(chunk, length, cls_id, sep_id, pad_id):
+  chunk = tf.cast(chunk, tf.int32)
+  real = tf.concat([[cls_id], chunk, [sep_id]], axis=0)
+  padding = length - tf.shape(real)[0]
+  ids = tf.pad(real, [[0, padding]], constant_values=pad_id)
+  mask = tf.pad(tf.ones_like(real), [[0, padding]])
+  ids.set_shape([length])
+  mask.set_shape([length])
+  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=tf.zeros_like(ids))
+
+
+def parse_records(records, seq_length, pad_id):
+  """Serialized `tf.train.Example`s `[B]` -> the encoder's int32 features `[B, T]` (core ops only)."""
+  parsed = tf.io.parse_example(records, {RECORD_FEATURE: tf.io.FixedLenFeature([seq_length], tf.int64)})
+  ids = tf.cast(parsed[RECORD_FEATURE], tf.int32)
+  return dict(input_word_ids=ids, input_mask=tf.cast(ids != pad_id, tf.int32),
+              input_type_ids=tf.zeros_like(ids))
+
+
+def _record_files(source, context, seed):
+  files = tf.data.Dataset.from_tensor_slices(source.files)
+  pipelines = context.num_input_pipelines if context else 1
+  if pipelines > 1 and len(source.files) >= pipelines:
+    files = files.shard(pipelines, context.input_pipeline_id)
+  return files.shuffle(len(source.files), seed=seed, reshuffle_each_iteration=True), (
+      pipelines > 1 and len(source.files) < pipelines)
+
+
+def _read_records(files, compression):
+  return files.interleave(lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+                          cycle_length=INTERLEAVE_CYCLE, num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
+
+
+def _examples(source, task, text_encoder, *, training, seed, context=None):
+  """Unbatched examples of a source for `task`: raw text dicts, or packed/record feature dicts."""
+  if source.files:   # pre-tokenized shards: files are shuffled and read interleaved
+    files, shard_examples = _record_files(source, context, seed) if training else (
+        tf.data.Dataset.from_tensor_slices(source.files), False)
+    if training:
+      files = files.repeat()
+    records = _read_records(files, "GZIP" if source.metadata.get("compress") else None)
+    if shard_examples:
+      log.warning("%d record files for %d input pipelines: each pipeline reads every file and keeps its "
+                  "share of the records; write more shards", len(source.files), context.num_input_pipelines)
+      records = records.shard(context.num_input_pipelines, context.input_pipeline_id)
+    return records, True
+  dataset = source.dataset
+  if context is not None and context.num_input_pipelines > 1:
+    dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+  return dataset, False
+
+
+def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0):
+  """The `fn(input_context)` that `strategy.distribute_datasets_from_function` takes.
 
   Args:
-    dataset: a `tpu.data.DataSource.dataset` of raw examples.
+    source: a `tpu.data.DataSource`.
     task: the `tpu.tasks.Task`.
-    text_encoder: the `zoo.text.TextEncoder` (fixes the sequence length).
+    text_encoder: the `zoo.text.TextEncoder` (fixes the sequence length and the vocabulary).
     batch_size: the GLOBAL batch size.
     shuffle_buffer: examples in the shuffle buffer.
     seed: shuffling and masking seed; a resumed run passes another one, so it does not
       replay the batches the first run already trained on.
   """
-  dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-  dataset = dataset.batch(batch_size, drop_remainder=True).enumerate()
+  def input_fn(context=None):
+    pipelines = context.num_input_pipelines if context else 1
+    replicas = context.num_replicas_in_sync if context else 1
+    if batch_size % replicas:
+      raise ValueError(f"batch_size {batch_size} must be divisible by the {replicas} replicas")
+    host_batch = batch_size // pipelines
+    per_replica = batch_size // replicas
+    dataset = train_dataset(source, task, text_encoder, host_batch, shuffle_buffer=shuffle_buffer,
+                            seed=_pipeline_seed(seed, context), context=context)
+    if per_replica != host_batch:
+      dataset = dataset.rebatch(per_replica, drop_remainder=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+  return input_fn
+
+
+def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, context=None):
+  """Shuffled, repeated batches of `task.features`, `[batch_size, ...]`, remainder dropped.
+
+  `source` is a `tpu.data.DataSource` (or, for raw text, its `dataset`); see
+  `train_input_fn` for the arguments.
+  """
+  source = _as_source(source)
+  examples, records = _examples(source, task, text_encoder, training=True, seed=seed, context=context)
+  if records:
+    examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    batches = examples.batch(batch_size, drop_remainder=True).map(
+        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id))
+  else:
+    examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    if task.packs_text:
+      examples = pack_text(examples, text_encoder)
+    batches = examples.batch(batch_size, drop_remainder=True)
+  batches = batches.enumerate()
 
   def features(index, raw):
     return task.features(raw, text_encoder, seed=tf.stack([tf.constant(seed, tf.int64), index]))
 
-  dataset = dataset.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  return batches.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
+      tf.data.AUTOTUNE)
 
 
 def _pad_batch(features, batch_size):
@@ -57,18 +194,34 @@ def _pad_batch(features, batch_size):
   return padded
 
 
-def eval_dataset(dataset, task, text_encoder, batch_size, *, seed=0):
+def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
   """Every example once, in batches of `batch_size` padded with examples of weight 0.
 
   MLM masking uses a fixed seed per batch, so evaluations of different checkpoints
   score the same masked positions.
   """
-  dataset = dataset.batch(batch_size).enumerate()
+  source = _as_source(source)
+  examples, records = _examples(source, task, text_encoder, training=False, seed=seed)
+  if records:
+    batches = examples.batch(batch_size).map(
+        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id))
+  else:
+    if task.packs_text:
+      examples = pack_text(examples, text_encoder)
+    batches = examples.batch(batch_size)
+  batches = batches.enumerate()
 
   def features(index, raw):
     values = task.features(raw, text_encoder, seed=tf.stack([tf.constant(seed, tf.int64), index]))
     values["weight"] = tf.ones_like(values["input_mask"][:, 0], tf.float32)
     return _pad_batch(values, batch_size)
 
-  return dataset.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
+  return batches.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
       tf.data.AUTOTUNE)
+
+
+def _as_source(source):
+  if isinstance(source, tf.data.Dataset):
+    from tpu.data import DataSource
+    return DataSource(source, "text")
+  return source

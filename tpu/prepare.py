@@ -8,6 +8,7 @@ model directory with other model settings.
 
 import dataclasses
 import logging
+import os
 
 import tensorflow as tf
 
@@ -78,6 +79,8 @@ def resolve_vocab(config, train, model_dir, init_dir):
     return model_dir.read_vocab()
   if config.vocab:
     return load_vocab(config.vocab)
+  if train.metadata is not None:   # pre-tokenized records: their vocabulary
+    return load_vocab(os.path.join(os.path.dirname(train.files[0]), "vocab.txt"))
   if config.init_checkpoint:
     if init_dir is not None and init_dir.has_vocab():
       return init_dir.read_vocab()
@@ -88,6 +91,24 @@ def resolve_vocab(config, train, model_dir, init_dir):
       tf.stack([example[key] for key in ("text_a", "text_b") if key in example])))
   progress = lambda message: log.info("vocabulary: %s", message)   # noqa: E731
   return learn_vocab(texts, config.vocab_size, lower_case=config.lower_case, progress=progress)
+
+
+def check_records(source, config, vocab):
+  """Refuses pre-tokenized records made with another vocabulary, sequence length or casing."""
+  from tpu.pretraining_data import vocab_checksum
+  metadata = source.metadata
+  where = f"{source.spec} (metadata.json beside the shards)"
+  if metadata["seq_length"] != config.seq_length:
+    raise ValueError(f"{where} holds examples of {metadata['seq_length']} ids, but --seq-length is "
+                     f"{config.seq_length}: use --seq-length {metadata['seq_length']} or rewrite the records")
+  if metadata["vocab_sha256"] != vocab_checksum(vocab):
+    raise ValueError(f"{where} was tokenized with another vocabulary ({metadata['vocab_size']} tokens, "
+                     f"SHA-256 "
+                     f"{metadata['vocab_sha256'][:12]}…) than this run's ({len(vocab)} tokens, SHA-256 "
+                     f"{vocab_checksum(vocab)[:12]}…): use the vocab.txt beside the records")
+  if metadata["lower_case"] != config.lower_case:
+    raise ValueError(f"{where} is {'uncased' if metadata['lower_case'] else 'cased'}, but this run has "
+                     f"--lower-case={config.lower_case}")
 
 
 def resolve_config(config):
@@ -104,6 +125,9 @@ def prepare(config):
   model_dir = ModelDir(config.model_dir)
   train, evaluation = load_sources(config)
   vocab = resolve_vocab(config, train, model_dir, init_dir)
+  for source in (train, evaluation):
+    if source is not None and source.metadata is not None:
+      check_records(source, config, vocab)
   task = get_task(config)
   config = config.replace(**task.data_metadata(train), vocab_size=len(vocab))
   model_dir.makedirs()

@@ -132,6 +132,9 @@ class Task:
   data_type = ""
   description = ""
   stat_names = ()
+  # Whether the input pipeline packs raw text into full-length examples before `features`
+  # (pre-training), instead of one example per text.
+  packs_text = False
 
   def __init__(self, config):
     self.config = config
@@ -231,6 +234,7 @@ class MaskedLMTask(Task):
   data_type = "text"
   description = "masked language modelling (pre-training)"
   stat_names = ("mlm_loss", "mlm_accuracy")
+  packs_text = True
 
   def build(self):
     from zoo import models
@@ -242,7 +246,9 @@ class MaskedLMTask(Task):
     masker = MaskedLMMasker.from_encoder(
         text_encoder, max_predictions_per_seq=self.config.max_predictions_per_seq,
         whole_word=self.config.whole_word_masking)
-    return masker(_encode(raw, text_encoder), seed=seed)
+    # Packed text and pre-tokenized records arrive as ids; masking is core TensorFlow only.
+    inputs = dict(raw) if "input_word_ids" in raw else _encode(raw, text_encoder)
+    return masker(inputs, seed=seed)
 
   def denominators(self, features):
     return dict(masked=tf.reduce_sum(features["masked_lm_weights"]))

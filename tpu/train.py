@@ -92,12 +92,12 @@ def run(config, strategy=None, export=None):
   text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, lower_case=config.lower_case)
   eval_data = None
   if prepared.evaluation is not None:
-    eval_data = pipeline.eval_dataset(prepared.evaluation.dataset, trainer.task, text_encoder,
+    eval_data = pipeline.eval_dataset(prepared.evaluation, trainer.task, text_encoder,
                                       config.eval_batch_size, seed=config.seed)
   start = trainer.step
-  train_data = pipeline.train_dataset(prepared.train.dataset, trainer.task, text_encoder, config.batch_size,
-                                      shuffle_buffer=config.shuffle_buffer, seed=config.seed + start)
-  iterator = iter(strategy.experimental_distribute_dataset(train_data))
+  input_fn = pipeline.train_input_fn(prepared.train, trainer.task, text_encoder, config.batch_size,
+                                     shuffle_buffer=config.shuffle_buffer, seed=config.seed + start)
+  iterator = iter(strategy.distribute_datasets_from_function(input_fn))
   run_log = RunLog(model_dir)
 
   def evaluate(step):

@@ -11,7 +11,7 @@ import os
 
 def quiet_tensorflow(verbose=False):
   """Hides TensorFlow's C++ and Python log lines below errors (all of them when `verbose`)."""
-  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if verbose else "2"
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if verbose else "3"
   if not verbose:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
   for name in ("absl", "tensorflow"):

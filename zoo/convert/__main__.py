@@ -88,8 +88,9 @@ def main(argv=None):
     encoder = load_hf_funnel(args.src, seq_length=args.seq_length, with_decoder=args.with_decoder)
     vocab = os.path.join(args.src, "vocab.txt")
     source = dict(format=args.format, path=os.path.abspath(args.src))
-    prefix = write_model_dir(encoder, args.out, seq_length=args.seq_length, lower_case=hf_lower_case(args.src),
-                             source=source, vocab=vocab if os.path.exists(vocab) else None)
+    prefix = write_model_dir(encoder, args.out, seq_length=args.seq_length,
+                             lower_case=hf_lower_case(args.src), source=source,
+                             vocab=vocab if os.path.exists(vocab) else None)
   except (ValueError, FileNotFoundError) as e:   # ConversionError, a seq_length too short, a bad vocabulary
     print(f"zoo.convert: error: {e}", file=sys.stderr)
     return 1

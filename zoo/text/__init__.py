@@ -1,23 +1,25 @@
-"""In-graph text preprocessing: WordPiece encoding, masked-LM inputs and vocabularies."""
+"""In-graph text preprocessing: WordPiece encoding, masked-LM inputs and vocabularies.
 
-from zoo.text.masking import MaskedLMMasker
-from zoo.text.tokenizer import TextEncoder
-from zoo.text.tokenizer import continuation_table
-from zoo.text.vocab import SPECIAL_TOKENS
-from zoo.text.vocab import build_vocab
-from zoo.text.vocab import corpus_files
-from zoo.text.vocab import learn_vocab
-from zoo.text.vocab import load_vocab
-from zoo.text.vocab import write_vocab
+The names load their modules (and TensorFlow) on first use, so `python -m zoo.text
+--help` answers at once.
+"""
 
-__all__ = [
-    "SPECIAL_TOKENS",
-    "MaskedLMMasker",
-    "TextEncoder",
-    "build_vocab",
-    "continuation_table",
-    "corpus_files",
-    "learn_vocab",
-    "load_vocab",
-    "write_vocab",
-]
+_EXPORTS = {
+    "SPECIAL_TOKENS": "zoo.text.vocab",
+    "MaskedLMMasker": "zoo.text.masking",
+    "TextEncoder": "zoo.text.tokenizer",
+    "build_vocab": "zoo.text.vocab",
+    "continuation_table": "zoo.text.tokenizer",
+    "corpus_files": "zoo.text.vocab",
+    "learn_vocab": "zoo.text.vocab",
+    "load_vocab": "zoo.text.vocab",
+    "write_vocab": "zoo.text.vocab",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+  if name in _EXPORTS:
+    import importlib
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+  raise AttributeError(f"module 'zoo.text' has no attribute {name!r}")

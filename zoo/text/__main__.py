@@ -4,8 +4,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from zoo.text import vocab as vocab_lib
-
 
 def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog="python -m zoo.text", description=__doc__.split(":")[0] + ".")
@@ -22,6 +20,7 @@ def _parser() -> argparse.ArgumentParser:
   build.add_argument("--out", required=True, help="the vocabulary file to write, one token per line")
   build.add_argument("--size", required=True, type=int,
                      help="target vocabulary size, special tokens included")
+  build.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's log lines")
   build.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True,
                      help="lower-case, NFD-normalise and strip accents first (BERT uncased, as TextEncoder "
                           "does by default); --no-lower-case for a cased vocabulary")
@@ -30,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = _parser().parse_args(argv)
+  from zoo.logs import quiet_tensorflow
+  quiet_tensorflow(args.verbose)
+  from zoo.text import vocab as vocab_lib
   try:
     files = vocab_lib.corpus_files(args.corpus)
     vocab = vocab_lib.build_vocab(files, args.size, lower_case=args.lower_case,

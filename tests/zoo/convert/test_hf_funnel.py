@@ -16,14 +16,13 @@ import torch
 import transformers
 from safetensors import numpy as safetensors_numpy
 
-from zoo.convert import ConversionError
-from zoo.convert import load_hf_funnel
-from zoo.convert.__main__ import main
 from tpu import train
 from tpu.config import TrainConfig
 from zoo import presets
+from zoo.convert import ConversionError
+from zoo.convert import load_hf_funnel
+from zoo.convert.__main__ import main
 from zoo.model_dir import ModelDir
-from zoo.models import FunnelEncoder
 
 VOCAB, LENGTH = 50, 16
 TOLERANCE = 1e-4
@@ -316,7 +315,8 @@ def test_cli_reports_errors_on_stderr(hf_funnel, tmp_path, capsys):
   assert main(["hf-funnel", path, "--out", str(out), "--seq-length", str(LENGTH)]) == 1
   captured = capsys.readouterr()
   assert captured.out == ""
-  assert captured.err.startswith("zoo.convert: error: ") and "separate_cls='yes' must be true or false" in captured.err
+  assert captured.err.startswith("zoo.convert: error: ")
+  assert "separate_cls='yes' must be true or false" in captured.err
   assert not out.exists()
 
 

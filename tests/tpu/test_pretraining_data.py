@@ -1,0 +1,254 @@
+"""Pre-training data: packed TFRecord shards of real prose, dynamic masking with core ops, the job reading them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from tpu import data
+from tpu import pipeline
+from tpu import pretraining_data
+from tpu import pydocs
+from tpu import train
+from tpu.config import TrainConfig
+from tpu.tasks import get_task
+from zoo.text import TextEncoder
+from zoo.text import build_vocab
+from zoo.text import write_vocab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+T = 64
+TINY = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=1)
+
+
+def _documents():
+  """Real prose: multi-paragraph documents of Python's docstrings, plus one 6,000-word one-line document."""
+  docs = [text.split("\n") for _, text in pydocs.documents("validation")[:40]]
+  words = " ".join(" ".join(doc) for doc in docs).split()
+  docs.insert(7, [" ".join(words[i % len(words)] for i in range(6000))])
+  return docs
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  folder = tmp_path_factory.mktemp("corpus")
+  docs = _documents()
+  half = len(docs) // 2
+  for name, part in (("a.txt", docs[:half]), ("b.txt", docs[half:])):
+    with open(folder / name, "w", encoding="utf-8") as file:
+      file.write("\n\n".join("\n".join(doc) for doc in part) + "\n")
+  vocab = build_vocab([str(folder / "a.txt"), str(folder / "b.txt")], 1000)
+  write_vocab(vocab, str(folder / "wordpiece.vocab"))
+  return folder, docs
+
+
+def _write(corpus_folder, out, shards=4, **kwargs):
+  return pretraining_data.write_pretraining_data([str(corpus_folder / "*.txt")], str(corpus_folder / "wordpiece.vocab"),
+                                                 T, str(out), shards, progress=False, **kwargs)
+
+
+def _records(path):
+  compression = "GZIP" if str(path).endswith(".gz") else None
+  parse = lambda record: tf.io.parse_single_example(   # noqa: E731
+      record, {"input_word_ids": tf.io.FixedLenFeature([T], tf.int64)})["input_word_ids"]
+  return [ids for ids in tf.data.TFRecordDataset(str(path), compression).map(parse).as_numpy_iterator()]
+
+
+def test_shards_pack_every_token_in_document_order(corpus, tmp_path):
+  folder, docs = corpus
+  metadata = _write(folder, tmp_path / "out")
+  encoder = TextEncoder(str(folder / "wordpiece.vocab"), seq_length=T)
+  cls, sep, pad = encoder.cls_id, encoder.sep_id, encoder.pad_id
+  # The independent reference: each shard's documents (k mod 4) tokenized line by line, [SEP] between.
+  expected_total = 0
+  for shard in range(4):
+    stream = []
+    for index, doc in enumerate(docs):
+      if index % 4 != shard:
+        continue
+      ids = np.concatenate([encoder.tokenize(tf.constant([line])).flat_values.numpy() for line in doc])
+      if stream:
+        stream.append(sep)
+      stream.extend(ids.tolist())
+      expected_total += len(ids)
+    examples = _records(tmp_path / "out" / pretraining_data.shard_name(shard, 4, False))
+    bodies = []
+    for number, ids in enumerate(examples):
+      assert ids[0] == cls and len(ids) == T
+      real = ids[ids != pad]
+      assert real[-1] == sep
+      if number < len(examples) - 1:
+        assert len(real) == T, "only the last example of a shard is shorter"
+      bodies.extend(real[1:-1].tolist())
+    assert bodies == stream
+  assert metadata["tokens"] == expected_total   # every WordPiece token of the corpus is in an example
+  assert metadata["full_examples"] >= 0.95 * metadata["examples"]
+  assert metadata["documents"] == len(docs)
+  assert metadata["special_ids"] == encoder.special_ids and metadata["seq_length"] == T
+  long_doc = [i for i, doc in enumerate(docs) if len(doc) == 1 and len(doc[0].split()) == 6000]
+  assert long_doc and sum(ids.tolist().count(sep) for ids in _records(
+      tmp_path / "out" / pretraining_data.shard_name(long_doc[0] % 4, 4, False))) > 6000 / T
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_reruns_are_byte_identical_and_keep_complete_shards(corpus, tmp_path, compress):
+  folder, _ = corpus
+  _write(folder, tmp_path / "one", compress=compress)
+  _write(folder, tmp_path / "two", compress=compress)
+  names = sorted(os.listdir(tmp_path / "one"))
+  assert names == sorted(os.listdir(tmp_path / "two"))
+  assert sum(name.endswith(".tfrecord.gz" if compress else ".tfrecord") for name in names) == 4
+  for name in names:
+    assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+
+  # An interrupted run: one shard missing, a temporary leftover, no metadata. The rerun redoes the rest only.
+  kept = tmp_path / "one" / pretraining_data.shard_name(0, 4, compress)
+  os.utime(kept, (1, 1))
+  lost = tmp_path / "one" / pretraining_data.shard_name(2, 4, compress)
+  lost.rename(tmp_path / "one" / f".{lost.name}.tmp-99")
+  (tmp_path / "one" / "metadata.json").unlink()
+  _write(folder, tmp_path / "one", compress=compress)
+  assert os.stat(kept).st_mtime == 1
+  for name in names:
+    assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+
+
+def test_errors_name_the_file(corpus, tmp_path):
+  folder, _ = corpus
+  vocab = str(folder / "wordpiece.vocab")
+  empty = tmp_path / "empty.txt"
+  empty.write_text("\n\n  \n")
+  with pytest.raises(pretraining_data.CorpusError, match=f"{empty}: the corpus holds no text"):
+    pretraining_data.write_pretraining_data([str(empty)], vocab, T, str(tmp_path / "o1"), 2, progress=False)
+  bad = tmp_path / "bad.txt"
+  bad.write_bytes(b"fine line\nsecond line\nbroken \xff\xfe here\n")
+  with pytest.raises(pretraining_data.CorpusError, match=f"{bad}:3: not UTF-8"):
+    pretraining_data.write_pretraining_data([str(bad)], vocab, T, str(tmp_path / "o2"), 2, progress=False)
+  assert not [name for name in os.listdir(tmp_path / "o2") if "tfrecord" in name]   # nothing half-written
+  with pytest.raises(pretraining_data.CorpusError, match="nothing.*no file matches"):
+    pretraining_data.write_pretraining_data([str(tmp_path / "nothing*.txt")], vocab, T, str(tmp_path / "o3"), 1,
+                                            progress=False)
+  plain = tmp_path / "plain_vocab.txt"
+  plain.write_text("the\nof\nand\n")
+  with pytest.raises(pretraining_data.CorpusError, match=f"{plain}: .*lacks the special tokens"):
+    pretraining_data.write_pretraining_data([str(bad)], str(plain), T, str(tmp_path / "o4"), 1, progress=False)
+
+
+def test_a_tfds_text_dataset(corpus, tmp_path):
+  folder, _ = corpus
+  with tfds.testing.mock_data(num_examples=12):
+    metadata = pretraining_data.write_pretraining_data(
+        ["tfds:imdb_reviews"], str(folder / "wordpiece.vocab"), T, str(tmp_path / "out"), 2, text_key="text",
+        progress=False)
+    assert metadata["documents"] == 12 and metadata["examples"] >= 2
+    with pytest.raises(pretraining_data.CorpusError, match="no feature 'body'"):
+      pretraining_data.write_pretraining_data(["tfds:imdb_reviews"], str(folder / "wordpiece.vocab"), T,
+                                              str(tmp_path / "out2"), 2, text_key="body", progress=False)
+
+
+@pytest.mark.slow
+def test_command_line(corpus, tmp_path):
+  folder, _ = corpus
+  command = [sys.executable, "-m", "tpu.pretraining_data", "--input", str(folder / "a.txt"), str(folder / "b.txt"),
+             "--vocab", str(folder / "wordpiece.vocab"), "--seq-length", str(T), "--out", str(tmp_path / "out"),
+             "--shards", "3"]
+  result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                          timeout=300)
+  assert result.returncode == 0, result.stderr
+  summary = json.loads(result.stdout)
+  assert summary["seq_length"] == T and summary["examples"] == len(os.listdir(tmp_path / "out")) * 0 + sum(
+      len(_records(tmp_path / "out" / pretraining_data.shard_name(i, 3, False))) for i in range(3))
+  assert "tokens/s" in result.stderr and "cuda" not in result.stderr.lower()
+
+
+# ---------------------------------------------------------------------------------------------
+# The training job's side.
+
+
+@pytest.fixture(scope="module")
+def records(corpus, tmp_path_factory):
+  folder, _ = corpus
+  out = tmp_path_factory.mktemp("records")
+  _write(folder, out, shards=4)
+  return out
+
+
+def _config(model_dir, records_dir, **changes):
+  values = dict(model="bert_small", model_overrides=TINY, task="mlm", data=f"tfrecord:{records_dir}/*.tfrecord",
+                model_dir=str(model_dir), steps=3, batch_size=4, seq_length=T, export=False, checkpoint_every=3,
+                learning_rate=1e-3, warmup_steps=0)
+  values.update(changes)
+  return TrainConfig(**values)
+
+
+def test_the_record_pipeline_holds_core_ops_only(records, tmp_path):
+  source = data.load(f"tfrecord:{records}/*.tfrecord")
+  config = _config(tmp_path, records, whole_word_masking=True).validate()
+  encoder = TextEncoder(str(records / "vocab.txt"), seq_length=T)
+  dataset = pipeline.train_dataset(source, get_task(config), encoder, 4, seed=1)
+  graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())   # noqa: SLF001
+  ops = {node.op for node in graph.node} | {node.op for function in graph.library.function
+                                            for node in function.node_def}
+  assert {"ParseExampleV2", "TFRecordDataset", "StatelessRandomUniformV2"} <= ops
+  # Every op is registered by TensorFlow itself: checked in a process that never imports tensorflow_text.
+  probe = ("import sys, tensorflow as tf\nfrom tensorflow.python.framework import op_def_registry\n"
+           "missing = [op for op in sys.argv[1:] if op_def_registry.get(op) is None]\n"
+           "assert 'tensorflow_text' not in sys.modules\nprint(','.join(missing))")
+  result = subprocess.run([sys.executable, "-c", probe, *sorted(ops)], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.strip() == "", f"ops outside core TensorFlow: {result.stdout}"
+
+
+def test_masking_is_dynamic_and_seeded(records, tmp_path):
+  source = data.load(f"tfrecord:{records}/*.tfrecord")
+  config = _config(tmp_path, records).validate()
+  encoder = TextEncoder(str(records / "vocab.txt"), seq_length=T)
+  count = source.num_examples
+  # Batches of one example, no shuffling: example k comes back after `count` batches, masked anew.
+  first = list(pipeline.train_dataset(source, get_task(config), encoder, 1, shuffle_buffer=1, seed=3)
+               .take(3 * count).as_numpy_iterator())
+  again = list(pipeline.train_dataset(source, get_task(config), encoder, 1, shuffle_buffer=1, seed=3)
+               .take(3 * count).as_numpy_iterator())
+  for a, b in zip(first, again, strict=True):
+    np.testing.assert_array_equal(a["masked_lm_positions"], b["masked_lm_positions"])
+  by_example = {}
+  for batch in first:
+    original = batch["input_word_ids"].copy()
+    positions = batch["masked_lm_positions"][0][batch["masked_lm_weights"][0] > 0]
+    original[0, positions] = batch["masked_lm_ids"][0][batch["masked_lm_weights"][0] > 0]
+    by_example.setdefault(original.tobytes(), []).append(tuple(positions))
+  assert len(by_example) == count
+  changed = sum(len(set(masks)) > 1 for masks in by_example.values())
+  assert changed >= 0.9 * count, "each pass over the data masks other positions"
+
+
+def test_training_reads_records_and_refuses_a_mismatch(records, tmp_path):
+  results = train.run(_config(tmp_path / "mlm", records, eval_data=f"tfrecord:{records}/*.tfrecord"))
+  assert np.isfinite(results["mlm_loss"]) and 0 <= results["mlm_accuracy"] <= 1
+  electra = train.run(_config(tmp_path / "electra", records, task="electra", whole_word_masking=True))
+  assert electra == {}
+  with pytest.raises(ValueError, match=f"holds examples of {T} ids, but --seq-length is 32"):
+    train.run(_config(tmp_path / "short", records, seq_length=32))
+  other = tmp_path / "other_vocab.txt"
+  other.write_text((records / "vocab.txt").read_text() + "extra\n")
+  with pytest.raises(ValueError, match=r"another vocabulary \(\d+ tokens.*than this run's \(\d+ tokens"):
+    train.run(_config(tmp_path / "vocab", records, vocab=str(other)))
+
+
+def test_online_text_is_packed_without_truncation(tmp_path):
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "alpha", "beta", "gamma", "##s"]
+  encoder = TextEncoder(vocab, seq_length=16)
+  long_line = " ".join(["alpha", "betas", "gamma"] * 2000)   # 8,000 WordPiece tokens on one line
+  (tmp_path / "corpus.txt").write_text(f"{long_line}\ngamma alpha\n")
+  source = data.load(f"text:{tmp_path}/corpus.txt")
+  examples = list(pipeline.pack_text(source.dataset, encoder).as_numpy_iterator())
+  body = [int(i) for example in examples for i in example["input_word_ids"][example["input_mask"] > 0][1:-1]]
+  expected = encoder.tokenize(tf.constant([long_line])).flat_values.numpy().tolist() + [3, 7, 5, 3]
+  assert len(expected) == 8000 + 4 and body == expected
+  assert all(example["input_mask"].sum() == 16 for example in examples[:-1])
