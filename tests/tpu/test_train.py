@@ -298,10 +298,20 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
+@pytest.mark.parametrize("source", ["text", "tfrecord"])
+def test_two_replicas_follow_the_single_device_trajectory(tmp_path, source):
   """MLM: the replicas hold different numbers of masked tokens, so only the exact global
-  normalisation gives the single-device loss."""
+  normalisation gives the single-device loss. The input comes per input pipeline
+  (`distribute_datasets_from_function`): packed online text, or pre-tokenized shards."""
   corpus = _corpus(tmp_path)
+  if source == "tfrecord":
+    from tpu import pretraining_data
+    from zoo.text import build_vocab
+    from zoo.text import write_vocab
+    write_vocab(build_vocab([corpus], 200), str(tmp_path / "vocab"))
+    pretraining_data.write_pretraining_data([corpus], str(tmp_path / "vocab"), 16, str(tmp_path / "records"),
+                                            2, progress=False)
+    corpus = f"{tmp_path}/records/*.tfrecord"
   script = textwrap.dedent(f"""
       import json
       import tensorflow as tf
@@ -314,7 +324,8 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
                              ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
         model_dir = {str(tmp_path)!r} + "/" + name
         config = TrainConfig(model="realformer_small", model_overrides={TINY_TRANSFORMER!r}, task="mlm",
-                             data="text:{corpus}", model_dir=model_dir, steps=6, batch_size=8, seq_length=16,
+                             data="{source}:{corpus}", model_dir=model_dir, steps=6, batch_size=8,
+                             seq_length=16,
                              vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
         train.run(config, strategy=strategy)
         with open(model_dir + "/history.jsonl") as file:
