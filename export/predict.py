@@ -12,6 +12,7 @@ numeric version is used). Without TEXT arguments each line of stdin is one examp
   a classifier:  {"text": ..., "label": "positive", "probabilities": {"negative": 0.1, "positive": 0.9}}
   a real value:  {"text": ..., "prediction": 3.2}
   an encoder:    {"text": ..., "pooled_output": [...]}
+  per word:      {"text": ..., "words": ["paris", "!"], "tags": ["B-LOC", "O"], "probabilities": [0.9, 0.8]}
 
 with "text_b" after "text" for sentence pairs. Which fields an example gets is the
 SavedModel's `prediction_fields` (written by the exporter from the training task):
@@ -38,9 +39,9 @@ import sys
 
 SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_BATCH_SIZE = 64
-# How one output of one example is shown: a string, a float, a list of floats, or a dict of
-# floats keyed by the SavedModel's label names.
-KINDS = ("text", "number", "list", "by_label")
+# How one output of one example is shown: a string, a float, a list of floats, a list of
+# strings, or a dict of floats keyed by the SavedModel's label names.
+KINDS = ("text", "number", "list", "texts", "by_label")
 
 
 def _tensorflow():
@@ -87,6 +88,8 @@ def show(value, kind, label_names):
     return float(value)
   if kind == "list":
     return [float(item) for item in value]
+  if kind == "texts":
+    return [_text(item) for item in value]
   if kind == "by_label":
     return {name: float(item) for name, item in zip(label_names, value, strict=True)}
   raise ValueError(f"unknown prediction field kind {kind!r}; known: {', '.join(KINDS)}")
@@ -95,8 +98,11 @@ def show(value, kind, label_names):
 class Predictor:
   """A loaded SavedModel of `export.saved_model` and its `serving_default` signature.
 
-  Attributes: `path` (the version directory), `sentence_pair`, `label_names`, and
-  `fields`, the `(key, output, kind)` triples each example's result is made of.
+  Attributes: `path` (the version directory), `inputs` (the names of the string inputs:
+  the SavedModel's `text_inputs`, e.g. ["text"] or ["text", "text_b"]), `sentence_pair`
+  (two inputs), `label_names`, and `fields`, the `(key, output, kind)` triples each
+  example's result is made of; a fourth element names an output holding each example's
+  length, to which vector outputs are cut.
   """
 
   def __init__(self, path):
@@ -104,7 +110,11 @@ class Predictor:
     self.path = resolve(path)
     self._loaded = tf.saved_model.load(self.path)
     self._serve = self._loaded.signatures["serving_default"]
-    self.sentence_pair = "text_b" in self._serve.structured_input_signature[1]
+    if hasattr(self._loaded, "text_inputs"):
+      self.inputs = list(json.loads(self._loaded.text_inputs.numpy()))
+    else:
+      self.inputs = ["text"] + (["text_b"] if "text_b" in self._serve.structured_input_signature[1] else [])
+    self.sentence_pair = len(self.inputs) == 2
     self.label_names = [_text(name) for name in self._loaded.label_names.numpy()]
     if hasattr(self._loaded, "prediction_fields"):
       self.fields = [tuple(field) for field in json.loads(self._loaded.prediction_fields.numpy())]
@@ -112,26 +122,31 @@ class Predictor:
       self.fields = implied_fields(self._serve.structured_outputs)
 
   def predict(self, texts, texts_b=None):
-    """One dict per example (see the module docstring) for lists of str or bytes."""
+    """One dict per example (see the module docstring) for lists of str or bytes.
+
+    `texts` go to the first string input, `texts_b` to the second of two-input models.
+    """
     tf = _tensorflow()
-    texts = list(texts)
+    columns = [list(texts)]
     if self.sentence_pair != (texts_b is not None):
-      need = "needs a second text per example (text_b)" if self.sentence_pair else "takes single texts"
+      need = (f"needs a second text per example ({self.inputs[1]})" if self.sentence_pair
+              else "takes single texts")
       raise ValueError(f"the model at {self.path} {need}")
-    inputs = dict(text=tf.constant(texts, tf.string, shape=[len(texts)]))
     if texts_b is not None:
-      texts_b = list(texts_b)
-      if len(texts_b) != len(texts):
-        raise ValueError(f"got {len(texts)} texts but {len(texts_b)} second texts (text_b)")
-      inputs["text_b"] = tf.constant(texts_b, tf.string, shape=[len(texts_b)])
+      columns.append(list(texts_b))
+      if len(columns[1]) != len(columns[0]):
+        raise ValueError(f"got {len(columns[0])} texts but {len(columns[1])} second texts ({self.inputs[1]})")
+    inputs = {name: tf.constant(column, tf.string, shape=[len(column)])
+              for name, column in zip(self.inputs, columns, strict=True)}
     outputs = {name: value.numpy() for name, value in self._serve(**inputs).items()}
     results = []
-    for index, text in enumerate(texts):
-      result = dict(text=_text(text))
-      if texts_b is not None:
-        result["text_b"] = _text(texts_b[index])
-      for key, output, kind in self.fields:
-        result[key] = show(outputs[output][index], kind, self.label_names)
+    for index in range(len(columns[0])):
+      result = {name: _text(column[index]) for name, column in zip(self.inputs, columns, strict=True)}
+      for key, output, kind, *length in self.fields:
+        value = outputs[output][index]
+        if length:
+          value = value[:int(outputs[length[0]][index])]
+        result[key] = show(value, kind, self.label_names)
       results.append(result)
     return results
 

@@ -68,7 +68,7 @@ import tensorflow as tf
 
 from tpu import demo_data
 
-TASK_TYPES = ("classification", "regression", "text")
+TASK_TYPES = ("classification", "regression", "text", "tagging", "question_answering")
 DEFAULT_TEXT_COLUMNS = (("sentence1", "sentence2"), ("text_a", "text_b"), ("premise", "hypothesis"),
                         ("sentence",), ("text",))
 DEFAULT_LABEL_COLUMN = "label"
@@ -176,6 +176,8 @@ _SPEC_OPTIONS = {
     "tfrecord": {"task_type"},
     "pydocs": {"task_type"},
     "demo": {"label_names", "num_classes", "seed"},
+    "conll": {"task_type", "label_names"},   # tagged words (tpu.token_data)
+    "squad": {"task_type"},   # SQuAD JSON (tpu.token_data)
 }
 
 
@@ -207,7 +209,7 @@ def load(spec, split="train", *, text_columns=None, label_column=None, task_type
   scheme, _, target = spec.partition(":")
   if scheme not in _SPEC_OPTIONS:
     raise ValueError(f"unknown data spec {spec!r}: expected one of tfds:NAME, tsv:PATH, csv:PATH, "
-                     "jsonl:PATH, text:GLOB, tfrecord:GLOB, pydocs or demo")
+                     "jsonl:PATH, text:GLOB, tfrecord:GLOB, pydocs, conll:PATH, squad:PATH or demo")
   if scheme in ("demo", "pydocs") and target:
     hint = " (its seed is the seed= option)" if scheme == "demo" else ""
     raise ValueError(f"data spec {spec!r}: write just {scheme!r}{hint}")
@@ -231,7 +233,12 @@ def load(spec, split="train", *, text_columns=None, label_column=None, task_type
       raise ValueError(f"num_classes={num_classes} but {len(label_names)} label_names were given: "
                        f"{label_names}")
 
-  if scheme == "tfds":
+  from tpu import token_data  # token-level tasks: tagged words, SQuAD
+  if token_data.handles(scheme, target, task_type):
+    source = token_data.load(scheme, target, split, text_columns=text_columns, label_column=label_column,
+                             task_type=task_type, label_names=label_names, data_dir=data_dir,
+                             download=download, shuffle_files=shuffle_files)
+  elif scheme == "tfds":
     source = _load_tfds(target, split, text_columns, label_column, task_type, data_dir, download,
                         shuffle_files)
   elif scheme == "demo":

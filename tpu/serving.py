@@ -94,7 +94,8 @@ class ServingModule(tf.Module):
 
   Attributes kept in the SavedModel: `label_names` (string `[C]` variable, empty for
   tasks without classes), `prediction_fields` (a JSON string variable, see
-  `Task.prediction_fields`), `text_encoder`, `model_variables` and the functions
+  `Task.prediction_fields`), `text_inputs` (a JSON string variable: the names of the
+  string inputs, `Task.serving_text_inputs`), `text_encoder`, `model_variables` and the functions
   `serving_default`, `from_token_ids`, `encode` and `encoder_from_token_ids`. The text
   signatures tokenize and then call the token-id functions, so each model graph is
   traced and stored once.
@@ -116,13 +117,17 @@ class ServingModule(tf.Module):
                                    name="label_names")
     self.prediction_fields = tf.Variable(json.dumps([list(field) for field in task.prediction_fields]),
                                          trainable=False, name="prediction_fields")
+    input_names = tuple(task.serving_text_inputs())
+    self.text_inputs = tf.Variable(json.dumps(list(input_names)), trainable=False, name="text_inputs")
     # Plain functions are not tracked, so the Keras models stay out of the object graph.
     self._outputs = lambda features: task.serving_outputs(network, features, self.label_names)
     self._encoder_outputs = lambda features: encoder_outputs(encoder, features)
+    named = lambda texts: dict(zip(input_names, texts, strict=True))   # noqa: E731
+    self._text_outputs = lambda texts: task.serving_from_text(named(texts), text_encoder, self.from_token_ids,
+                                                              self.label_names)
+    self._encode_text = lambda texts: task.encode_text(named(texts), text_encoder)
 
-    texts = [tf.TensorSpec([None], tf.string, name="text")]
-    if config.sentence_pair:
-      texts.append(tf.TensorSpec([None], tf.string, name="text_b"))
+    texts = [tf.TensorSpec([None], tf.string, name=name) for name in input_names]
     token_ids = [tf.TensorSpec([None, config.seq_length], tf.int32, name=name) for name in INPUT_NAMES]
     # No AutoGraph: the tokenizer and the zoo models have no Python control flow on tensors, and
     # converting tensorflow-text's and Keras's code took half of the export time.
@@ -145,11 +150,11 @@ class ServingModule(tf.Module):
     return self._encoder_outputs(dict(input_word_ids=input_word_ids, input_mask=input_mask,
                                       input_type_ids=input_type_ids))
 
-  def _from_text(self, text, text_b=None):
-    return self.from_token_ids(**self.text_encoder.encode(text, text_b))
+  def _from_text(self, *texts):
+    return self._text_outputs(texts)
 
-  def _encode(self, text, text_b=None):
-    return self.encoder_from_token_ids(**self.text_encoder.encode(text, text_b))
+  def _encode(self, *texts):
+    return self.encoder_from_token_ids(**self._encode_text(texts))
 
 
 def model_info(config, checkpoint):

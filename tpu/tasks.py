@@ -4,6 +4,7 @@
     electra   ELECTRA's generator + replaced-token detection (pre-training)
     classify  sequence classification, softmax cross-entropy
     regress   sequence regression, squared error
+    tag       token classification (e.g. named entities), a label per word on its first piece
 
 `TASKS` is the one registry: the command line's `--task` choices, config validation,
 the exporter and `export.predict` all ask it. A task knows
@@ -30,8 +31,8 @@ Statistics are pairs `(numerator, denominator)` of sums; summed over replicas an
 This module imports TensorFlow on first use only, so `--help` stays fast.
 
 Example:
-  >>> names()
-  ('mlm', 'electra', 'classify', 'regress')
+  >>> names()[:5]
+  ('mlm', 'electra', 'classify', 'regress', 'tag')
   >>> TASKS["classify"].data_type
   'classification'
 """
@@ -216,9 +217,29 @@ class Task:
     """The class names the export maps label ids to ([] for tasks without classes)."""
     return []
 
+  def serving_text_inputs(self):
+    """The names of the string `[B]` inputs of `serving_default` and `encode`."""
+    return ("text", "text_b") if self.config.sentence_pair else ("text",)
+
+  def encode_text(self, texts, text_encoder):
+    """int32 `[B, T]` encoder inputs of the string inputs (a dict keyed by `serving_text_inputs`)."""
+    return text_encoder.encode(*(texts[name] for name in self.serving_text_inputs()))
+
+  def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
+    """The `serving_default` outputs for the string inputs.
+
+    Args:
+      texts: dict of string `[B]` tensors keyed by `serving_text_inputs()`.
+      text_encoder: the run's `zoo.text.TextEncoder`.
+      from_token_ids: the `from_token_ids` signature (`serving_outputs` on int32 `[B, T]` features).
+      label_names: string `[C]` tensor of `label_names()`.
+    """
+    return from_token_ids(**self.encode_text(texts, text_encoder))
+
   # How `export.predict` shows one example's outputs: (key, signature output, kind), kind is
-  # "text" (a string), "number" (a float), "list" (a vector) or "by_label" (a vector as a dict
-  # keyed by the label names).
+  # "text" (a string), "number" (a float), "list" (a vector), "texts" (a vector of strings) or
+  # "by_label" (a vector as a dict keyed by the label names). An optional fourth element names
+  # an int output holding each example's length: vectors are cut to it (padding dropped).
   prediction_fields = (("pooled_output", "pooled_output", "list"),)
 
   def export_info(self):
@@ -441,3 +462,130 @@ class RegressTask(_SequenceTask):
 
   def export_info(self):
     return dict(super().export_info(), num_classes=1)
+
+
+@register
+class TagTask(Task):
+  """Token classification (e.g. CoNLL-2003 named entities) on `TokenClassifier`'s logits.
+
+  Each word's label sits on its first WordPiece (`tpu.tagging`); the loss is the
+  cross-entropy there, over the global number of labelled words. Evaluation: CoNLL's
+  entity precision, recall and F1 and the token accuracy, over the first `seq_length`
+  words of each sentence (a word past the sequence length counts as predicted "O").
+  Served on raw text: the words as the text encoder splits them, one tag and its
+  probability per word (the words that fit in the sequence).
+  """
+
+  name = "tag"
+  data_type = "tagging"
+  description = "token classification, e.g. named entities (fine-tuning)"
+  stat_names = ("token_accuracy",)
+  prediction_fields = (("words", "words", "texts", "num_words"), ("tags", "tags", "texts", "num_words"),
+                       ("probabilities", "tag_probabilities", "list", "num_words"))
+
+  @property
+  def max_words(self):
+    """W: the words kept per sentence (each takes at least one of the T positions)."""
+    return self.config.seq_length
+
+  def data_metadata(self, source):
+    names = list(source.label_names)
+    return dict(sentence_pair=False, num_classes=len(names), label_names=names)
+
+  def eval_load_kwargs(self, train_source):
+    return dict(label_names=train_source.label_names)
+
+  def build(self):
+    from zoo import models
+    _check_full_length(self.config, "a token classifier")
+    dropout = 0.1 if self.config.dropout is None else self.config.dropout
+    return models.TokenClassifier(build_encoder(self.config), num_classes=self.config.num_classes,
+                                  dropout=dropout, name="tagger")
+
+  def features(self, raw, text_encoder, seed=None):
+    from tpu import tagging
+    features = tagging.encode_words(text_encoder, raw["words"], self.max_words)
+    labels = tf.cast(tagging.pad_words(raw["tags"], self.max_words, -1), tf.int32)
+    features["word_labels"] = labels
+    features["word_weights"] = tf.cast((features["word_positions"] > 0) & (labels >= 0), tf.float32)
+    features["weight"] = tf.ones_like(features["input_mask"][:, 0], tf.float32)
+    return features
+
+  def denominators(self, features):
+    return dict(words=tf.reduce_sum(features["word_weights"]))
+
+  def _word_logits(self, features, logits):
+    """The logits of each word's first piece, `[B, W, C]`."""
+    return tf.gather(tf.cast(logits, tf.float32), features["word_positions"], batch_dims=1)
+
+  def loss(self, features, word_logits, denominator):
+    from zoo.models import losses
+    return losses.token_classification_loss(features["word_labels"], word_logits, features["word_weights"],
+                                            denominator)
+
+  def loss_and_stats(self, features, outputs, denominators):
+    count = denominators["words"]
+    word_logits = self._word_logits(features, outputs)
+    correct = tf.equal(tf.argmax(word_logits, axis=-1, output_type=tf.int32), features["word_labels"])
+    return (self.loss(features, word_logits, count),
+            dict(token_accuracy=(_weighted_sum(correct, features["word_weights"]), count)))
+
+  def eval_outputs(self, features, outputs, denominators):
+    word_logits = self._word_logits(features, outputs)
+    predictions = tf.where(features["word_positions"] > 0,
+                           tf.argmax(word_logits, axis=-1, output_type=tf.int32), -1)
+    labels = tf.where(features["weight"][:, tf.newaxis] > 0, features["word_labels"], -1)
+    return (dict(loss=(self.loss(features, word_logits, 1.0), denominators["words"])),
+            dict(word_labels=labels, word_predictions=predictions, weight=features["weight"]))
+
+  def metrics(self, stats, examples):
+    from tpu import tagging
+    keep = examples["weight"] > 0
+    results = super().metrics(stats, examples)
+    gold, predicted = tagging.sentences_of(examples["word_labels"][keep], examples["word_predictions"][keep],
+                                           self.label_names())
+    results.update(tagging.entity_metrics(gold, predicted))
+    results["examples"] = int(keep.sum())
+    return results
+
+  def label_names(self):
+    names = self.config.label_names
+    if not names or len(names) != self.config.num_classes:
+      raise ValueError(f"the {self.name} run in {self.config.model_dir} needs its tag names in config.json "
+                       f"(label_names, num_classes), got {names!r}")
+    return [str(name) for name in names]
+
+  def serving_network(self, model):
+    return model
+
+  def serving_outputs(self, network, features, label_names):
+    """Per token: `logits` and `probabilities` `[B, T, C]`, `label_ids` and `labels` `[B, T]`."""
+    logits = tf.cast(network(features, training=False), tf.float32)
+    label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return dict(logits=logits, probabilities=tf.nn.softmax(logits), label_ids=label_ids,
+                labels=tf.gather(label_names, label_ids))
+
+  def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
+    """Per word of the raw text: `words`, `tags`, `tag_ids`, `tag_probabilities` `[B, W]`, `num_words` `[B]`.
+
+    The words are the text encoder's (punctuation apart); W is the most words of an
+    example of the batch that fit in the sequence, and shorter examples are padded
+    with "" (tags ""; id -1, probability 0).
+    """
+    from tpu import tagging
+    words = text_encoder.split_words(texts["text"])
+    features = tagging.encode_words(text_encoder, words, None)
+    positions = features.pop("word_positions")   # [B, W]: each word has a piece, so the kept ones lead
+    probabilities = tf.gather(from_token_ids(**features)["probabilities"], positions, batch_dims=1)
+    kept = positions > 0
+    num_words = tf.reduce_sum(tf.cast(kept, tf.int32), axis=1)
+    width = tf.reduce_max(tf.concat([num_words, [0]], axis=0))
+    kept = kept[:, :width]
+    tag_ids = tf.where(kept, tf.argmax(probabilities[:, :width], axis=-1, output_type=tf.int32), -1)
+    return dict(words=tf.where(kept, words.to_tensor("")[:, :width], ""),
+                tags=tf.where(kept, tf.gather(label_names, tf.maximum(tag_ids, 0)), ""), tag_ids=tag_ids,
+                tag_probabilities=tf.where(kept, tf.reduce_max(probabilities[:, :width], axis=-1), 0.0),
+                num_words=num_words)
+
+  def export_info(self):
+    return dict(super().export_info(), num_classes=self.config.num_classes, label_names=self.label_names())

@@ -57,3 +57,23 @@ def regression_loss(labels, predictions, weights, denominator=None):
   """Squared error of float labels `[B]` and predictions `[B]`, weighted per example `[B]`."""
   errors = tf.square(tf.cast(predictions, tf.float32) - tf.cast(labels, tf.float32))
   return _weighted_mean(errors, weights, denominator)
+
+
+def token_classification_loss(labels, logits, weights, denominator=None):
+  """Softmax cross-entropy per token: labels int `[B, W]`, logits `[B, W, C]`, weights `[B, W]` (0 = no loss).
+
+  For tagging, W indexes the words and the logits are those of each word's first piece.
+  """
+  labels = tf.maximum(tf.cast(labels, tf.int32), 0)   # ignored items may carry -1
+  return _weighted_mean(sparse_cross_entropy(labels, logits), weights, denominator)
+
+
+def span_loss(start_positions, end_positions, start_logits, end_logits, weights, denominator=None):
+  """Extractive QA (BERT on SQuAD): the mean of the start and end position cross-entropies.
+
+  Positions int `[B]`, logits `[B, T]` (mask padding beforehand with a large negative
+  bias), weights `[B]` per sequence.
+  """
+  losses = 0.5 * (sparse_cross_entropy(start_positions, start_logits)
+                  + sparse_cross_entropy(end_positions, end_logits))
+  return _weighted_mean(losses, weights, denominator)
