@@ -55,7 +55,7 @@ def load_sources(config):
   train = data.load(config.data, "train", **_load_kwargs(config, config.data, task))
   task.check_source(train, config.data)
   spec = config.eval_data
-  if spec is None and config.data.partition(":")[0] in ("tfds", "demo"):
+  if spec is None and config.data.partition(":")[0] in ("tfds", "demo", "pydocs"):
     spec = config.data
   evaluation = None
   if spec is not None:

@@ -159,9 +159,9 @@ def parser():
   add("--task", choices=tasks.names(),
       help="what to train: " + "; ".join(f"{name}: {task.description}" for name, task in tasks.TASKS.items()))
   add("--data", metavar="SPEC", help="training data: tfds:NAME[/CONFIG], tsv:PATH, csv:PATH, jsonl:PATH, "
-      "text:GLOB or demo (see tpu/README.md)")
+      "text:GLOB, tfrecord:GLOB (python -m tpu.pretraining_data), pydocs or demo (see tpu/README.md)")
   add("--eval-data", metavar="SPEC",
-      help="evaluation data (default: the validation split of tfds and demo data)")
+      help="evaluation data (default: the validation split of tfds, pydocs and demo data)")
   add("--text-columns", nargs="+", metavar="NAME", help="one or two text columns of table files")
   add("--label-column", metavar="NAME", help="label column of table files (default: label)")
   add("--data-dir", metavar="DIR", help="TFDS data directory")
