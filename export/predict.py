@@ -198,7 +198,7 @@ def parser():
 
 def main(argv=None):
   args = parser().parse_args(argv)
-  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if args.verbose else "2"
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if args.verbose else "3"
   tf = _tensorflow()
   if not args.verbose:
     tf.get_logger().setLevel("ERROR")
