@@ -121,6 +121,8 @@ def main(argv=None):
   p = argparse.ArgumentParser(prog="python -m tpu.pydocs", description=__doc__.split("\n\n")[0])
   p.add_argument("--out", required=True, metavar="DIR", help="folder for train.txt and validation.txt")
   args = p.parse_args(argv)
+  from zoo.logs import quiet_tensorflow
+  quiet_tensorflow()
   for split, (count, size) in write_corpus(args.out).items():
     print(f"{os.path.join(args.out, split + '.txt')}: {count} documents, {size / 1e6:.1f} MB")
   return 0
