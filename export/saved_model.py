@@ -60,6 +60,12 @@ def export(model_dir, out, checkpoint=None):
   return serving.export(model_dir, out, checkpoint)
 
 
+def saved_signatures(path):
+  """The signatures of a written SavedModel, as `saved_model_cli show` prints them; see `tpu.serving`."""
+  from tpu import serving
+  return serving.saved_signatures(path)
+
+
 def main(argv=None):
   args = parser().parse_args(argv)
   from zoo.logs import quiet_tensorflow
