@@ -7,15 +7,14 @@ GPU or CPU strategy of `tpu.strategy.get_strategy()`.
 
 TPU chips show up as device files: `/dev/accel0`, `/dev/accel1`, ... on TPU v2 to v4
 hosts and `/dev/vfio/0`, `/dev/vfio/1`, ... (beside the `/dev/vfio/vfio` control file)
-on v5e, v5p and v6e hosts, Colab TPU runtimes included.
+on v5e, v5p and v6e hosts, Colab TPU runtimes included. `tpu_device_files` needs only
+the standard library, so an install step can ask it before TensorFlow is installed.
 """
 
 import glob
 import importlib.metadata
 import logging
 import os
-
-from tpu import strategy as strategy_lib
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +99,8 @@ def select_strategy(tpu="local", device_root="/", connect=None):
       the full error, the devices TensorFlow sees, the installed TensorFlow builds and
       libtpu, and what to do.
   """
+  from tpu import strategy as strategy_lib  # imports TensorFlow
+
   connect = connect or (lambda name: strategy_lib.get_strategy(tpu=name))
   device_files = tpu_device_files(device_root)
   if not device_files:

@@ -108,3 +108,14 @@ def test_plain_tensorflow_on_tpu_hardware_raises_with_tensorflows_own_error(tmp_
   assert "ConfigureDistributedTPU" in message             # ...down to TensorFlow's own
   assert "Devices TensorFlow sees: CPU:0" in message
   assert "tensorflow-tpu not installed" in message and "requirements-tpu.txt" in message
+
+
+def test_device_files_are_found_without_tensorflow(tmp_path):
+  """An install step asks before TensorFlow is installed: the module needs only the standard library."""
+  root = _device_root(tmp_path, "vfio/0")
+  script = ("import sys; sys.modules['tensorflow'] = None\n"   # importing tensorflow now raises
+            f"from tpu import hardware; print(hardware.tpu_device_files({root!r}))")
+  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=60, check=False)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.strip() == repr([str(tmp_path / "dev" / "vfio" / "0")])
