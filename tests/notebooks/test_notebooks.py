@@ -7,15 +7,19 @@ working directory is a temporary directory, with the repository on PYTHONPATH an
 matplotlib's Agg backend. A cell that raises fails the test, naming the cell.
 
 The repository's copies must be clean and runnable from Colab: no outputs or execution
-counts, an "Open in Colab" badge for their own file name, one `parameters` cell of
-plain assignments that holds every name CI sets, and `skip-ci` only on install cells
-(they `pip install`) or TPU-only cells (first line `# TPU only`).
+counts, no repository address of their own (`ZOO_REPO`, a parameter, says where the zoo
+is), one `parameters` cell of plain assignments that holds every name CI sets, and
+`skip-ci` only on install cells (they `pip install`) or TPU-only cells (first line
+`# TPU only`). The install and gs:// sign-in cells are also run here with fake shell
+commands, fake TPU chips and a fake `google.colab`.
 """
 
 import ast
 import os
 import pathlib
 import re
+import sys
+import types
 
 import nbformat
 import pytest
@@ -23,8 +27,6 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(path.name for path in NOTEBOOK_DIR.glob("*.ipynb"))
-BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
-BADGE_LINK = "https://colab.research.google.com/github/zoo-models/zoo/blob/main/notebooks/{name}"
 PARAMETERS_TAG = "parameters"
 SKIP_TAG = "skip-ci"
 TPU_ONLY_MARK = "# TPU only"
@@ -105,13 +107,16 @@ def test_notebook_is_stripped_and_valid(name):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_opens_in_colab_with_its_badge(name):
-  first = _read(name).cells[0]
+def test_notebook_says_how_to_open_it_and_names_no_repository_address(name):
+  notebook = _read(name)
+  first = notebook.cells[0]
   assert first.cell_type == "markdown"
-  link = BADGE_LINK.format(name=name)
-  assert f"[![Open In Colab]({BADGE_IMAGE})]({link})" in first.source, (
-      f"{name}: the first cell must start with the Colab badge linking {link}")
   assert re.search(r"^# \S", first.source, re.M), f"{name}: the first cell needs a title"
+  assert "Colab" in first.source and "`ZOO_REPO`" in first.source
+  # Where the zoo lives is the reader's ZOO_REPO, not an address written into the notebook.
+  hosts = sorted({match for cell in notebook.cells
+                  for match in re.findall(r"(?:github\.com|gitlab\.com)/[\w.-]+/[\w.-]+", cell.source)})
+  assert not hosts, f"{name} names repository addresses: {hosts}"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -133,6 +138,81 @@ def test_only_install_and_tpu_only_cells_are_skipped(name):
       assert cell.cell_type == "code" and (install or tpu_only), (
           f"{name}: a {SKIP_TAG!r} cell must install packages or start with {TPU_ONLY_MARK!r}:\n"
           f"{cell.source}")
+
+
+def _cell(notebook, cell_id):
+  (cell,) = [cell for cell in notebook.cells if cell.get("id") == cell_id]
+  return cell
+
+
+class _FakeShell:
+  """Stands in for IPython in a cell's code: `!` commands are expanded and recorded, not run."""
+
+  def __init__(self):
+    self.commands = []
+
+  def system(self, command):
+    from IPython.utils.text import DollarFormatter
+
+    namespace = sys._getframe(1).f_globals   # the cell's namespace, as IPython expands it
+    self.commands.append(DollarFormatter().vformat(command, [], namespace))
+
+
+def _run_install_cell(name, zoo_repo, chips, monkeypatch):
+  from IPython.core.inputtransformer2 import TransformerManager
+
+  from tpu import hardware
+
+  monkeypatch.setattr(hardware, "tpu_device_files", lambda root="/": list(chips))
+  monkeypatch.setattr(sys, "path", list(sys.path))
+  shell = _FakeShell()
+  code = TransformerManager().transform_cell(_cell(_read(name), "install").source)
+  namespace = {"ZOO_REPO": zoo_repo, "get_ipython": lambda: shell}
+  exec(compile(code, f"{name}:install", "exec"), namespace)
+  return shell.commands, namespace
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_install_cell_installs_the_tpu_stack_where_there_are_tpu_chips(name, monkeypatch, tmp_path):
+  notebook = _read(name)
+  assert _assigned_names(notebook.cells[_parameters_index(notebook)].source)[0] == "ZOO_REPO"
+  assert _parameters_index(notebook) < notebook.cells.index(_cell(notebook, "install"))
+  checkout = str(ROOT)
+  commands, namespace = _run_install_cell(name, checkout, ["/dev/vfio/0"], monkeypatch)
+  assert namespace["ZOO_DIR"] == checkout and sys.path[0] == checkout
+  assert commands == [f"cd {checkout} && {sys.executable} -m pip install -q -r requirements-tpu.txt "
+                      '"matplotlib==3.*"']
+  commands, _ = _run_install_cell(name, checkout, [], monkeypatch)
+  assert commands[-1].split(" -r ")[1].startswith("requirements.txt ")
+
+  # A git URL is cloned to ./zoo (the cloning is faked: nothing is fetched).
+  monkeypatch.chdir(tmp_path)
+  url = "https://git.example.org/me/zoo.git"
+  commands, namespace = _run_install_cell(name, url, [], monkeypatch)
+  assert commands[0] == f"git clone -q --depth 1 {url} {tmp_path / 'zoo'}"
+  clone = tmp_path / "zoo"
+  assert namespace["ZOO_DIR"] == str(clone) and commands[1].startswith(f"cd {clone} && ")
+  with pytest.raises(FileNotFoundError, match="neither a directory nor a git URL"):
+    _run_install_cell(name, "no-such-checkout", [], monkeypatch)
+
+
+@pytest.mark.parametrize("name", [name for name in NOTEBOOKS if not name.startswith("03")])
+def test_gs_directories_sign_in_on_colab_only(name, monkeypatch, capsys):
+  notebook = _read(name)
+  source = _cell(notebook, "gcs-auth").source
+  parameters = _assigned_names(notebook.cells[_parameters_index(notebook)].source)
+  variable = "MODEL_DIR" if "MODEL_DIR" in parameters else "RUN_DIR"
+  calls = []
+  colab = types.ModuleType("google.colab")
+  colab.auth = types.SimpleNamespace(authenticate_user=lambda: calls.append("signed in"))
+  monkeypatch.setitem(sys.modules, "google.colab", colab)
+  exec(source, {variable: "runs/local"})
+  assert calls == []
+  exec(source, {variable: "gs://bucket/run"})
+  assert calls == ["signed in"]
+  monkeypatch.setitem(sys.modules, "google.colab", None)   # not Colab: the import fails
+  exec(source, {variable: "gs://bucket/run"})
+  assert calls == ["signed in"] and "using this machine's Google Cloud credentials" in capsys.readouterr().out
 
 
 def test_injected_settings_follow_the_parameters_cell():
