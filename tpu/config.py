@@ -29,7 +29,9 @@ MIXED_PRECISIONS = ("float32", "bfloat16")
 # Fields that fix the model's variables and inputs: a model directory cannot be resumed with
 # other values (`check_resumable`).
 ARCHITECTURE_FIELDS = ("model", "model_overrides", "task", "seq_length", "generator_overrides",
-                       "lower_case", "num_classes", "label_names", "sentence_pair", "vocab_size")
+                       "lower_case", "tokenizer", "num_classes", "label_names", "sentence_pair", "vocab_size")
+# The `zoo.text.TextEncoder` arguments `tokenizer` may set (casing is `lower_case`).
+TOKENIZER_SETTINGS = ("special_tokens", "cls_type_id", "max_chars_per_word", "truncator")
 
 
 @dataclasses.dataclass
@@ -38,7 +40,10 @@ class TrainConfig:
 
   `num_classes`, `label_names` and `sentence_pair` describe the data and are filled in by
   the job from the training data; `vocab_size` is the size of the vocabulary used (or
-  the size to build one with, when `vocab` is None).
+  the size to build one with, when `vocab` is None). `tokenizer` holds the vocabulary's
+  other `zoo.text.TextEncoder` settings (`TOKENIZER_SETTINGS`: its names of the special
+  tokens, [CLS]'s token type, ...; None: BERT's), which a converted checkpoint records
+  and `--init-checkpoint` passes on with its vocabulary.
   """
 
   model: str = ""
@@ -70,6 +75,7 @@ class TrainConfig:
   vocab: str | None = None
   vocab_size: int = 8000
   lower_case: bool | None = None
+  tokenizer: dict | None = None
   max_predictions_per_seq: int | None = None
   whole_word_masking: bool = False
   generator_overrides: dict | None = None
@@ -110,6 +116,10 @@ class TrainConfig:
   def to_dict(self):
     return dataclasses.asdict(self)
 
+  def text_encoder_args(self):
+    """The `zoo.text.TextEncoder` keyword arguments of this run's tokenization (casing and `tokenizer`)."""
+    return dict(self.tokenizer or {}, lower_case=True if self.lower_case is None else self.lower_case)
+
   def replace(self, **changes):
     return dataclasses.replace(self, **changes)
 
@@ -144,6 +154,9 @@ class TrainConfig:
       raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
     if self.dropout is not None and not 0 <= self.dropout < 1:
       raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+    if self.tokenizer is not None and (not isinstance(self.tokenizer, dict)
+                                       or set(self.tokenizer) - set(TOKENIZER_SETTINGS)):
+      raise ValueError(f"tokenizer must be a dict of {list(TOKENIZER_SETTINGS)}, got {self.tokenizer!r}")
     if not isinstance(self.model_overrides, dict):
       raise ValueError(f"model_overrides must be a dict of encoder arguments, got {self.model_overrides!r}")
     warmup = self.warmup_steps if self.warmup_steps is not None else self.steps // 10
@@ -171,12 +184,18 @@ def apply_init_checkpoint(config, init):
   with the config's own overrides on top); with one, the two must build the same
   weights, or a ValueError names the fields that differ. Dropout rates and the
   sequence length may differ (they change no weight). The casing comes from the init
-  directory unless the config sets it, and must then agree.
+  directory unless the config sets it, and must then agree; so do the other tokenizer
+  settings (`tokenizer`: the special tokens' names, [CLS]'s token type).
   """
   from zoo import presets
 
   if not init.model:
     return config
+  if config.tokenizer is None and init.tokenizer is not None:
+    config = config.replace(tokenizer=dict(init.tokenizer))
+  elif init.tokenizer is not None and config.tokenizer != init.tokenizer:
+    raise ValueError(f"--init-checkpoint {config.init_checkpoint} tokenizes with {init.tokenizer}, this "
+                     f"config with {config.tokenizer}: leave `tokenizer` out to use the checkpoint's")
   if not config.model:
     config = config.replace(model=init.model,
                             model_overrides={**init.model_overrides, **config.model_overrides})

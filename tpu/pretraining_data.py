@@ -226,7 +226,7 @@ class _Progress:
     self.bar.close()
 
 
-def _count_shard(path, seq_length, special_ids):
+def _count_shard(path, seq_length, special_ids, pad_id):
   """ShardStats of a complete shard, read back (a rerun keeps it)."""
   import numpy as np
   import tensorflow as tf
@@ -237,7 +237,7 @@ def _count_shard(path, seq_length, special_ids):
       record, {FEATURE: tf.io.FixedLenFeature([seq_length], tf.int64)})[FEATURE]
   for ids in dataset.map(parse).batch(1024).as_numpy_iterator():
     stats.examples += len(ids)
-    stats.full_examples += int((ids != special_ids["[PAD]"]).all(axis=1).sum())
+    stats.full_examples += int((ids != pad_id).all(axis=1).sum())
     stats.tokens += int((~np.isin(ids, special)).sum())
   return stats
 
@@ -286,8 +286,8 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   options = tf.io.TFRecordOptions(compression_type="GZIP" if compress else None)
   temporary = {index: os.path.join(out, f".{names[index]}.tmp-{os.getpid()}")
                for index in range(shards) if not done[index]}
-  packers = {index: Packer(tf.io.TFRecordWriter(path, options), seq_length, special_ids["[CLS]"],
-                           special_ids["[SEP]"], special_ids["[PAD]"]) for index, path in temporary.items()}
+  packers = {index: Packer(tf.io.TFRecordWriter(path, options), seq_length, encoder.cls_id,
+                           encoder.sep_id, encoder.pad_id) for index, path in temporary.items()}
   bar = _Progress(total, unit) if progress else None
   documents, complete = 0, False
   try:
@@ -346,7 +346,8 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
     if not done[index]:
       tf.io.gfile.rename(temporary[index], os.path.join(out, names[index]), overwrite=True)
     else:
-      stats[index] = _count_shard(os.path.join(out, names[index]), seq_length, special_ids)
+      stats[index] = _count_shard(os.path.join(out, names[index]), seq_length, special_ids,
+                                  encoder.pad_id)
     # Documents are dealt in turn, so a shard's count follows from the total (also for kept shards).
     stats[index].documents = documents // shards + (index < documents % shards)
 

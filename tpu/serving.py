@@ -160,7 +160,8 @@ class ServingModule(tf.Module):
 def model_info(config, checkpoint):
   """What was exported and from where, for `model_info.json`."""
   info = dict(format=MODEL_INFO_FORMAT, model=config.model, model_overrides=config.model_overrides,
-              seq_length=config.seq_length, lower_case=config.lower_case, sentence_pair=config.sentence_pair,
+              seq_length=config.seq_length, lower_case=config.lower_case, tokenizer=config.tokenizer,
+              sentence_pair=config.sentence_pair,
               vocab_size=config.vocab_size, num_classes=None, label_names=None, checkpoint=checkpoint)
   info.update(get_task(config).export_info())
   return info
@@ -242,6 +243,6 @@ def export(model_dir, out=None, checkpoint=None):
                      f"{config.vocab_size}")
   prefix = find_checkpoint(checkpoint or model_dir.path)
   model = restore_model(config, prefix)
-  text_encoder = TextEncoder(vocab, seq_length=config.seq_length, lower_case=config.lower_case)
+  text_encoder = TextEncoder(vocab, seq_length=config.seq_length, **config.text_encoder_args())
   module = ServingModule(model, config, text_encoder)
   return write_saved_model(module, out or model_dir.export_dir, model_info(config, prefix))

@@ -89,7 +89,7 @@ def run(config, strategy=None, export=None):
   checkpoints = Checkpoints(trainer, model_dir, config)
   checkpoints.restore_or_initialise(config.init_checkpoint)
 
-  text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, lower_case=config.lower_case)
+  text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, **config.text_encoder_args())
   eval_data = None
   if prepared.evaluation is not None:
     eval_data = pipeline.eval_dataset(prepared.evaluation, trainer.task, text_encoder,

@@ -5,8 +5,10 @@ training job (`tpu.train`), the exporter (`export.saved_model`), the checkpoint
 converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://`.
 
   config.json         the settings that rebuild the model: the preset and its
-                      overrides, task, sequence length, vocabulary size, casing, and
-                      the data's metadata (classes, label names, sentence pairs)
+                      overrides, task, sequence length, vocabulary size, the tokenizer
+                      settings (casing, `tokenizer`: the special tokens' names, [CLS]'s
+                      token type; absent in older directories: BERT's), and the
+                      data's metadata (classes, label names, sentence pairs)
   vocab.txt           the WordPiece vocabulary, one token per line
   checkpoints/        `tf.train.CheckpointManager` checkpoints
   train/, eval/       TensorBoard summaries

@@ -5,6 +5,7 @@ The names load their modules (and TensorFlow) on first use, so `python -m zoo.te
 """
 
 _EXPORTS = {
+    "SPECIAL_ROLES": "zoo.text.vocab",
     "SPECIAL_TOKENS": "zoo.text.vocab",
     "MaskedLMMasker": "zoo.text.masking",
     "TextEncoder": "zoo.text.tokenizer",

@@ -58,12 +58,13 @@ def trimmed_lengths(lengths: Sequence[tf.Tensor], budget, truncator: str = "roun
 
 
 def pack(segments: Sequence[tf.RaggedTensor], seq_length: int, *, cls_id: int, sep_id: int, pad_id: int,
-         truncator: str = "round_robin") -> dict[str, tf.Tensor]:
+         truncator: str = "round_robin", cls_type_id: int = 0) -> dict[str, tf.Tensor]:
   """Trims one or two int `[B, (tokens)]` segments together and packs them into int32 `[B, T]` inputs.
 
   Returns:
     `input_word_ids` (`[CLS] a [SEP] (b [SEP])`, then `[PAD]`), `input_mask` (1 = real
-    token) and `input_type_ids` (1 for b and its [SEP], 0 elsewhere).
+    token) and `input_type_ids` (`cls_type_id` for [CLS], 1 for b and its [SEP], 0
+    elsewhere).
   """
   special = len(segments) + 1
   if seq_length < special:
@@ -74,7 +75,7 @@ def pack(segments: Sequence[tf.RaggedTensor], seq_length: int, *, cls_id: int, s
   batch = segments[0].nrows(out_type=tf.int32)
   position = tf.broadcast_to(tf.range(seq_length, dtype=tf.int32)[tf.newaxis], [batch, seq_length])
   word_ids = tf.where(position == 0, cls_id, pad_id)
-  type_ids = tf.zeros_like(position)
+  type_ids = tf.where(position == 0, cls_type_id, 0)
   start = tf.ones([batch, 1], tf.int32)   # where the segment begins: after [CLS], then after each [SEP]
   for type_id, (segment, keep) in enumerate(zip(segments, kept, strict=True)):
     keep = keep[:, tf.newaxis]

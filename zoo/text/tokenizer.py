@@ -24,6 +24,11 @@ character classes are in `zoo.text.normalize`):
    `seq_length` round robin (one token at a time to each segment that still has some:
    the longer segment loses tokens first) and padded with `[PAD]`.
 
+The special tokens are BERT's names by default; a checkpoint whose tokenizer calls them
+otherwise (Hugging Face Funnel: `<pad> <unk> <cls> <sep> <mask>`) passes its own with
+`special_tokens`, and `cls_type_id=2` gives [cls] the token type Funnel's tokenizer gives
+it. `settings()` returns these arguments as a model directory records them.
+
 Every op is a core TensorFlow op or a tensorflow-text op that TF Serving 2.12 and
 later link (`export/serving_ops.py`).
 """
@@ -39,6 +44,7 @@ from zoo.text.normalize import normalize
 from zoo.text.normalize import split_words
 from zoo.text.packing import TRUNCATORS
 from zoo.text.packing import pack
+from zoo.text.vocab import SPECIAL_ROLES
 from zoo.text.vocab import SPECIAL_TOKENS
 from zoo.text.vocab import load_vocab
 
@@ -92,13 +98,18 @@ class TextEncoder(tf.Module):
 
   Args:
     vocab: a list of WordPiece tokens (index = id) or the path of a vocabulary file.
-      It must hold `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]` and `[MASK]`.
+      It must hold the five special tokens (`special_tokens`).
     seq_length: T, the length of the packed inputs (at least 3).
     lower_case: BERT uncased: lower-cased, NFD, accents stripped. Build the
       vocabulary with the same setting.
     truncator: `"round_robin"` (BERT's longest-first trimming of pairs) or
       `"waterfall"` (the first segment keeps as much as fits).
-    max_chars_per_word: words of more characters (code points) become one `[UNK]`.
+    max_chars_per_word: words of more characters (code points) become one `[UNK]`
+      (Hugging Face's BERT tokenizers: 100).
+    special_tokens: `{"pad": ..., "unk": ..., "cls": ..., "sep": ..., "mask": ...}`,
+      the vocabulary's names of the special tokens; roles left out keep BERT's names
+      (`[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`).
+    cls_type_id: the token type of [CLS] (0 as BERT; 2 as Funnel-Transformer).
     name: the module name.
 
   Example:
@@ -114,6 +125,7 @@ class TextEncoder(tf.Module):
 
   def __init__(self, vocab: str | Sequence[str], *, seq_length: int = 128, lower_case: bool = True,
                truncator: str = "round_robin", max_chars_per_word: int = MAX_CHARS_PER_WORD,
+               special_tokens: dict[str, str] | None = None, cls_type_id: int = 0,
                name: str | None = None):
     super().__init__(name=name)
     tokens = load_vocab(vocab) if isinstance(vocab, str) else [str(token) for token in vocab]
@@ -125,10 +137,21 @@ class TextEncoder(tf.Module):
     duplicates = sorted(token for token, count in collections.Counter(tokens).items() if count > 1)
     if duplicates:
       raise ValueError(f"the vocabulary repeats tokens {duplicates[:10]}; each token needs one id")
-    missing = [token for token in SPECIAL_TOKENS if token not in tokens]
+    unknown_roles = sorted(set(special_tokens or {}) - set(SPECIAL_ROLES))
+    if unknown_roles:
+      raise ValueError(f"special_tokens has unknown role(s) {unknown_roles}; "
+                       f"the roles are {list(SPECIAL_ROLES)}")
+    named = {**dict(zip(SPECIAL_ROLES, SPECIAL_TOKENS, strict=True)), **(special_tokens or {})}
+    special = tuple(str(named[role]) for role in SPECIAL_ROLES)
+    missing = [token for token in special if token not in tokens]
     if missing:
       raise ValueError(f"the vocabulary lacks the special tokens {missing}; TextEncoder needs all of "
-                       f"{list(SPECIAL_TOKENS)} (build one with `python -m zoo.text build-vocab`)")
+                       f"{list(special)} (build one with `python -m zoo.text build-vocab`, or pass the "
+                       "vocabulary's own names as special_tokens)")
+    if len(set(special)) != len(special):
+      raise ValueError(f"special_tokens must name five different tokens, got {named}")
+    if cls_type_id not in (0, 1, 2):
+      raise ValueError(f"cls_type_id must be 0, 1 or 2, got {cls_type_id}")
     if seq_length < 3:
       raise ValueError(f"seq_length must be at least 3 ([CLS] a [SEP] b [SEP] needs room), got {seq_length}")
     if truncator not in TRUNCATORS:
@@ -141,14 +164,16 @@ class TextEncoder(tf.Module):
       raise ValueError(f"max_chars_per_word must be positive, got {max_chars_per_word}")
     self.max_chars_per_word = int(max_chars_per_word)
     index = {token: i for i, token in enumerate(tokens)}
-    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (index[t] for t in SPECIAL_TOKENS)
+    self.special_tokens = dict(zip(SPECIAL_ROLES, special, strict=True))
+    self.cls_type_id = int(cls_type_id)
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (index[t] for t in special)
     self._is_continuation = continuation_table(tokens)
     # Words come split (`split_words`); the byte limit lets every word of up to
     # `max_chars_per_word` characters through, `tokenize` applies the character limit.
     self._wordpiece = text.FastWordpieceTokenizer(
         vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR,
         max_bytes_per_word=_MAX_UTF8_BYTES * self.max_chars_per_word, token_out_type=tf.int32,
-        unknown_token="[UNK]", no_pretokenization=True)
+        unknown_token=self.special_tokens["unk"], no_pretokenization=True)
 
   @property
   def vocab(self) -> list[str]:
@@ -161,9 +186,17 @@ class TextEncoder(tf.Module):
 
   @property
   def special_ids(self) -> dict[str, int]:
-    """`{"[PAD]": id, "[UNK]": id, "[CLS]": id, "[SEP]": id, "[MASK]": id}`."""
-    return dict(zip(SPECIAL_TOKENS, (self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id),
-                    strict=True))
+    """`{token: id}` of the five special tokens (`{"[PAD]": 0, ...}` with BERT's names)."""
+    return {self.special_tokens[role]: getattr(self, f"{role}_id") for role in SPECIAL_ROLES}
+
+  def settings(self) -> dict:
+    """The tokenizer's arguments besides the vocabulary and length, as JSON-ready values.
+
+    `TextEncoder(vocab, seq_length=..., **encoder.settings())` tokenizes as `encoder` does.
+    """
+    return dict(lower_case=self.lower_case, truncator=self.truncator,
+                max_chars_per_word=self.max_chars_per_word, special_tokens=dict(self.special_tokens),
+                cls_type_id=self.cls_type_id)
 
   @property
   def is_continuation(self) -> np.ndarray:
@@ -215,15 +248,15 @@ class TextEncoder(tf.Module):
 
     Returns:
       A dict of int32 `[B, T]` tensors: `input_word_ids` (`[CLS] a [SEP] (b [SEP])`,
-      `[PAD]` after), `input_mask` (1 = real token) and `input_type_ids` (0 for [CLS], a
-      and its [SEP]; 1 for b and its [SEP]; 0 on padding).
+      `[PAD]` after), `input_mask` (1 = real token) and `input_type_ids` (`cls_type_id`
+      for [CLS]; 0 for a and its [SEP]; 1 for b and its [SEP]; 0 on padding).
     """
     segments = [self.tokenize(text_a)]
     if text_b is not None:
       segments.append(self.tokenize(text_b))
     with self.name_scope:
       features = pack(segments, self.seq_length, cls_id=self.cls_id, sep_id=self.sep_id,
-                      pad_id=self.pad_id, truncator=self.truncator)
+                      pad_id=self.pad_id, truncator=self.truncator, cls_type_id=self.cls_type_id)
       batch = tf.convert_to_tensor(text_a).shape[0]
       for value in features.values():
         value.set_shape([batch, self.seq_length])

@@ -36,8 +36,10 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-# BERT's special tokens, written first by `build_vocab`; `TextEncoder` requires all five.
+# BERT's special tokens, written first by `build_vocab`; `TextEncoder`'s default names.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# What each of them is for, in the same order: the keys of `TextEncoder(special_tokens=...)`.
+SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
 # Lines read per step while counting words.
 _BATCH_LINES = 1024
 

@@ -163,6 +163,28 @@ def test_vocabulary_file_and_special_ids(tmp_path):
   np.testing.assert_array_equal(TextEncoder(VOCAB).is_continuation, [t.startswith("##") for t in VOCAB])
 
 
+def test_a_checkpoints_own_special_tokens_and_cls_type():
+  """Funnel's tokenizer: `<cls>`-style names, [cls] token type 2; the settings rebuild the encoder."""
+  vocab = ["<pad>", "<unk>", "<cls>", "<sep>", "<mask>", "<s>", "</s>", "the", "dog", "##s", "."]
+  names = dict(pad="<pad>", unk="<unk>", cls="<cls>", sep="<sep>", mask="<mask>")
+  encoder = TextEncoder(vocab, seq_length=9, special_tokens=names, cls_type_id=2, max_chars_per_word=100)
+  features = encoder.encode(tf.constant(["The dogs."]), tf.constant(["zebra"]))
+  assert features["input_word_ids"].numpy().tolist() == [[2, 7, 8, 9, 10, 3, 1, 3, 0]]
+  assert features["input_type_ids"].numpy().tolist() == [[2, 0, 0, 0, 0, 0, 1, 1, 0]]
+  assert encoder.special_ids == {"<pad>": 0, "<unk>": 1, "<cls>": 2, "<sep>": 3, "<mask>": 4}
+  settings = encoder.settings()
+  assert settings == dict(lower_case=True, truncator="round_robin", max_chars_per_word=100,
+                          special_tokens=names, cls_type_id=2)
+  again = TextEncoder(vocab, seq_length=9, **json.loads(json.dumps(settings)))
+  assert again.encode(tf.constant(["The dogs."]))["input_type_ids"].numpy().tolist()[0][0] == 2
+  with pytest.raises(ValueError, match=r"lacks the special tokens \['\[PAD\]'"):
+    TextEncoder(vocab)
+  with pytest.raises(ValueError, match="unknown role"):
+    TextEncoder(vocab, special_tokens=dict(names, bos="<s>"))
+  with pytest.raises(ValueError, match="five different tokens"):
+    TextEncoder(vocab, special_tokens=dict(names, mask="<pad>"))
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(vocab=["[PAD]", "[UNK]", "[CLS]", "the"]), r"\['\[SEP\]', '\[MASK\]'\]"),
     (dict(vocab=VOCAB + ["the"]), "repeats tokens \\['the'\\]"),
