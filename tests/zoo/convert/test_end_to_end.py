@@ -1,0 +1,161 @@
+"""A converted checkpoint fine-tunes by itself and serves raw text as its own tokenizer reads it.
+
+For a Hugging Face Funnel checkpoint with FunnelTokenizer files (`<cls>`-style special
+tokens), a Hugging Face BERT checkpoint and the same BERT written in Google's TF1
+layout: `python -m zoo.convert`, then `tpu.train` with `--init-checkpoint DIR` alone
+(a learning rate too small to move the weights), then the export's `encode` signature
+on raw text against Hugging Face's tokenizer and PyTorch model (random weights, nothing
+downloaded).
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops of the exported SavedModel)
+import torch
+import transformers
+
+from tests.zoo.convert.test_bert import TINY as BERT_TINY
+from tests.zoo.convert.test_bert import write_tf1
+from tests.zoo.convert.test_hf_funnel import BLOCKS
+from tests.zoo.convert.test_hf_funnel import TINY as FUNNEL_TINY
+from tpu import train
+from tpu.config import TrainConfig
+from zoo.convert.__main__ import main
+
+LENGTH = 16
+TOLERANCE = 1e-4
+WORDS = ["the", "a", "dog", "cat", "run", "##s", "##ning", "film", "was", "is", "good", "bad", ".", ",", "!",
+         "é", "##é"]
+FUNNEL_SPECIAL = ["<pad>", "<unk>", "<cls>", "<sep>", "<mask>", "<s>", "</s>"]
+BERT_SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# Long texts fill all LENGTH positions, so Funnel's pooling sees no padding.
+LONG = ["The dogs run, the cat was running! A good film is bad. The dog runs, a cat runs.",
+        "A CAT IS GOOD, the film was bad; the dogs run and run and run and run and run.",
+        "Thé dög wås rünning, zebras are unknown words here, film film film film film film."]
+SHORT = ["The dogs run.", "", "a Cat, is good!"]
+
+
+def vocab_file(folder, special, size):
+  tokens = special + WORDS
+  tokens += [f"word{i}" for i in range(size - len(tokens))]
+  path = os.path.join(folder, "vocab.txt")
+  with open(path, "w") as file:
+    file.write("".join(f"{token}\n" for token in tokens))
+  return path
+
+
+def fine_tune_and_export(tmp_path, converted):
+  run = TrainConfig(model_dir=str(tmp_path / "run"), task="classify", data="demo", steps=2, batch_size=4,
+                    seq_length=LENGTH, init_checkpoint=converted, checkpoint_every=2, learning_rate=1e-12,
+                    eval_every=0)
+  results = train.run(run)
+  return tf.saved_model.load(results["export"]).signatures["encode"]
+
+
+def reference(tokenizer, model, texts):
+  """Hugging Face's `last_hidden_state` of the raw texts, and the mask of real tokens."""
+  inputs = tokenizer(texts, padding="max_length", truncation=True, max_length=LENGTH, return_tensors="pt")
+  with torch.no_grad():
+    return model(**inputs).last_hidden_state.numpy(), inputs["attention_mask"].numpy().astype(bool)
+
+
+def max_difference(encode, tokenizer, model, texts):
+  actual = encode(text=tf.constant(texts))["sequence_output"].numpy()
+  expected, real = reference(tokenizer, model, texts)
+  return float(np.abs(actual - expected)[real].max())
+
+
+@pytest.mark.slow
+def test_hf_funnel_with_its_tokenizer_files(tmp_path):
+  src = tmp_path / "funnel"
+  config = transformers.FunnelConfig(**{**FUNNEL_TINY, **BLOCKS, "vocab_size": 60})
+  torch.manual_seed(0)
+  model = transformers.FunnelModel(config).eval()
+  model.save_pretrained(src, safe_serialization=True)
+  tokenizer = transformers.FunnelTokenizer(vocab_file(str(tmp_path), FUNNEL_SPECIAL, 60))
+  tokenizer.save_pretrained(src)
+  out = str(tmp_path / "converted")
+  assert main(["hf-funnel", str(src), "--out", out, "--seq-length", str(LENGTH)]) == 0
+  converted = TrainConfig.from_model_dir(out)
+  assert converted.tokenizer["special_tokens"] == dict(pad="<pad>", unk="<unk>", cls="<cls>", sep="<sep>",
+                                                       mask="<mask>")
+  assert converted.tokenizer["cls_type_id"] == 2
+  encode = fine_tune_and_export(tmp_path, out)
+  assert max_difference(encode, tokenizer, model, LONG) < TOLERANCE
+
+
+@pytest.fixture
+def hf_bert(tmp_path):
+  config = transformers.BertConfig(**{**BERT_TINY, "vocab_size": 40, "hidden_act": "gelu_new"})
+  torch.manual_seed(1)
+  model = transformers.BertModel(config).eval()
+  tokenizer = transformers.BertTokenizer(vocab_file(str(tmp_path), BERT_SPECIAL, 40), do_lower_case=True)
+  return model, tokenizer
+
+
+@pytest.mark.slow
+def test_hf_bert(tmp_path, hf_bert):
+  model, tokenizer = hf_bert
+  src = tmp_path / "bert"
+  model.save_pretrained(src, safe_serialization=True)
+  tokenizer.save_pretrained(src)
+  out = str(tmp_path / "converted")
+  assert main(["hf-bert", str(src), "--out", out, "--seq-length", str(LENGTH)]) == 0
+  encode = fine_tune_and_export(tmp_path, out)
+  assert max_difference(encode, tokenizer, model, LONG + SHORT) < TOLERANCE
+
+
+@pytest.mark.slow
+def test_tf1_bert(tmp_path, hf_bert):
+  model, tokenizer = hf_bert
+  src = write_tf1(model, str(tmp_path / "uncased_L-2_H-32_A-4"))
+  vocab_file(src, BERT_SPECIAL, 40)
+  out = str(tmp_path / "converted")
+  assert main(["tf1-bert", src, "--out", out, "--seq-length", str(LENGTH)]) == 0
+  encode = fine_tune_and_export(tmp_path, out)
+  assert max_difference(encode, tokenizer, model, LONG + SHORT) < TOLERANCE
+
+
+def hub_cache(cache, repo_id, files, commit="0123456789abcdef0123456789abcdef01234567"):
+  """A huggingface_hub cache holding `files` ({name: source path}) as the snapshot of `repo_id`'s main."""
+  repo = os.path.join(cache, "models--" + repo_id.replace("/", "--"))
+  snapshot = os.path.join(repo, "snapshots", commit)
+  os.makedirs(snapshot)
+  os.makedirs(os.path.join(repo, "refs"))
+  with open(os.path.join(repo, "refs", "main"), "w") as file:
+    file.write(commit)
+  for name, path in files.items():
+    with open(path, "rb") as source, open(os.path.join(snapshot, name), "wb") as target:
+      target.write(source.read())
+  return commit
+
+
+@pytest.mark.slow
+def test_a_hub_id_converts_from_the_cache_offline(tmp_path, hf_bert):
+  import subprocess
+  import sys
+  model, tokenizer = hf_bert
+  src = tmp_path / "bert"
+  model.save_pretrained(src, safe_serialization=True)
+  tokenizer.save_pretrained(src)
+  cache = str(tmp_path / "hub")
+  commit = hub_cache(cache, "someone/tiny-bert", {name: os.path.join(src, name) for name in os.listdir(src)})
+  env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache, HF_HOME=str(tmp_path / "home"),
+             PYTHONPATH=os.getcwd())
+  out = str(tmp_path / "converted")
+  command = [sys.executable, "-m", "zoo.convert", "hf-bert", "someone/tiny-bert", "--out", out,
+             "--seq-length", str(LENGTH)]
+  result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  import json
+  with open(os.path.join(out, "source.json")) as file:
+    assert json.load(file) == dict(format="hf-bert", hub_id="someone/tiny-bert", revision=commit)
+  assert TrainConfig.from_model_dir(out).tokenizer["special_tokens"]["cls"] == "[CLS]"
+
+  command[4] = "someone/not-cached"
+  result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 1
+  assert "zoo.convert: error: someone/not-cached: no local directory of that name" in result.stderr

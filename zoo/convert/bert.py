@@ -1,0 +1,332 @@
+"""BERT checkpoints -> zoo `TransformerEncoder` (Post-LN, absolute positions; RealFormer on request).
+
+Two layouts of the same weights:
+
+- Hugging Face (`load_hf_bert`): a `BertModel` or `BertForPreTraining` directory as
+  `save_pretrained` writes it, `config.json` and `model.safetensors` (or its shards),
+  read with safetensors' numpy API. Names `embeddings.word_embeddings.weight`,
+  `encoder.layer.N.attention.self.query.weight` (torch `Linear`: `[out, in]`), with
+  `bert.` in front in a `BertFor...` model.
+- Google's TF1 release (`load_tf1_bert`): `bert_config.json` and the checkpoint prefix
+  `bert_model.ckpt`, names `bert/encoder/layer_N/attention/self/query/kernel` (`[in,
+  out]`). The official RealFormer checkpoints use the same names; pass
+  `residual_attention=True` (and `running_mean=True` for the paper's 36-layer models).
+
+Axes: V vocabulary, D model width, N heads, H head width, F feed-forward width.
+
+Every encoder weight is used exactly once. The pre-training heads (`cls.` in Hugging
+Face, `cls/` in TF1: masked LM and next sentence) and, in TF1 checkpoints, the
+optimizer's slots and step are left out on purpose and listed as `dropped`; anything
+else unknown, missing or misshapen raises `ConversionError` naming it. The zoo's
+`pooler` takes BERT's pooler (`pooler.dense`, `bert/pooler/dense`); a `BertModel` saved
+without one keeps the zoo's initial pooler.
+
+Activations: Hugging Face's `hidden_act` means what `transformers` computes ("gelu" is
+the exact erf form, "gelu_new" the tanh approximation); Google's `bert_config.json`
+"gelu" is the tanh approximation that `modeling.py` of the TF1 release computes (as
+Model Garden's TF1 converter reads it).
+"""
+
+import json
+import os
+
+import numpy as np
+
+from zoo.convert.hf_funnel import ACTIVATIONS as HF_ACTIVATIONS
+from zoo.convert.hf_funnel import ConversionError
+from zoo.convert.hf_funnel import read_hf_weights
+from zoo.models import TransformerEncoder
+
+HF_CONFIG_FILE = "config.json"
+TF1_CONFIG_FILE = "bert_config.json"
+TF1_CHECKPOINT = "bert_model.ckpt"
+# google-research/bert modeling.py: "gelu" is the tanh approximation.
+TF1_ACTIVATIONS = {"gelu": "gelu_approximate", "relu": "relu", "swish": "swish"}
+
+REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size")
+# TF1 variable names that are not the encoder's: the optimizer's state.
+TF1_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m", "/lamb_v")
+TF1_OPTIMIZER_NAMES = ("global_step", "good_steps", "loss_scale", "current_loss_scale")
+
+
+def _read_json(path, what):
+  if not os.path.isfile(path):
+    raise ConversionError(f"{path}: not found; expected {what}")
+  with open(path, encoding="utf-8") as file:
+    try:
+      config = json.load(file)
+    except json.JSONDecodeError as error:
+      raise ConversionError(f"{path}: not valid JSON ({error})") from error
+  if not isinstance(config, dict):
+    raise ConversionError(f"{path}: expected a JSON object")
+  return config
+
+
+def zoo_config(config, activations, seq_length=512, residual_attention=False, running_mean=False,
+               source=HF_CONFIG_FILE):
+  """`TransformerEncoder` arguments of a BERT config (Hugging Face's or Google's `bert_config.json`).
+
+  Raises:
+    ConversionError: a missing field or a value the zoo cannot reproduce.
+  """
+  def fail(field, message):
+    raise ConversionError(f"{source}: {field}={config.get(field)!r} {message}")
+
+  missing = [name for name in REQUIRED_FIELDS if name not in config]
+  if missing:
+    raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
+  for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size"):
+    if not isinstance(config[field], int) or isinstance(config[field], bool) or config[field] <= 0:
+      fail(field, "must be a positive integer")
+  if config["hidden_size"] % config["num_attention_heads"]:
+    fail("hidden_size", f"must be a multiple of num_attention_heads={config['num_attention_heads']}")
+  if config["hidden_act"] not in activations:
+    fail("hidden_act", f"is not supported; use one of {sorted(activations)}")
+  if config.get("position_embedding_type", "absolute") != "absolute":
+    fail("position_embedding_type", "is not supported; only 'absolute' positions convert")
+  for field in ("is_decoder", "add_cross_attention"):
+    if config.get(field):
+      fail(field, "is not supported: the zoo's encoder attends both ways and has no cross-attention")
+  if running_mean and not residual_attention:
+    raise ConversionError("running_mean needs residual_attention (RealFormer)")
+  if seq_length is not None and seq_length > config["max_position_embeddings"]:
+    raise ConversionError(f"seq_length {seq_length} exceeds the checkpoint's max_position_embeddings="
+                          f"{config['max_position_embeddings']}")
+  return dict(
+      vocab_size=config["vocab_size"],
+      hidden_size=config["hidden_size"],
+      num_layers=config["num_hidden_layers"],
+      num_heads=config["num_attention_heads"],
+      intermediate_size=config["intermediate_size"],
+      activation=activations[config["hidden_act"]],
+      dropout=float(config.get("hidden_dropout_prob", 0.1)),
+      attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
+      max_sequence_length=config["max_position_embeddings"],
+      type_vocab_size=config["type_vocab_size"],
+      residual_attention=bool(residual_attention),
+      running_mean=bool(running_mean),
+      layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
+      initializer_range=float(config.get("initializer_range", 0.02)),
+      seq_length=seq_length,
+  )
+
+
+# Rules: (expected source shape from the zoo variable's shape, source value -> zoo value).
+def _hf_linear(input_axes):
+  """torch `Linear.weight` `[out, in]` -> a kernel whose first `input_axes` axes are the input."""
+  def expected(shape):
+    return (int(np.prod(shape[input_axes:])), int(np.prod(shape[:input_axes])))
+  return expected, lambda value, shape: value.T.reshape(shape)
+
+
+def _tf1_kernel(input_axes):
+  """TF1 dense kernel `[in, out]` -> a kernel whose first `input_axes` axes are the input."""
+  def expected(shape):
+    return (int(np.prod(shape[:input_axes])), int(np.prod(shape[input_axes:])))
+  return expected, lambda value, shape: value.reshape(shape)
+
+
+def _flat():
+  return lambda shape: (int(np.prod(shape)),), lambda value, shape: value.reshape(shape)
+
+
+def _same():
+  return lambda shape: tuple(shape), lambda value, shape: value
+
+
+def _entries(model, layout):
+  """(source name, zoo variable, rule) for every encoder weight, in `layout` "hf" or "tf1"."""
+  hf = layout == "hf"
+  kernel = _hf_linear if hf else _tf1_kernel
+
+  def name(hf_name, tf1_name):
+    return hf_name if hf else tf1_name
+
+  def norm(hf_prefix, tf1_prefix, layer):
+    return [(name(f"{hf_prefix}.weight", f"{tf1_prefix}/gamma"), layer.gamma, _same()),
+            (name(f"{hf_prefix}.bias", f"{tf1_prefix}/beta"), layer.beta, _same())]
+
+  def dense(hf_prefix, tf1_prefix, layer, input_axes, bias):
+    return [(name(f"{hf_prefix}.weight", f"{tf1_prefix}/kernel"), layer.kernel, kernel(input_axes)),
+            (name(f"{hf_prefix}.bias", f"{tf1_prefix}/bias"), layer.bias, bias)]
+
+  embeddings = model.get_layer("embeddings")
+  entries = [
+      (name("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings"),
+       embeddings.word_embeddings.embeddings, _same()),
+      (name("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings"),
+       embeddings.position_embeddings.weights[0], _same()),
+      (name("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings"),
+       embeddings.type_embeddings.embeddings, _same()),
+      *norm("embeddings.LayerNorm", "bert/embeddings/LayerNorm", embeddings.norm),
+  ]
+  for i in range(model.get_config()["num_layers"]):
+    block = model.get_layer(f"layer_{i}")
+    attention = block.attention
+    h, t = f"encoder.layer.{i}", f"bert/encoder/layer_{i}"
+    entries += [
+        *dense(f"{h}.attention.self.query", f"{t}/attention/self/query", attention.query_dense, 1, _flat()),
+        *dense(f"{h}.attention.self.key", f"{t}/attention/self/key", attention.key_dense, 1, _flat()),
+        *dense(f"{h}.attention.self.value", f"{t}/attention/self/value", attention.value_dense, 1, _flat()),
+        *dense(f"{h}.attention.output.dense", f"{t}/attention/output/dense", attention.output_dense, 2,
+               _same()),
+        *norm(f"{h}.attention.output.LayerNorm", f"{t}/attention/output/LayerNorm", block.attention_norm),
+        *dense(f"{h}.intermediate.dense", f"{t}/intermediate/dense", block.intermediate_dense, 1, _same()),
+        *dense(f"{h}.output.dense", f"{t}/output/dense", block.output_dense, 1, _same()),
+        *norm(f"{h}.output.LayerNorm", f"{t}/output/LayerNorm", block.output_norm),
+    ]
+  return entries
+
+
+def _pooler_entries(model, layout):
+  pooler = model.get_layer("pooler")
+  if layout == "hf":
+    return [("pooler.dense.weight", pooler.kernel, _hf_linear(1)),
+            ("pooler.dense.bias", pooler.bias, _same())]
+  return [("bert/pooler/dense/kernel", pooler.kernel, _tf1_kernel(1)),
+          ("bert/pooler/dense/bias", pooler.bias, _same())]
+
+
+def assign_weights(model, weights, layout, source, dropped=()):
+  """Copies `weights` (`{name: array}` in `layout` "hf" or "tf1") into a `TransformerEncoder`.
+
+  Every weight but those in `dropped` must be used exactly once, and every zoo
+  variable but the pooler's (when the checkpoint has none) must receive one.
+
+  Returns:
+    True when the checkpoint had a pooler.
+
+  Raises:
+    ConversionError: missing, unexpected or misshapen weights, listed by name.
+  """
+  entries = _entries(model, layout)
+  pooler = _pooler_entries(model, layout)
+  pooler_names = [name for name, _, _ in pooler]
+  has_pooler = any(name in weights for name in pooler_names)
+  if has_pooler:
+    entries += pooler
+  missing = [name for name, _, _ in entries if name not in weights]
+  used = {name for name, _, _ in entries}
+  unexpected = sorted(name for name in weights if name not in used and name not in set(dropped))
+  problems = []
+  if missing:
+    problems.append(f"missing weight(s): {', '.join(missing)}")
+  if unexpected:
+    problems.append(f"unexpected weight(s): {', '.join(unexpected)}")
+  for name, variable, (expected, _) in entries:
+    if name in weights and tuple(weights[name].shape) != expected(variable.shape):
+      problems.append(f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)} "
+                      f"for {variable.name} {tuple(variable.shape)}")
+  if problems:
+    raise ConversionError(f"{source}: " + "; ".join(problems))
+  for name, variable, (_, convert) in entries:
+    variable.assign(convert(np.asarray(weights[name], np.float32), tuple(variable.shape)))
+  assigned = {id(variable) for _, variable, _ in entries}
+  left = [v.name for v in model.weights if id(v) not in assigned | {id(v) for _, v, _ in pooler}]
+  if left:   # a TransformerEncoder variable this converter does not know about
+    raise ConversionError(f"{source}: no checkpoint weight for zoo variable(s) {', '.join(left)}")
+  return has_pooler
+
+
+class Converted:
+  """A converted encoder and what was left out: `encoder`, `dropped` (names), `has_pooler`."""
+
+  def __init__(self, encoder, dropped, has_pooler):
+    self.encoder, self.dropped, self.has_pooler = encoder, sorted(dropped), has_pooler
+
+
+def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
+  """A `Converted` of a Hugging Face BERT directory (see `load_hf_bert`)."""
+  config_path = os.path.join(path, HF_CONFIG_FILE)
+  config = _read_json(config_path,
+                      "a Hugging Face checkpoint directory with config.json and model.safetensors")
+  if config.get("model_type") != "bert":
+    raise ConversionError(f"{config_path}: model_type must be 'bert', got {config.get('model_type')!r}")
+  arguments = zoo_config(config, HF_ACTIVATIONS, seq_length, residual_attention, running_mean, config_path)
+  weights = read_hf_weights(path)
+  weights.pop("embeddings.position_ids", None)   # a buffer of older checkpoints, not a weight
+  weights.pop("bert.embeddings.position_ids", None)
+  if any(name.startswith("bert.") for name in weights):   # a BertFor... model: the encoder under bert.
+    weights = {name[len("bert."):] if name.startswith("bert.") else name: value
+               for name, value in weights.items()}
+  dropped = [name for name in weights if name.startswith("cls.")]
+  model = TransformerEncoder(**arguments)
+  has_pooler = assign_weights(model, weights, "hf", os.path.join(path, "model.safetensors"), dropped)
+  return Converted(model, dropped, has_pooler)
+
+
+def load_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
+  """Loads a Hugging Face `BertModel` / `BertForPreTraining` directory as a zoo `TransformerEncoder`.
+
+  `sequence_output` equals Hugging Face's `last_hidden_state` (float32, ~1e-6) and
+  `pooled_output` its `pooler_output`. The pre-training heads (`cls.`) are dropped.
+
+  Raises:
+    ConversionError: (a `ValueError`) an unsupported config value, a missing config
+      field, or missing, unexpected or misshapen weights.
+  """
+  return convert_hf_bert(path, seq_length, residual_attention, running_mean).encoder
+
+
+def tf1_paths(src):
+  """`(bert_config.json, checkpoint prefix)` of a TF1 release: a directory or a checkpoint prefix."""
+  if os.path.isdir(src):
+    prefix = os.path.join(src, TF1_CHECKPOINT)
+    if not os.path.exists(prefix + ".index"):
+      import tensorflow as tf
+      prefix = tf.train.latest_checkpoint(src) or prefix
+    return os.path.join(src, TF1_CONFIG_FILE), prefix
+  return os.path.join(os.path.dirname(src), TF1_CONFIG_FILE), src
+
+
+def read_tf1_weights(prefix):
+  """`{name: float32 array}` of a TF1 checkpoint, and the optimizer names it leaves out."""
+  import tensorflow as tf
+  if not os.path.exists(prefix + ".index"):
+    raise ConversionError(f"{prefix}: no TF1 checkpoint ({prefix}.index not found); expected Google's "
+                          f"{TF1_CHECKPOINT}.* files")
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as error:
+    raise ConversionError(f"{prefix}: cannot be read as a TF checkpoint ({error})") from error
+  weights, optimizer = {}, []
+  for name in reader.get_variable_to_shape_map():
+    if name.endswith(TF1_OPTIMIZER_SUFFIXES) or name in TF1_OPTIMIZER_NAMES:
+      optimizer.append(name)
+    elif name.endswith(".ATTRIBUTES/VARIABLE_VALUE") or name == "_CHECKPOINTABLE_OBJECT_GRAPH":
+      if name != "_CHECKPOINTABLE_OBJECT_GRAPH":
+        raise ConversionError(f"{prefix}: a TF2 object-based checkpoint ({name}), not Google's TF1 layout")
+    else:
+      weights[name] = reader.get_tensor(name)
+  return weights, optimizer
+
+
+def convert_tf1_bert(src, seq_length=512, residual_attention=False, running_mean=False):
+  """A `Converted` of Google's TF1 BERT layout (see `load_tf1_bert`)."""
+  config_path, prefix = tf1_paths(src)
+  config = _read_json(config_path, f"Google's {TF1_CONFIG_FILE} beside the checkpoint")
+  arguments = zoo_config(config, TF1_ACTIVATIONS, seq_length, residual_attention, running_mean, config_path)
+  weights, optimizer = read_tf1_weights(prefix)
+  dropped = optimizer + [name for name in weights if name.startswith("cls/")]
+  model = TransformerEncoder(**arguments)
+  has_pooler = assign_weights(model, weights, "tf1", prefix, dropped)
+  return Converted(model, dropped, has_pooler)
+
+
+def load_tf1_bert(src, seq_length=512, residual_attention=False, running_mean=False):
+  """Loads Google's TF1 BERT (or RealFormer) checkpoint as a zoo `TransformerEncoder`.
+
+  Args:
+    src: the release's directory (`bert_config.json`, `bert_model.ckpt.*`) or the
+      checkpoint prefix, with `bert_config.json` beside it.
+    seq_length: static input length of the zoo model.
+    residual_attention, running_mean: RealFormer's (the official RealFormer
+      checkpoints: `residual_attention=True`; `running_mean=True` for the 36-layer ones).
+
+  Raises:
+    ConversionError: (a `ValueError`) an unsupported config value, a missing config
+      field, or missing, unexpected or misshapen weights.
+  """
+  return convert_tf1_bert(src, seq_length, residual_attention, running_mean).encoder
