@@ -237,6 +237,16 @@ class Converted:
     self.encoder, self.dropped, self.has_pooler = encoder, sorted(dropped), has_pooler
 
 
+def _renamed(name):
+  """Hugging Face's current name of a weight: the first checkpoints (`bert-base-uncased`) name
+  layer norms `gamma` and `beta`, which transformers renames to `weight` and `bias` on loading."""
+  if name.endswith(".gamma"):
+    return name[:-len("gamma")] + "weight"
+  if name.endswith(".beta"):
+    return name[:-len("beta")] + "bias"
+  return name
+
+
 def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
   """A `Converted` of a Hugging Face BERT directory (see `load_hf_bert`)."""
   config_path = os.path.join(path, HF_CONFIG_FILE)
@@ -245,7 +255,7 @@ def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean
   if config.get("model_type") != "bert":
     raise ConversionError(f"{config_path}: model_type must be 'bert', got {config.get('model_type')!r}")
   arguments = zoo_config(config, HF_ACTIVATIONS, seq_length, residual_attention, running_mean, config_path)
-  weights = read_hf_weights(path)
+  weights = {_renamed(name): value for name, value in read_hf_weights(path).items()}
   weights.pop("embeddings.position_ids", None)   # a buffer of older checkpoints, not a weight
   weights.pop("bert.embeddings.position_ids", None)
   if any(name.startswith("bert.") for name in weights):   # a BertFor... model: the encoder under bert.

@@ -138,6 +138,15 @@ def test_tf1_bert_matches_hugging_face(hf_bert, tmp_path):
                                 encoder.get_layer("pooler").kernel.numpy())
 
 
+def test_the_first_checkpoints_layer_norm_names(hf_bert):
+  """`bert-base-uncased` names its layer norms `LayerNorm.gamma`/`beta`, as transformers still reads them."""
+  path, hf_model = hf_bert(pretraining=True)
+  _edit_safetensors(path, lambda w: w.update({
+      name.replace(".weight", ".gamma").replace(".bias", ".beta"): w.pop(name)
+      for name in [name for name in w if "LayerNorm" in name]}))
+  assert max(differences(load_hf_bert(path, seq_length=LENGTH), hf_model, make_inputs())) < TOLERANCE
+
+
 def test_realformer_checkpoints_load_with_residual_attention(hf_bert, tmp_path):
   _, hf_model = hf_bert()
   src = write_tf1(hf_model, str(tmp_path / "realformer"))
