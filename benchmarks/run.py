@@ -16,6 +16,8 @@ the report (Markdown) to stdout and to `--out`.
 4. The zoo's `bert_base` vs Model Garden's `BertEncoderV2` with the same configuration.
 5. Peak memory of a training step, Funnel vs the relative Transformer.
 6. The training step's achieved FLOP/s against this CPU's matmul peak, float32 and bfloat16.
+7. Serving an exported classifier (`benchmarks.serving`): latency at batch 1, throughput at
+   batch 32 and the share of the time spent tokenizing.
 """
 
 import argparse
@@ -33,6 +35,7 @@ import tf_keras as keras
 
 import zoo.presets
 from benchmarks import measure
+from benchmarks import serving
 from zoo.presets import cost
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -339,8 +342,9 @@ def report(settings, command, funnel, bert, forms, memory, efficiency):
   return "\n\n".join(sections) + "\n"
 
 
-def run(settings, command="python -m benchmarks.run"):
-  """Runs every section with `settings`; returns the Markdown report."""
+def run(settings, command="python -m benchmarks.run", serving_settings=None):
+  """Runs every section with `settings` (and section 7 with `serving_settings`, if given); returns
+  the Markdown report."""
   started = time.perf_counter()
   funnel = bench_funnel(settings)
   bert = bench_bert(settings)
@@ -348,6 +352,8 @@ def run(settings, command="python -m benchmarks.run"):
   memory = bench_memory(settings)
   efficiency = bench_efficiency(settings)
   text = report(settings, command, funnel, bert, forms, memory, efficiency)
+  if serving_settings:
+    text += "\n" + serving.report(serving.run(serving_settings), serving_settings, command)
   minutes = (time.perf_counter() - started) / 60
   return text + f"\nThe run took {minutes:.1f} minutes.\n"
 
@@ -365,7 +371,7 @@ def main(argv=None):
   settings = Settings.quick() if args.quick else Settings.full()
   out = args.out or (None if args.quick else os.path.join(ROOT, "BENCHMARKS.md"))
   command = "python -m benchmarks.run" + (" --quick" if args.quick else "")
-  text = run(settings, command)
+  text = run(settings, command, serving.Settings.quick() if args.quick else serving.Settings.full())
   print(text)
   if out:
     with open(out + ".tmp", "w") as file:

@@ -16,6 +16,7 @@ import tensorflow as tf
 import zoo.presets
 from benchmarks import measure
 from benchmarks import run
+from benchmarks import serving
 from zoo.presets import cost
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -127,3 +128,55 @@ def test_cli_help_lists_the_options():
   result = subprocess.run([sys.executable, "-m", "benchmarks.run", "--help"], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT), check=True)
   assert "--quick" in result.stdout and "--out" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Serving (benchmarks.serving): a tiny classifier exported by the training job's CLI.
+
+TINY_SERVING_MODEL = serving.Model("tiny", (
+    "--config", "tpu/configs/demo.json", "--seq-length", "32", "--model-override", "hidden_size=32",
+    "--model-override", "num_heads=2", "--model-override", "intermediate_size=64",
+    "--model-override", "block_sizes=[1,1,1]"), target=True)
+TINY_SERVING = serving.Settings(models=(TINY_SERVING_MODEL,), latency_calls=30, batch_size=8,
+                                throughput_rounds=3, warmup=1)
+
+
+def test_long_texts_fill_the_sequence():
+  texts = serving.long_texts(5, 40)
+  assert len(texts) == 5 and len(set(texts)) == 5
+  assert all(len(text.split()) >= 40 for text in texts)
+
+
+@pytest.mark.slow
+def test_serving_report_of_a_tiny_exported_classifier(tmp_path):
+  results = serving.run(TINY_SERVING, str(tmp_path))
+  result = results["tiny"]
+  assert result["export_dir"] == str(tmp_path / "model_0" / "export" / "1")
+  assert result["seq_length"] == 32 and 10_000 < result["parameters"] < 100_000
+  for key, batch, rounds in (("batch1", 1, 30), ("batched", 8, 3)):
+    timed = result[key]
+    assert timed["batch"] == batch and timed["rounds"] == rounds
+    assert timed["tokens_per_example"] == 32        # the texts fill the sequence
+    assert 0 < timed["median"] <= timed["p99"] < 10
+    assert timed["throughput"] == pytest.approx(batch / timed["median"])
+    # Tokenizing is part of serving_default: cheaper than it, and so is the model alone.
+    assert 0 < timed["tokenize"] < timed["median"] and 0 < timed["tokenize_share"] < 1
+    assert timed["difference_share"] < 1
+  text = serving.report(results, TINY_SERVING, "python -m benchmarks.serving --tiny")
+  assert text.startswith(serving.SECTION) and "| tiny | 34k | 32 (32) |" in text
+  assert text.count(": met") + text.count(": MISSED") == 1
+
+  # Section 7 replaces itself in a report file and leaves the other sections alone.
+  report_file = tmp_path / "BENCHMARKS.md"
+  report_file.write_text("# Benchmarks\n\n## 6. Efficiency\n\ntable\n")
+  serving.write_section(str(report_file), text)
+  serving.write_section(str(report_file), text.replace("tiny", "small"))
+  written = report_file.read_text()
+  assert written.startswith("# Benchmarks\n\n## 6. Efficiency\n\ntable\n\n## 7.")
+  assert written.count(serving.SECTION) == 1 and "| small |" in written and "| tiny |" not in written
+
+
+def test_serving_cli_help_lists_the_options():
+  result = subprocess.run([sys.executable, "-m", "benchmarks.serving", "--help"], capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=ROOT), check=True)
+  assert "--quick" in result.stdout and "--out" in result.stdout and "--work-dir" in result.stdout
