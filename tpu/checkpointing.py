@@ -5,10 +5,17 @@ run may initialise its encoder from `--init-checkpoint` (a pre-training run's mo
 dir, a `python -m zoo.convert` output, or a checkpoint prefix). SIGTERM (a preempted
 VM) sets a flag the loop checks between executions: the job saves a checkpoint and
 exits with `PREEMPTED_EXIT_CODE`; rerunning the command resumes.
+
+On several workers, TensorFlow's multi-worker pattern: every worker saves (a save may
+read distributed variables collectively), the chief into the model directory and the
+others into temporary folders they remove at once, so the model directory holds one
+set of checkpoints. Every worker restores from the model directory's.
 """
 
 import logging
+import shutil
 import signal
+import tempfile
 import threading
 
 import tensorflow as tf
@@ -44,11 +51,14 @@ def restore_encoder(encoder, path):
 class Checkpoints:
   """The run's `CheckpointManager`: restores or initialises the trainer, saves by step number."""
 
-  def __init__(self, trainer, model_dir, config):
+  def __init__(self, trainer, model_dir, config, worker=None):
     self.trainer = trainer
     self.manager = model_dir.checkpoint_manager(trainer.checkpoint, max_to_keep=config.keep_checkpoints,
                                                 step_counter=trainer.optimizer.iterations)
     self.every = config.checkpoint_every
+    self.worker = worker
+    self.is_chief = worker is None or worker.is_chief
+    self.saved_step = None   # the same on every worker, unlike the files they see
 
   @property
   def latest(self):
@@ -59,6 +69,7 @@ class Checkpoints:
     if self.latest:
       self.trainer.checkpoint.restore(self.latest).assert_existing_objects_matched()
       log.info("resumed from %s (step %d)", self.latest, self.trainer.step)
+      self.saved_step = self.trainer.step
     elif init_checkpoint:
       prefix = restore_encoder(self.trainer.encoder, init_checkpoint)
       log.info("encoder initialised from %s", prefix)
@@ -68,11 +79,21 @@ class Checkpoints:
     return (step // self.every + 1) * self.every
 
   def save(self, step):
-    return self.manager.save(checkpoint_number=step)
+    """Saves the checkpoint of `step`: the chief into the model directory, other workers into a
+    temporary folder they remove."""
+    self.saved_step = step
+    if self.is_chief:
+      return self.manager.save(checkpoint_number=step)
+    folder = tempfile.mkdtemp(prefix=f"tpu-train-worker{self.worker.index}-")
+    try:
+      tf.train.CheckpointManager(self.trainer.checkpoint, folder, max_to_keep=1).save(checkpoint_number=step)
+    finally:
+      shutil.rmtree(folder, ignore_errors=True)
+    return None
 
   def save_final(self, step):
-    """Saves `step` unless it is the latest checkpoint already."""
-    if self.latest is None or not self.latest.endswith(f"-{step}"):
+    """Saves `step` unless it was the last checkpoint saved or restored."""
+    if self.saved_step != step:
       self.save(step)
 
 

@@ -220,6 +220,32 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
       tf.data.AUTOTUNE)
 
 
+def eval_input_fn(source, task, text_encoder, batch_size, *, seed=0):
+  """The `fn(input_context)` of evaluation for `strategy.distribute_datasets_from_function`.
+
+  Every input pipeline builds the same padded global batches as `eval_dataset` and keeps
+  its own slice of each (pipeline i of n: rows i·B/n to (i+1)·B/n), rebatched per
+  replica. So each example is evaluated exactly once over all workers, with the features
+  (and MLM masks) one process would give it, and every worker runs the same number of
+  batches. Each host prepares the whole evaluation set: it is small next to training.
+  """
+  def input_fn(context=None):
+    pipelines = context.num_input_pipelines if context else 1
+    index = context.input_pipeline_id if context else 0
+    replicas = context.num_replicas_in_sync if context else 1
+    if batch_size % replicas:
+      raise ValueError(f"eval_batch_size {batch_size} must be divisible by the {replicas} replicas")
+    dataset = eval_dataset(source, task, text_encoder, batch_size, seed=seed)
+    part = batch_size // pipelines
+    if pipelines > 1:
+      rows = slice(index * part, (index + 1) * part)
+      dataset = dataset.map(lambda features: {key: value[rows] for key, value in features.items()})
+    if batch_size // replicas != part:
+      dataset = dataset.rebatch(batch_size // replicas, drop_remainder=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+  return input_fn
+
+
 def _as_source(source):
   if isinstance(source, tf.data.Dataset):
     from tpu.data import DataSource

@@ -4,11 +4,16 @@
 the vocabulary size filled in, the vocabulary, and the training and evaluation
 sources. It writes `config.json` and `vocab.txt` (atomically) and refuses to resume a
 model directory with other model settings.
+
+On several workers only the chief writes them, and the vocabulary is decided once: a
+vocabulary that is learned from the training text is learned by the chief, and the
+other workers wait (at most `VOCAB_WAIT_SECONDS`) for its `vocab.txt`.
 """
 
 import dataclasses
 import logging
 import os
+import time
 
 import tensorflow as tf
 
@@ -26,6 +31,8 @@ log = logging.getLogger("tpu.train")
 
 # Examples read to learn a vocabulary when none is given.
 VOCAB_EXAMPLES = 200_000
+# Seconds a worker waits for the chief's learned vocabulary.
+VOCAB_WAIT_SECONDS = 1800
 
 
 @dataclasses.dataclass
@@ -73,8 +80,24 @@ def init_model_dir(config):
   return containing_model_dir(config.init_checkpoint) if config.init_checkpoint else None
 
 
-def resolve_vocab(config, train, model_dir, init_dir):
-  """The vocabulary: the model dir's (resuming), --vocab, the init checkpoint's, or learned."""
+def wait_for_vocab(model_dir, worker, timeout=None):
+  """The chief's `vocab.txt` in `model_dir`, once it is there (a worker other than the chief)."""
+  timeout = VOCAB_WAIT_SECONDS if timeout is None else timeout
+  log.info("%s waits for the chief's vocabulary %s", worker.name, model_dir.vocab_path)
+  deadline = time.monotonic() + timeout
+  while not model_dir.has_vocab():
+    if time.monotonic() > deadline:
+      raise RuntimeError(
+          f"{worker.name} waited {timeout:.0f} s for the chief's vocabulary {model_dir.vocab_path}, which "
+          "the chief learns from the training data: check that the chief runs and that every worker has "
+          "the same --model-dir (a shared file system or gs://), or pass --vocab FILE to every worker")
+    time.sleep(1.0)
+  return model_dir.read_vocab()
+
+
+def resolve_vocab(config, train, model_dir, init_dir, worker=None):
+  """The vocabulary: the model dir's (resuming), --vocab, the init checkpoint's, or learned (by the
+  chief; other workers wait for it)."""
   if model_dir.has_vocab():
     return model_dir.read_vocab()
   if config.vocab:
@@ -86,6 +109,8 @@ def resolve_vocab(config, train, model_dir, init_dir):
       return init_dir.read_vocab()
     raise ValueError(f"--init-checkpoint {config.init_checkpoint} has no vocab.txt beside it: pass the "
                      "vocabulary the checkpoint was trained with as --vocab")
+  if worker is not None and not worker.is_chief:
+    return wait_for_vocab(model_dir, worker)
   texts = train.dataset.take(VOCAB_EXAMPLES)
   texts = texts.flat_map(lambda example: tf.data.Dataset.from_tensor_slices(
       tf.stack([example[key] for key in ("text_a", "text_b") if key in example])))
@@ -119,21 +144,27 @@ def resolve_config(config):
   return config.validate(), init_dir
 
 
-def prepare(config):
-  """Validates the config, loads the data and vocabulary, and writes the model dir's files."""
+def prepare(config, worker=None):
+  """Validates the config, loads the data and vocabulary, and writes the model dir's files.
+
+  `worker` (a `tpu.strategy.Worker`): on several workers only the chief writes.
+  """
   config, init_dir = resolve_config(config)
   model_dir = ModelDir(config.model_dir)
   train, evaluation = load_sources(config)
-  vocab = resolve_vocab(config, train, model_dir, init_dir)
+  vocab = resolve_vocab(config, train, model_dir, init_dir, worker)
   for source in (train, evaluation):
     if source is not None and source.metadata is not None:
       check_records(source, config, vocab)
   task = get_task(config)
   config = config.replace(**task.data_metadata(train), vocab_size=len(vocab))
-  model_dir.makedirs()
+  is_chief = worker is None or worker.is_chief
+  if is_chief:
+    model_dir.makedirs()
   if model_dir.has_config():
     check_resumable(TrainConfig.from_model_dir(model_dir), config)
-  if not model_dir.has_vocab():
-    model_dir.write_vocab(vocab)
-  model_dir.write_config(config.to_dict())
+  if is_chief:
+    if not model_dir.has_vocab():
+      model_dir.write_vocab(vocab)
+    model_dir.write_config(config.to_dict())
   return Prepared(config, vocab, train, evaluation, model_dir)

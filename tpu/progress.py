@@ -40,12 +40,16 @@ class Progress:
 
 
 class RunLog:
-  """Training and evaluation values to TensorBoard (`train/`, `eval/`) and to `history.jsonl`."""
+  """Training and evaluation values to TensorBoard (`train/`, `eval/`) and to `history.jsonl`.
 
-  def __init__(self, model_dir):
+  With `write=False` (a worker other than the chief) it writes nothing.
+  """
+
+  def __init__(self, model_dir, write=True):
     self.model_dir = model_dir
+    self.write = write
     self.writers = {name: tf.summary.create_file_writer(model_dir.summaries_dir(name))
-                    for name in ("train", "eval")}
+                    for name in ("train", "eval")} if write else {}
 
   def _write(self, name, step, values):
     with self.writers[name].as_default(step=step):
@@ -53,12 +57,14 @@ class RunLog:
         tf.summary.scalar(key, value)
 
   def training(self, step, learning_rate, values):
-    self._write("train", step, dict(values, learning_rate=learning_rate))
-    self.model_dir.append_history(dict(step=step, learning_rate=learning_rate, **values))
+    if self.write:
+      self._write("train", step, dict(values, learning_rate=learning_rate))
+      self.model_dir.append_history(dict(step=step, learning_rate=learning_rate, **values))
 
   def evaluation(self, step, results):
-    self._write("eval", step, results)
-    self.model_dir.append_history(dict(step=step, eval=results))
+    if self.write:
+      self._write("eval", step, results)
+      self.model_dir.append_history(dict(step=step, eval=results))
 
   def flush(self):
     for writer in self.writers.values():

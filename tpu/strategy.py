@@ -1,12 +1,25 @@
-"""One function that picks the `tf.distribute` strategy for the machine at hand."""
+"""One function that picks the `tf.distribute` strategy for the machine at hand, and who this worker is.
 
+`MultiWorkerMirroredStrategy` must exist before TensorFlow runs any op (its collective
+ops are configured at program startup), so the training job asks for the strategy
+before it reads data or files.
+"""
+
+import contextlib
+import dataclasses
 import json
 import logging
 import os
+import re
 
 import tensorflow as tf
 
 log = logging.getLogger(__name__)
+
+# Seconds a collective op of a multi-worker run waits for its peers before it fails. A worker
+# that is killed is noticed sooner by the coordination service's heartbeats; this bounds
+# every other way of waiting forever (a peer stuck outside TensorFlow).
+COLLECTIVE_TIMEOUT_SECONDS = 600
 
 # Initialised TPU systems, so a notebook that calls get_strategy twice connects once.
 _TPU_STRATEGIES = {}
@@ -29,7 +42,8 @@ def get_strategy(tpu=None):
     strategy = _tpu_strategy(tpu)
     kind = f"TPUStrategy ({tpu})"
   elif _num_workers() > 1:
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=COLLECTIVE_TIMEOUT_SECONDS)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     kind = f"MultiWorkerMirroredStrategy ({_num_workers()} workers from TF_CONFIG)"
   elif len(tf.config.list_logical_devices("GPU")) > 1:
     strategy = tf.distribute.MirroredStrategy()
@@ -40,6 +54,82 @@ def get_strategy(tpu=None):
     kind = f"default strategy (one {device})"
   log.info("distribution: %s, num_replicas_in_sync=%d", kind, strategy.num_replicas_in_sync)
   return strategy
+
+
+@dataclasses.dataclass(frozen=True)
+class Worker:
+  """This process's place in the cluster: `index` of `count` workers; the chief writes the model dir."""
+
+  index: int = 0
+  count: int = 1
+  is_chief: bool = True
+  name: str = "the only worker"
+  task: str = ""   # "/job:worker/task:1"
+  tasks: dict = dataclasses.field(default_factory=dict, compare=False)   # task -> name, every task
+
+  @property
+  def multi_worker(self):
+    return self.count > 1
+
+
+class WorkerLost(RuntimeError):
+  """A worker of the cluster stopped answering (killed, crashed, unreachable); the run stops."""
+
+
+_TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
+
+
+def lost_worker_message(error, worker):
+  """What a TensorFlow error about the cluster means for this worker, naming the lost ones."""
+  mentioned = [f"/job:{job}/task:{index}" for job, index in _TASK.findall(str(error))]
+  lost = [worker.tasks.get(task, task) for task in dict.fromkeys(mentioned) if task != worker.task]
+  who = ", ".join(lost) if lost else "another worker"
+  reason = str(error).strip().splitlines()
+  reason = next((line for line in reason if "abort" in line.lower() or "unhealthy" in line.lower()),
+                reason[0] if reason else type(error).__name__)
+  return (f"{worker.name} lost {who}: {type(error).__name__}: {reason.strip().rstrip('.:')}. Every worker "
+          "stops; rerun all workers with the same command to resume from the last checkpoint")
+
+
+@contextlib.contextmanager
+def lost_workers_named(worker):
+  """Turns the errors that a lost peer causes on a multi-worker run into `WorkerLost`."""
+  if not worker.multi_worker:
+    yield
+    return
+  try:
+    yield
+  except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+          tf.errors.CancelledError) as error:
+    log.debug("the cluster's error in full: %s", error)
+    raise WorkerLost(lost_worker_message(error, worker)) from None
+
+
+def worker(strategy):
+  """The `Worker` this process is under `strategy` (one worker for every strategy but multi-worker ones)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return Worker()
+  resolver = strategy.cluster_resolver
+  cluster = resolver.cluster_spec().as_dict()
+  count = sum(len(cluster.get(job, [])) for job in ("chief", "worker"))
+  if count <= 1:
+    return Worker()
+  task_type, task_id = resolver.task_type, resolver.task_id
+  index = task_id + (len(cluster.get("chief", [])) if task_type == "worker" else 0)
+  tasks = {f"/job:{job}/task:{i}": task_name(cluster, job, i)
+           for job in ("chief", "worker") for i in range(len(cluster.get(job, [])))}
+  return Worker(index=index, count=count, is_chief=bool(strategy.extended.should_checkpoint),
+                name=task_name(cluster, task_type, task_id), task=f"/job:{task_type}/task:{task_id}",
+                tasks=tasks)
+
+
+def task_name(cluster, task_type, task_id):
+  """'worker 1 (127.0.0.1:2345)': a task of the cluster named with its address."""
+  addresses = cluster.get(task_type, [])
+  if isinstance(addresses, dict):
+    addresses = [addresses[key] for key in sorted(addresses)]
+  address = f" ({addresses[task_id]})" if task_id < len(addresses) else ""
+  return f"{task_type} {task_id}{address}"
 
 
 def _num_workers():

@@ -26,6 +26,11 @@ checkpoint stays the last good one. SIGTERM (e.g. a preempted VM) saves a checkp
 and exits with status 143; rerun to resume. Progress goes to stderr, the final metrics
 as JSON to stdout.
 
+On several machines, run the same command on each with a `TF_CONFIG` naming the
+cluster (MultiWorkerMirroredStrategy): only the chief writes MODEL_DIR, SIGTERM to any
+worker stops all of them after a checkpoint, and a lost worker makes the others exit
+with status 1 naming it; rerun all workers to resume (tpu/README.md).
+
 The job in parts: this module is the command line and `run`, which wires the rest
 together: `tpu.prepare` (settings, data, vocabulary, model dir files), `tpu.trainer`
 (the exact multi-replica step, the loop, evaluation), `tpu.optimization` (AdamW),
@@ -60,15 +65,25 @@ def run(config, strategy=None, export=None):
 
   Raises:
     TrainingError: the loss became NaN or infinite.
-    Preempted: SIGTERM arrived (a checkpoint was saved first).
+    Preempted: SIGTERM arrived on this or another worker (a checkpoint was saved first).
+    WorkerLost: another worker of a multi-worker run stopped answering (killed, crashed).
   """
+  from tpu import strategy as strategies
+
+  # First: MultiWorkerMirroredStrategy can only be made before TensorFlow runs any op.
+  strategy = strategy or strategies.get_strategy(config.tpu)
+  worker = strategies.worker(strategy)
+  with strategies.lost_workers_named(worker):   # a lost peer: WorkerLost naming it, never a hang
+    return _run(config, strategy, worker, export)
+
+
+def _run(config, strategy, worker, export):
   import time
 
   import tf_keras as keras
 
   from tpu import pipeline
   from tpu import serving
-  from tpu import strategy as strategies
   from tpu.checkpointing import Checkpoints
   from tpu.checkpointing import SigtermFlag
   from tpu.prepare import prepare
@@ -78,35 +93,36 @@ def run(config, strategy=None, export=None):
   from tpu.trainer import train_loop
   from zoo.text import TextEncoder
 
-  prepared = prepare(config)
+  prepared = prepare(config, worker=worker)
   config, model_dir = prepared.config, prepared.model_dir
-  strategy = strategy or strategies.get_strategy(config.tpu)
+  _check_tpu_hosts(strategy, prepared)
   keras.utils.set_random_seed(config.seed)   # initial weights, dropout and ELECTRA's sampling
   if config.batch_size % strategy.num_replicas_in_sync:
     raise ValueError(f"batch_size {config.batch_size} must be divisible by the "
                      f"{strategy.num_replicas_in_sync} replicas")
   trainer = Trainer(config, strategy)
-  checkpoints = Checkpoints(trainer, model_dir, config)
+  checkpoints = Checkpoints(trainer, model_dir, config, worker)
   checkpoints.restore_or_initialise(config.init_checkpoint)
 
   text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, **config.text_encoder_args())
   eval_data = None
-  if prepared.evaluation is not None:
-    eval_data = pipeline.eval_dataset(prepared.evaluation, trainer.task, text_encoder,
-                                      config.eval_batch_size, seed=config.seed)
+  if prepared.evaluation is not None:   # each worker evaluates its slice of every batch
+    eval_data = strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
+        prepared.evaluation, trainer.task, text_encoder, config.eval_batch_size, seed=config.seed))
   start = trainer.step
   input_fn = pipeline.train_input_fn(prepared.train, trainer.task, text_encoder, config.batch_size,
                                      shuffle_buffer=config.shuffle_buffer, seed=config.seed + start)
   iterator = iter(strategy.distribute_datasets_from_function(input_fn))
-  run_log = RunLog(model_dir)
+  run_log = RunLog(model_dir, write=worker.is_chief)
 
   def evaluate(step):
     results = trainer.evaluate(eval_data)
     run_log.evaluation(step, results)
     return results
 
-  log.info("training %s on %s for %d steps (from step %d), global batch %d over %d replica(s)",
-           config.model, config.data, config.steps, start, config.batch_size, strategy.num_replicas_in_sync)
+  log.info("training %s on %s for %d steps (from step %d), global batch %d over %d replica(s)%s",
+           config.model, config.data, config.steps, start, config.batch_size, strategy.num_replicas_in_sync,
+           f" on {worker.count} workers; this is {worker.name}" if worker.multi_worker else "")
   progress = Progress(config.steps, start)
   started = time.monotonic()
   with SigtermFlag() as signals:
@@ -122,12 +138,27 @@ def run(config, strategy=None, export=None):
   results = {}
   if eval_data is not None:
     results = evaluate(trainer.step)
-    model_dir.write_eval_results(dict(step=trainer.step, **results))
-  if config.export if export is None else export:
+    if worker.is_chief:
+      model_dir.write_eval_results(dict(step=trainer.step, **results))
+  if (config.export if export is None else export) and worker.is_chief:
     path = serving.export(model_dir.path)
     log.info("exported the SavedModel to %s", path)
     results = dict(results, export=path)
   return results
+
+
+def _check_tpu_hosts(strategy, prepared):
+  """Refuses input pipelines with tensorflow-text ops on a multi-host TPU: its hosts' TensorFlow
+  servers, which run the per-host pipelines, lack those ops."""
+  import tensorflow as tf
+  if not isinstance(strategy, tf.distribute.TPUStrategy) or strategy.extended.num_hosts <= 1:
+    return
+  for source in (prepared.train, prepared.evaluation):
+    if source is not None and source.metadata is None:
+      raise ValueError(
+          f"{source.spec} is tokenized in the input pipeline with tensorflow-text ops, which the hosts of a "
+          f"multi-host TPU ({strategy.extended.num_hosts} hosts) cannot run: write it as pre-tokenized "
+          "records with `python -m tpu.pretraining_data` and train on --data tfrecord:GLOB")
 
 
 # ---------------------------------------------------------------------------------------------

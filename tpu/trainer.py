@@ -52,6 +52,7 @@ class Trainer:
     if config.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
       compute = tf.function(compute, jit_compile=True)   # TPUs compile the whole step anyway
     self._compute = compute
+    self.stop_requested = False
     self.train_steps = tf.function(self._train_steps)
     self.eval_step = tf.function(self._eval_step)
 
@@ -84,8 +85,9 @@ class Trainer:
                                    experimental_aggregate_gradients=False)
     return loss, stats
 
-  def _train_steps(self, iterator, num_steps):
-    """Runs `num_steps` steps; returns the sum of the losses and of the statistics over them."""
+  def _train_steps(self, iterator, num_steps, stop):
+    """Runs `num_steps` steps; returns the sum of the losses and of the statistics over them, and
+    the number of replicas whose worker passed `stop` = 1 (all-reduced, so every worker agrees)."""
     reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)   # noqa: E731
     loss_sum = tf.constant(0.0)
     stats_sum = {name: (tf.constant(0.0), tf.constant(0.0)) for name in self.task.stat_names}
@@ -93,12 +95,18 @@ class Trainer:
       loss, stats = self.strategy.run(self._replica_step, args=(next(iterator),))
       loss_sum += reduce(loss)
       stats_sum = tf.nest.map_structure(lambda total, value: total + reduce(value), stats_sum, stats)
-    return loss_sum, stats_sum
+    stops = reduce(self.strategy.run(tf.identity, args=(stop,)))
+    return loss_sum, stats_sum, stops
 
-  def run_steps(self, iterator, count):
-    """Runs `count` steps; returns their mean loss and statistics as Python floats (NaN-checked)."""
+  def run_steps(self, iterator, count, stop=False):
+    """Runs `count` steps; returns their mean loss and statistics as Python floats (NaN-checked).
+
+    `stop` is this worker's wish to stop (SIGTERM); afterwards `stop_requested` says
+    whether any worker of the cluster wished so, the same answer on every worker.
+    """
     step = self.step
-    loss_sum, stats_sum = self.train_steps(iterator, tf.constant(count))
+    loss_sum, stats_sum, stops = self.train_steps(iterator, tf.constant(count), tf.constant(float(stop)))
+    self.stop_requested = bool(stops.numpy() > 0)
     loss = float(loss_sum.numpy()) / count
     if not math.isfinite(loss):
       raise TrainingError(f"the loss became {loss} in steps {step + 1}..{step + count}")
@@ -119,9 +127,12 @@ class Trainer:
     return stats, examples
 
   def evaluate(self, dataset):
-    """Metrics over every example of a `pipeline.eval_dataset`."""
+    """Metrics over every example of a `pipeline.eval_dataset`, or of the distributed dataset of a
+    `pipeline.eval_input_fn` (every worker gets the same metrics)."""
     totals, examples = None, {}
-    for features in self.strategy.experimental_distribute_dataset(dataset):
+    if isinstance(dataset, tf.data.Dataset):
+      dataset = self.strategy.experimental_distribute_dataset(dataset)
+    for features in dataset:
       stats, batch_examples = self.eval_step(features)
       stats = tf.nest.map_structure(lambda value: value.numpy(), stats)
       totals = stats if totals is None else tf.nest.map_structure(np.add, totals, stats)
@@ -138,8 +149,10 @@ def train_loop(trainer, iterator, config, checkpoints, run_log, progress, signal
 
   Executions of up to `steps_per_execution` steps never cross a checkpoint step; after
   each, the values are logged, a due checkpoint is saved, SIGTERM is honoured (save,
-  then `Preempted`) and a due evaluation runs. A non-finite loss raises `TrainingError`
-  before anything is saved, so the last checkpoint stays the last good one.
+  then `Preempted`) and a due evaluation runs. Whether any worker got SIGTERM is
+  all-reduced with the execution's losses, so all workers save the same step and stop.
+  A non-finite loss raises `TrainingError` before anything is saved, so the last
+  checkpoint stays the last good one.
   """
   from tpu.checkpointing import Preempted
 
@@ -147,7 +160,7 @@ def train_loop(trainer, iterator, config, checkpoints, run_log, progress, signal
   while step < config.steps:
     count = min(config.steps_per_execution, config.steps - step, checkpoints.next_due(step) - step)
     try:
-      values = trainer.run_steps(iterator, count)
+      values = trainer.run_steps(iterator, count, stop=signals.terminated)
     except TrainingError as error:
       kept = checkpoints.latest or "none saved yet"
       raise TrainingError(f"{error}; the run stopped without saving, so the last checkpoint ({kept}) is "
@@ -156,9 +169,11 @@ def train_loop(trainer, iterator, config, checkpoints, run_log, progress, signal
     step = trainer.step
     run_log.training(step, trainer.learning_rate(step), values)
     progress.update(count, values)
-    if step % config.checkpoint_every == 0 or step == config.steps or signals.terminated:
+    stop = trainer.stop_requested
+    if step % config.checkpoint_every == 0 or step == config.steps or stop:
       checkpoints.save(step)
-    if signals.terminated:
-      raise Preempted(f"SIGTERM: saved a checkpoint at step {step}; rerun the same command to resume")
+    if stop:
+      who = "" if signals.terminated else " on another worker"
+      raise Preempted(f"SIGTERM{who}: saved a checkpoint at step {step}; rerun the same command to resume")
     if evaluate is not None and config.eval_every and step % config.eval_every == 0 and step < config.steps:
       evaluate(step)

@@ -1,0 +1,301 @@
+"""Training on several workers: `MultiWorkerMirroredStrategy` clusters of `python -m tpu.train`
+processes on 127.0.0.1 (free loopback ports, every process bounded in time), against one device."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tpu import pipeline
+from tpu import strategy as strategies
+from tpu import train
+from tpu.config import TrainConfig
+from tpu.prepare import prepare
+from tpu.prepare import wait_for_vocab
+from tpu.tasks import get_task
+from zoo.model_dir import ModelDir
+from zoo.text import TextEncoder
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_FUNNEL = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1])
+TIMEOUT = 300   # seconds any cluster may take (on a loaded machine; a quiet one takes far less)
+
+
+def tiny_config(model_dir, **changes):
+  values = dict(model="funnel_b4_4_4", model_overrides=TINY_FUNNEL, task="classify", data="demo",
+                model_dir=str(model_dir), steps=6, batch_size=8, eval_batch_size=128, seq_length=16,
+                vocab_size=200, checkpoint_every=2, export=False, learning_rate=3e-3, warmup_steps=0,
+                dropout=0.0)
+  values.update(changes)
+  return TrainConfig(**values)
+
+
+def free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+class Cluster:
+  """`python -m tpu.train ARGS` as every worker of a TF_CONFIG cluster on loopback ports."""
+
+  def __init__(self, folder, args, workers=2):
+    self.addresses = [f"127.0.0.1:{port}" for port in free_ports(workers)]
+    self.logs = [os.path.join(folder, f"worker{i}-{time.monotonic_ns()}") for i in range(workers)]
+    self.processes = []
+    for index, log in enumerate(self.logs):
+      tf_config = dict(cluster=dict(worker=self.addresses), task=dict(type="worker", index=index))
+      env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(tf_config))
+      with open(log + ".out", "w") as out, open(log + ".err", "w") as err:
+        self.processes.append(subprocess.Popen([sys.executable, "-m", "tpu.train", *args], cwd=ROOT,
+                                               env=env, stdout=out, stderr=err, text=True))
+
+  def stderr(self, index):
+    with open(self.logs[index] + ".err") as file:
+      return file.read()
+
+  def stdout(self, index):
+    with open(self.logs[index] + ".out") as file:
+      return file.read()
+
+  def wait(self, timeout=TIMEOUT):
+    """The exit codes; a worker still running after `timeout` seconds fails the test."""
+    deadline = time.monotonic() + timeout
+    for process in self.processes:
+      try:
+        process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+      except subprocess.TimeoutExpired:
+        self.kill()
+        raise AssertionError(f"the cluster ran over {timeout} s:\n" + self.stderr(0)[-3000:]) from None
+    return [process.returncode for process in self.processes]
+
+  def wait_for(self, predicate, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+      ended = [i for i, process in enumerate(self.processes) if process.poll() is not None]
+      if ended or time.monotonic() > deadline:
+        self.kill()
+        raise AssertionError(f"workers {ended} ended early or the wait timed out:\n"
+                             + "\n".join(self.stderr(i)[-2000:] for i in range(len(self.processes))))
+      time.sleep(0.05)
+
+  def kill(self):
+    for process in self.processes:
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.kill()
+
+
+def config_file(tmp_path, config):
+  path = tmp_path / f"config-{time.monotonic_ns()}.json"
+  path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+  return str(path)
+
+
+def training_records(model_dir):
+  return [record for record in ModelDir(str(model_dir)).read_history() if "loss" in record]
+
+
+def latest_step(model_dir):
+  latest = tf.train.latest_checkpoint(str(model_dir / "checkpoints"))
+  return int(latest.rsplit("-", 1)[1]) if latest else None
+
+
+def assert_one_set_of_files(model_dir, runs=1):
+  entries = sorted(os.listdir(model_dir))
+  assert [entry for entry in entries if entry.startswith(".") or "tmp" in entry or "worker" in entry] == []
+  checkpoints = os.listdir(model_dir / "checkpoints")
+  assert all(name == "checkpoint" or name.startswith("ckpt-") for name in checkpoints), checkpoints
+  assert len(os.listdir(model_dir / "train")) == runs   # one summary file per run: the chief's
+
+
+# ---------------------------------------------------------------------------------------------
+# Pieces, in this process.
+
+
+def test_worker_of_a_single_process_strategy_is_the_chief():
+  worker = strategies.worker(tf.distribute.get_strategy())
+  assert (worker.index, worker.count, worker.is_chief, worker.multi_worker) == (0, 1, True, False)
+
+
+def test_a_lost_worker_is_named_with_its_address():
+  cluster = {"worker": ["127.0.0.1:1111", "127.0.0.1:2222"]}
+  tasks = {f"/job:worker/task:{i}": strategies.task_name(cluster, "worker", i) for i in range(2)}
+  me = strategies.Worker(index=0, count=2, name=tasks["/job:worker/task:0"], task="/job:worker/task:0",
+                         tasks=tasks)
+  error = tf.errors.UnavailableError(None, None, (
+      "Graph execution error:\nCollective ops is aborted by: Error reported from /job:worker/task:1: The "
+      "following tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"))
+  message = strategies.lost_worker_message(error, me)
+  assert message.startswith("worker 0 (127.0.0.1:1111) lost worker 1 (127.0.0.1:2222): UnavailableError: "
+                            "Collective ops is aborted")
+  with pytest.raises(strategies.WorkerLost, match=r"lost worker 1 \(127.0.0.1:2222\)"):
+    with strategies.lost_workers_named(me):
+      raise error
+
+
+def test_workers_wait_a_bounded_time_for_the_chiefs_vocabulary(tmp_path):
+  worker = strategies.Worker(index=1, count=2, is_chief=False, name="worker 1 (127.0.0.1:2222)")
+  with pytest.raises(RuntimeError, match=r"worker 1 \(127.0.0.1:2222\) waited 0 s for the chief's "
+                                         r"vocabulary .*vocab.txt.*--vocab FILE"):
+    wait_for_vocab(ModelDir(str(tmp_path)), worker, timeout=0.2)
+  ModelDir(str(tmp_path)).write_vocab(["[PAD]", "[UNK]", "the"])
+  assert wait_for_vocab(ModelDir(str(tmp_path)), worker, timeout=0.2) == ["[PAD]", "[UNK]", "the"]
+
+
+def test_workers_other_than_the_chief_write_nothing(tmp_path):
+  worker = strategies.Worker(index=1, count=2, is_chief=False, name="worker 1")
+  ModelDir(str(tmp_path / "run")).write_vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good"])
+  prepare(tiny_config(tmp_path / "run"), worker=worker)
+  assert os.listdir(tmp_path / "run") == ["vocab.txt"]   # the chief's, read; no config.json written
+
+
+def test_evaluation_slices_cover_every_example_once_over_pipelines(tmp_path):
+  """Each pipeline keeps its rows of the same padded global batches: as many batches everywhere,
+  and together every example once."""
+  config = tiny_config(tmp_path, eval_batch_size=64).validate()
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "plot", "was", "good"]
+  encoder, task = TextEncoder(vocab, seq_length=16), get_task(config)
+  from tpu import data
+  source = data.load("demo", "validation")   # 500 examples: 7 batches of 64 + 52
+  input_fn = pipeline.eval_input_fn(source, task, encoder, 64)
+  parts = [list(input_fn(tf.distribute.InputContext(2, i, 2)).as_numpy_iterator()) for i in range(2)]
+  assert [len(part) for part in parts] == [8, 8]
+  whole = list(pipeline.eval_dataset(source, task, encoder, 64).as_numpy_iterator())
+  for batch, first, second in zip(whole, *parts, strict=True):
+    for key in batch:
+      np.testing.assert_array_equal(np.concatenate([first[key], second[key]]), batch[key])
+  assert sum(part["weight"].sum() for part in parts[0] + parts[1]) == 500
+
+
+def test_a_multi_host_tpu_refuses_text_that_needs_tensorflow_text(tmp_path):
+  tpu = object.__new__(tf.distribute.TPUStrategy)   # a stand-in with the one attribute the check reads
+  tpu._extended = types.SimpleNamespace(num_hosts=4)
+  prepared = types.SimpleNamespace(train=types.SimpleNamespace(spec="demo", metadata=None), evaluation=None)
+  with pytest.raises(ValueError, match=r"demo is tokenized .*tensorflow-text.*4 hosts.*"
+                                       r"python -m tpu.pretraining_data"):
+    train._check_tpu_hosts(tpu, prepared)
+  prepared.train = types.SimpleNamespace(spec="tfrecord:x/*.tfrecord", metadata={"seq_length": 16})
+  train._check_tpu_hosts(tpu, prepared)   # pre-tokenized records run
+
+
+# ---------------------------------------------------------------------------------------------
+# Clusters of processes.
+
+
+@pytest.mark.slow
+def test_two_workers_follow_one_device_and_write_one_model_dir(tmp_path, monkeypatch):
+  """Two workers, one replica each, each reading its half of the examples (pipeline i of 2 keeps
+  every 2nd example from the i-th, shuffles them with its own seed and makes batches of 4).
+  The global batch of a step is worker 0's 4 examples and worker 1's 4.
+
+  The baseline is one device in this process whose global batch of 8 is the concatenation of
+  those two pipelines' batches (the same `train_input_fn` called with the two workers'
+  `InputContext`s): the same examples in the same order, so with dropout off the loss must
+  follow to 1e-5, and the final evaluation (each worker evaluating its slice of every padded
+  batch) must equal the one device's over all 500 examples."""
+  model_dir = tmp_path / "cluster"
+  config = tiny_config(model_dir, export=True)
+  with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
+    codes = cluster.wait()
+    assert codes == [0, 0], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
+  assert "on 2 workers; this is worker 1 (127.0.0.1:" in cluster.stderr(1)
+  results = [json.loads(cluster.stdout(i)) for i in range(2)]
+  assert results[1]["examples"] == 500 and results[0]["loss"] == results[1]["loss"]
+
+  # One copy of everything: the chief's.
+  assert sorted(os.listdir(model_dir)) == ["checkpoints", "config.json", "eval", "eval_results.json",
+                                          "export", "history.jsonl", "train", "vocab.txt"]
+  assert_one_set_of_files(model_dir)
+  assert len(os.listdir(model_dir / "export")) == 1
+  assert [record["step"] for record in training_records(model_dir)] == [1, 2, 3, 4, 5, 6]
+  assert latest_step(model_dir) == 6
+
+  original = pipeline.train_input_fn
+
+  def one_device_input_fn(*args, **kwargs):
+    make = original(*args, **kwargs)
+    parts = tuple(make(tf.distribute.InputContext(2, i, 2)) for i in range(2))
+    return lambda context=None: tf.data.Dataset.zip(parts).map(
+        lambda first, second: tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), first, second))
+
+  monkeypatch.setattr(pipeline, "train_input_fn", one_device_input_fn)
+  baseline = tmp_path / "one"
+  one_results = train.run(tiny_config(baseline, vocab=str(model_dir / "vocab.txt")),
+                          strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
+  one = np.array([record["loss"] for record in training_records(baseline)])
+  two = np.array([record["loss"] for record in training_records(model_dir)])
+  assert len(one) == 6 and one[0] != one[-1]
+  print("largest loss difference, 2 workers vs 1 device:", np.abs(two - one).max())
+  np.testing.assert_allclose(two, one, atol=1e-5)
+  for key in ("loss", "accuracy", "f1"):
+    np.testing.assert_allclose(results[0][key], one_results[key], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_its_peer_and_the_rerun_resumes(tmp_path):
+  model_dir = tmp_path / "run"
+  args = ["--config", config_file(tmp_path, tiny_config(model_dir, steps=30, checkpoint_every=5))]
+  with Cluster(str(tmp_path), args) as first:
+    first.wait_for(lambda: latest_step(model_dir) is not None)
+    first.processes[1].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+      first.processes[0].wait(timeout=0.0)   # still running when its peer died
+    code = first.processes[0].wait(timeout=120)
+    took = time.monotonic() - killed
+  print(f"the surviving worker exited {took:.1f} s after its peer was killed")
+  assert code not in (0, None)
+  assert f"lost worker 1 ({first.addresses[1]})" in first.stderr(0)
+  killed_at = latest_step(model_dir)
+  assert 0 < killed_at < 30
+
+  with Cluster(str(tmp_path), args) as second:   # the same command on every worker
+    codes = second.wait()
+  assert codes == [0, 0], second.stderr(0)[-2000:]
+  assert f"(step {killed_at})" in second.stderr(0) and f"(step {killed_at})" in second.stderr(1)
+  steps = [record["step"] for record in training_records(model_dir)]
+  assert steps[-(30 - killed_at):] == list(range(killed_at + 1, 31))   # none lost, none repeated
+  assert latest_step(model_dir) == 30
+  assert_one_set_of_files(model_dir, runs=2)
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_worker_saves_on_all_and_the_rerun_resumes(tmp_path):
+  model_dir = tmp_path / "run"
+  args = ["--config", config_file(tmp_path, tiny_config(model_dir, steps=30, checkpoint_every=1000))]
+  with Cluster(str(tmp_path), args) as first:
+    first.wait_for(lambda: len(training_records(model_dir)) >= 3)
+    first.processes[1].send_signal(signal.SIGTERM)   # a preempted VM
+    codes = first.wait(timeout=120)
+  assert codes == [143, 143], first.stderr(0)[-2000:]
+  assert "SIGTERM on another worker: saved a checkpoint at step" in first.stderr(0)
+  assert "SIGTERM: saved a checkpoint at step" in first.stderr(1)
+  stopped_at = training_records(model_dir)[-1]["step"]
+  assert 3 <= stopped_at < 30 and latest_step(model_dir) == stopped_at
+
+  with Cluster(str(tmp_path), args) as second:
+    codes = second.wait()
+  assert codes == [0, 0], second.stderr(0)[-2000:]
+  assert f"(step {stopped_at})" in second.stderr(0)
+  assert [record["step"] for record in training_records(model_dir)] == list(range(1, 31))
+  assert latest_step(model_dir) == 30
