@@ -48,6 +48,24 @@ def restore_encoder(encoder, path):
   return prefix
 
 
+def restore_heads(model, path):
+  """Restores `model`'s masked-LM head (`masked_lm`) from a checkpoint that holds one; True if it did.
+
+  A converted BERT checkpoint with its pre-training head, or a masked-LM pre-training run,
+  holds one; then a masked-LM run starts from the head as well as from the encoder.
+  """
+  head = dict(getattr(model, "checkpoint_items", {})).get("masked_lm")
+  prefix = find_checkpoint(path)
+  if head is None or not any(name.startswith("masked_lm/") for name, _ in tf.train.list_variables(prefix)):
+    return False
+  try:
+    tf.train.Checkpoint(masked_lm=head).read(prefix).assert_existing_objects_matched().expect_partial()
+  except (AssertionError, ValueError) as error:
+    raise ValueError(f"--init-checkpoint {prefix}: its masked-LM head does not fit this model's: "
+                     f"{error}") from None
+  return True
+
+
 class Checkpoints:
   """The run's `CheckpointManager`: restores or initialises the trainer, saves by step number."""
 
@@ -73,6 +91,8 @@ class Checkpoints:
     elif init_checkpoint:
       prefix = restore_encoder(self.trainer.encoder, init_checkpoint)
       log.info("encoder initialised from %s", prefix)
+      if restore_heads(self.trainer.model, prefix):
+        log.info("masked-LM head initialised from %s", prefix)
 
   def next_due(self, step):
     """The next step at which a checkpoint is due."""

@@ -17,10 +17,11 @@ SRC is a local directory, or for the Hugging Face formats a hub id (`funnel-tran
   --init-checkpoint DIR` rebuilds the exact encoder without `--model` and tokenizes as
   the checkpoint's tokenizer does;
 - `checkpoints/ckpt-1.*` and the `checkpoint` state file: `tf.train.Checkpoint(model=encoder)`
-  saved by `tf.train.CheckpointManager`, which records it only once it is complete;
+  (with `masked_lm=` the masked-LM head of a BERT checkpoint that has one) saved by
+  `tf.train.CheckpointManager`, which records it only once it is complete;
 - `vocab.txt`, copied from SRC;
 - `source.json`: the format and path (or hub id and revision) converted from, and the
-  checkpoint's weights left out on purpose (pre-training heads, optimizer state).
+  checkpoint's weights left out on purpose (next-sentence head, optimizer state).
 
 Errors (unsupported config values, missing fields, missing or unexpected weights) go
 to stderr and the exit status is 1.
@@ -51,10 +52,12 @@ def hf_lower_case(src):
   return hf_settings(src)[0]
 
 
-def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None, tokenizer=None):
+def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None, tokenizer=None,
+                    heads=None):
   """Writes a converted encoder as a model directory; returns the checkpoint prefix.
 
-  `vocab`: the path of a vocabulary file, or its tokens.
+  `vocab`: the path of a vocabulary file, or its tokens. `heads`: `{name: layer}` saved
+  beside the encoder (`masked_lm`, as the masked-LM pre-training model names its head).
   """
   import tensorflow as tf
 
@@ -66,7 +69,7 @@ def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab
   elif vocab is not None:
     model_dir.write_vocab(vocab)
   model_dir.write_source(source)
-  manager = model_dir.checkpoint_manager(tf.train.Checkpoint(model=encoder), max_to_keep=1)
+  manager = model_dir.checkpoint_manager(tf.train.Checkpoint(model=encoder, **(heads or {})), max_to_keep=1)
   prefix = manager.save(checkpoint_number=1)
   # config.json last: a directory with a config is complete.
   model_dir.write_config(describe(encoder, seq_length, lower_case, tokenizer))
@@ -154,7 +157,7 @@ def tf1_lower_case(src, flag):
 
 
 def convert(args):
-  """`(encoder, lower_case, tokenizer, vocabulary (path or tokens), source)` of the parsed arguments."""
+  """`(encoder, heads, lower_case, tokenizer, vocabulary (path or tokens), source)` of `args`."""
   from zoo.convert import tokenizer_files
   src, source = args.src, dict(format=args.format)
   if args.format in HF_FORMATS and is_hub_id(src):
@@ -166,16 +169,16 @@ def convert(args):
     from zoo.convert.hf_funnel import load_hf_funnel
     encoder = load_hf_funnel(src, seq_length=args.seq_length, with_decoder=args.with_decoder)
     lower_case, tokenizer = tokenizer_files.hf_settings(src, funnel=True)
-    dropped = []
+    dropped, heads = [], {}
   elif args.format == "hf-bert":
     from zoo.convert.bert import convert_hf_bert
     converted = convert_hf_bert(src, args.seq_length, args.residual_attention, args.running_mean)
-    encoder, dropped = converted.encoder, converted.dropped
+    encoder, dropped, heads = converted.encoder, converted.dropped, converted.heads
     lower_case, tokenizer = tokenizer_files.hf_settings(src)
   else:
     from zoo.convert.bert import convert_tf1_bert
     converted = convert_tf1_bert(src, args.seq_length, args.residual_attention, args.running_mean)
-    encoder, dropped = converted.encoder, converted.dropped
+    encoder, dropped, heads = converted.encoder, converted.dropped, converted.heads
     lower_case, tokenizer = tokenizer_files.google_settings(tf1_lower_case(src, args.lower_case))
   if dropped:
     source.update(dropped=dropped)
@@ -184,7 +187,7 @@ def convert(args):
   else:
     vocab = os.path.join(src if os.path.isdir(src) else os.path.dirname(src), "vocab.txt")
     vocab = vocab if os.path.exists(vocab) else None
-  return encoder, lower_case, tokenizer, vocab, source
+  return encoder, heads, lower_case, tokenizer, vocab, source
 
 
 def main(argv=None):
@@ -192,11 +195,11 @@ def main(argv=None):
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow(args.verbose)
   try:
-    encoder, lower_case, tokenizer, vocab, source = convert(args)
+    encoder, heads, lower_case, tokenizer, vocab, source = convert(args)
     if vocab is None and args.format != "hf-funnel":
       raise FileNotFoundError(f"{args.src}: no vocab.txt (or tokenizer.json) beside the checkpoint")
     prefix = write_model_dir(encoder, args.out, seq_length=args.seq_length, lower_case=lower_case,
-                             source=source, vocab=vocab, tokenizer=tokenizer)
+                             source=source, vocab=vocab, tokenizer=tokenizer, heads=heads)
   except (ValueError, FileNotFoundError) as e:   # ConversionError, a seq_length too short, a bad vocabulary
     print(f"zoo.convert: error: {e}", file=sys.stderr)
     return 1

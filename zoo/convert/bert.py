@@ -14,10 +14,12 @@ Two layouts of the same weights:
 
 Axes: V vocabulary, D model width, N heads, H head width, F feed-forward width.
 
-Every encoder weight is used exactly once. The pre-training heads (`cls.` in Hugging
-Face, `cls/` in TF1: masked LM and next sentence) and, in TF1 checkpoints, the
-optimizer's slots and step are left out on purpose and listed as `dropped`; anything
-else unknown, missing or misshapen raises `ConversionError` naming it. The zoo's
+Every encoder weight is used exactly once. The masked-LM head (`cls.predictions.` in
+Hugging Face, `cls/predictions/` in TF1), when present, becomes a zoo `MaskedLMHead`
+(`Converted.heads["masked_lm"]`, tied to the encoder's word embeddings, as in BERT; an
+untied decoder is refused). The next-sentence head (`cls.seq_relationship`) and, in TF1
+checkpoints, the optimizer's slots and step are left out on purpose and listed as
+`dropped`; anything else unknown, missing or misshapen raises `ConversionError` naming it. The zoo's
 `pooler` takes BERT's pooler (`pooler.dense`, `bert/pooler/dense`); a `BertModel` saved
 without one keeps the zoo's initial pooler.
 
@@ -231,10 +233,71 @@ def assign_weights(model, weights, layout, source, dropped=()):
 
 
 class Converted:
-  """A converted encoder and what was left out: `encoder`, `dropped` (names), `has_pooler`."""
+  """A converted encoder, its heads (`{"masked_lm": MaskedLMHead}` or `{}`) and the names left out."""
 
-  def __init__(self, encoder, dropped, has_pooler):
+  def __init__(self, encoder, dropped, has_pooler, heads=None):
     self.encoder, self.dropped, self.has_pooler = encoder, sorted(dropped), has_pooler
+    self.heads = dict(heads or {})
+
+
+def _mlm_names(layout):
+  if layout == "hf":
+    p = "cls.predictions."
+    return dict(kernel=f"{p}transform.dense.weight", bias=f"{p}transform.dense.bias",
+                gamma=f"{p}transform.LayerNorm.weight", beta=f"{p}transform.LayerNorm.bias",
+                output_bias=f"{p}bias", tied_bias=f"{p}decoder.bias", tied_table=f"{p}decoder.weight")
+  p = "cls/predictions/"
+  return dict(kernel=f"{p}transform/dense/kernel", bias=f"{p}transform/dense/bias",
+              gamma=f"{p}transform/LayerNorm/gamma", beta=f"{p}transform/LayerNorm/beta",
+              output_bias=f"{p}output_bias")
+
+
+def masked_lm_head(encoder, weights, layout, activation, source):
+  """The zoo `MaskedLMHead` of a checkpoint's masked-LM weights, or None when it has none.
+
+  Returns:
+    `(head or None, names used)`.
+
+  Raises:
+    ConversionError: some of its weights missing or misshapen, or a decoder not tied to
+      the word embeddings.
+  """
+  import tensorflow as tf
+
+  from zoo.layers.constants import ACTIVATIONS
+  from zoo.models.heads import MaskedLMHead
+  names = _mlm_names(layout)
+  present = [name for name in names.values() if name in weights]
+  if not present:
+    return None, []
+  head = MaskedLMHead(encoder.get_embedding_table(), activation=ACTIVATIONS.get(activation, activation),
+                      initializer="zeros", name="masked_lm")
+  width = encoder.get_config()["hidden_size"]
+  head(tf.zeros([1, 1, width]), masked_positions=tf.zeros([1, 1], tf.int32))
+  kernel = _hf_linear(1) if layout == "hf" else _tf1_kernel(1)
+  entries = [(names["kernel"], head.dense.kernel, kernel), (names["bias"], head.dense.bias, _same()),
+             (names["gamma"], head.layer_norm.gamma, _same()), (names["beta"], head.layer_norm.beta, _same()),
+             (names["output_bias"], head.bias, _same())]
+  problems = [f"missing weight(s) of the masked-LM head: {name}"
+              for name, _, _ in entries if name not in weights]
+  problems += [f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)}"
+               for name, variable, (expected, _) in entries
+               if name in weights and tuple(weights[name].shape) != expected(variable.shape)]
+  used = [name for name, _, _ in entries]
+  table = encoder.get_embedding_table().numpy()
+  for key, tied_to, what in (("tied_bias", names["output_bias"], "the output bias"),
+                             ("tied_table", None, "the word embeddings")):
+    name = names.get(key)
+    if name and name in weights:
+      other = table if tied_to is None else weights.get(tied_to)
+      if other is None or weights[name].shape != other.shape or not np.array_equal(weights[name], other):
+        problems.append(f"{name} is not tied to {what}: an untied masked-LM decoder is not supported")
+      used.append(name)
+  if problems:
+    raise ConversionError(f"{source}: " + "; ".join(problems))
+  for name, variable, (_, convert) in entries:
+    variable.assign(convert(np.asarray(weights[name], np.float32), tuple(variable.shape)))
+  return head, used
 
 
 def _renamed(name):
@@ -261,17 +324,28 @@ def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean
   if any(name.startswith("bert.") for name in weights):   # a BertFor... model: the encoder under bert.
     weights = {name[len("bert."):] if name.startswith("bert.") else name: value
                for name, value in weights.items()}
-  dropped = [name for name in weights if name.startswith("cls.")]
+  heads = [name for name in weights if name.startswith("cls.")]
   model = TransformerEncoder(**arguments)
-  has_pooler = assign_weights(model, weights, "hf", os.path.join(path, "model.safetensors"), dropped)
-  return Converted(model, dropped, has_pooler)
+  source = os.path.join(path, "model.safetensors")
+  has_pooler = assign_weights(model, weights, "hf", source, heads)
+  head, used = masked_lm_head(model, weights, "hf", arguments["activation"], source)
+  return _with_heads(model, heads, used, has_pooler, head, source)
+
+
+def _with_heads(model, heads, used, has_pooler, head, source):
+  """The `Converted`: the next-sentence head is dropped, any other head weight is unexpected."""
+  left = [name for name in heads if name not in used]
+  unexpected = [name for name in left if "seq_relationship" not in name]
+  if unexpected:
+    raise ConversionError(f"{source}: unexpected weight(s): {', '.join(sorted(unexpected))}")
+  return Converted(model, left, has_pooler, heads={"masked_lm": head} if head is not None else None)
 
 
 def load_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
   """Loads a Hugging Face `BertModel` / `BertForPreTraining` directory as a zoo `TransformerEncoder`.
 
   `sequence_output` equals Hugging Face's `last_hidden_state` (float32, ~1e-6) and
-  `pooled_output` its `pooler_output`. The pre-training heads (`cls.`) are dropped.
+  `pooled_output` its `pooler_output`. `convert_hf_bert` also gives the masked-LM head.
 
   Raises:
     ConversionError: (a `ValueError`) an unsupported config value, a missing config
@@ -319,10 +393,13 @@ def convert_tf1_bert(src, seq_length=512, residual_attention=False, running_mean
   config = _read_json(config_path, f"Google's {TF1_CONFIG_FILE} beside the checkpoint")
   arguments = zoo_config(config, TF1_ACTIVATIONS, seq_length, residual_attention, running_mean, config_path)
   weights, optimizer = read_tf1_weights(prefix)
-  dropped = optimizer + [name for name in weights if name.startswith("cls/")]
+  heads = [name for name in weights if name.startswith("cls/")]
   model = TransformerEncoder(**arguments)
-  has_pooler = assign_weights(model, weights, "tf1", prefix, dropped)
-  return Converted(model, dropped, has_pooler)
+  has_pooler = assign_weights(model, weights, "tf1", prefix, heads)
+  head, used = masked_lm_head(model, weights, "tf1", arguments["activation"], prefix)
+  converted = _with_heads(model, heads, used, has_pooler, head, prefix)
+  converted.dropped = sorted(converted.dropped + optimizer)
+  return converted
 
 
 def load_tf1_bert(src, seq_length=512, residual_attention=False, running_mean=False):

@@ -23,6 +23,8 @@ from zoo.convert import ConversionError
 from zoo.convert import load_hf_bert
 from zoo.convert import load_tf1_bert
 from zoo.convert.__main__ import main
+from zoo.convert.bert import convert_hf_bert
+from zoo.convert.bert import convert_tf1_bert
 from zoo.model_dir import ModelDir
 
 VOCAB, LENGTH = 40, 16
@@ -125,7 +127,7 @@ def test_hf_bert_matches_hugging_face(hf_bert, pretraining, hidden_act):
 def test_tf1_bert_matches_hugging_face(hf_bert, tmp_path):
   """Google's "gelu" is the tanh form: Hugging Face's "gelu_new" is the reference."""
   _, hf_model = hf_bert(hidden_act="gelu_new")
-  extra = {"cls/predictions/output_bias": np.zeros([VOCAB], np.float32), "global_step": np.int64(7),
+  extra = {"cls/seq_relationship/output_bias": np.zeros([2], np.float32), "global_step": np.int64(7),
            "bert/encoder/layer_0/output/dense/kernel/adam_m": np.zeros([64, 32], np.float32)}
   src = write_tf1(hf_model, str(tmp_path / "uncased_L-2_H-32_A-4"), extra=extra)
   encoder = load_tf1_bert(src, seq_length=LENGTH)
@@ -238,9 +240,11 @@ def test_cli_hf_bert_writes_the_tokenizer_settings(hf_bert, tmp_path, capsys):
   with open(os.path.join(out, "source.json")) as file:
     source = json.load(file)
   assert source["format"] == "hf-bert"
-  assert any(name.startswith("cls.predictions") for name in source["dropped"])
+  assert source["dropped"] == ["cls.seq_relationship.bias", "cls.seq_relationship.weight"]
+  assert any(name.startswith("masked_lm/") for name, _ in tf.train.list_variables(out + "/checkpoints"))
   rebuilt = presets.build(config.model, **config.model_overrides, seq_length=LENGTH, vocab_size=VOCAB)
-  tf.train.Checkpoint(model=rebuilt).restore(ModelDir(out).latest_checkpoint()).assert_consumed()
+  checkpoint = tf.train.Checkpoint(model=rebuilt).restore(ModelDir(out).latest_checkpoint())
+  checkpoint.assert_existing_objects_matched()   # and the masked-LM head beside it
   assert max(differences(rebuilt, hf_model, make_inputs())) < TOLERANCE
 
 
@@ -265,3 +269,47 @@ def test_cli_errors(hf_bert, tmp_path, capsys):
   assert main(["tf1-bert", str(tmp_path / "nowhere"), "--out", str(tmp_path / "zoo")]) == 1
   assert "bert_config.json: not found" in capsys.readouterr().err
   assert not (tmp_path / "zoo").exists()
+
+
+def mlm_logits(converted, inputs, positions):
+  sequence = converted.encoder(inputs, training=False)["sequence_output"]
+  return converted.heads["masked_lm"](sequence, masked_positions=positions).numpy()
+
+
+def hf_mlm_logits(model, inputs, positions):
+  with torch.no_grad():
+    logits = model(input_ids=torch.from_numpy(inputs["input_word_ids"]).long(),
+                   attention_mask=torch.from_numpy(inputs["input_mask"]).long(),
+                   token_type_ids=torch.from_numpy(inputs["input_type_ids"]).long()).prediction_logits.numpy()
+  return np.take_along_axis(logits, positions[:, :, None], axis=1)
+
+
+def test_the_masked_lm_head_matches_hugging_face(tmp_path):
+  """BertForPreTraining's prediction head, from safetensors and from the TF1 layout."""
+  torch.manual_seed(2)
+  model = transformers.BertForPreTraining(transformers.BertConfig(**TINY, hidden_act="gelu_new")).eval()
+  with torch.no_grad():   # a non-zero output bias
+    model.cls.predictions.bias.normal_()
+  model.save_pretrained(tmp_path / "hf", safe_serialization=True)
+  inputs, positions = make_inputs(), np.array([[1, 2], [3, 8], [0, 3]], np.int32)
+  expected = hf_mlm_logits(model, inputs, positions)
+  converted = convert_hf_bert(str(tmp_path / "hf"), seq_length=LENGTH)
+  assert np.abs(mlm_logits(converted, inputs, positions) - expected).max() < TOLERANCE
+
+  head = {name: value.numpy() for name, value in model.cls.state_dict().items()}
+  extra = {"cls/predictions/transform/dense/kernel": head["predictions.transform.dense.weight"].T,
+           "cls/predictions/transform/dense/bias": head["predictions.transform.dense.bias"],
+           "cls/predictions/transform/LayerNorm/gamma": head["predictions.transform.LayerNorm.weight"],
+           "cls/predictions/transform/LayerNorm/beta": head["predictions.transform.LayerNorm.bias"],
+           "cls/predictions/output_bias": head["predictions.bias"],
+           "cls/seq_relationship/output_weights": head["seq_relationship.weight"],
+           "cls/seq_relationship/output_bias": head["seq_relationship.bias"]}
+  src = write_tf1(model.bert, str(tmp_path / "tf1"), extra=extra)
+  converted = convert_tf1_bert(src, seq_length=LENGTH)
+  assert np.abs(mlm_logits(converted, inputs, positions) - expected).max() < TOLERANCE
+  assert converted.dropped == ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
+
+  del extra["cls/predictions/transform/dense/bias"]
+  src = write_tf1(model.bert, str(tmp_path / "partial"), extra=extra)
+  with pytest.raises(ConversionError, match="missing weight.* of the masked-LM head: cls/predictions/"):
+    convert_tf1_bert(src, seq_length=LENGTH)

@@ -159,3 +159,27 @@ def test_a_hub_id_converts_from_the_cache_offline(tmp_path, hf_bert):
   result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
   assert result.returncode == 1
   assert "zoo.convert: error: someone/not-cached: no local directory of that name" in result.stderr
+
+
+@pytest.mark.slow
+def test_masked_lm_pre_training_starts_from_the_checkpoints_head(tmp_path):
+  torch.manual_seed(3)
+  model = transformers.BertForPreTraining(transformers.BertConfig(**{**BERT_TINY, "vocab_size": 40})).eval()
+  with torch.no_grad():
+    model.cls.predictions.bias.normal_()
+  src = tmp_path / "bert"
+  model.save_pretrained(src, safe_serialization=True)
+  vocab_file(str(src), BERT_SPECIAL, 40)
+  out = str(tmp_path / "converted")
+  assert main(["hf-bert", str(src), "--out", out, "--seq-length", str(LENGTH)]) == 0
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("".join(f"{line}\n" for line in LONG * 20))
+  run = TrainConfig(model_dir=str(tmp_path / "run"), task="mlm", data=f"text:{corpus}", steps=1, batch_size=4,
+                    seq_length=LENGTH, init_checkpoint=out, checkpoint_every=1, learning_rate=1e-12,
+                    export=False)
+  train.run(run)
+  prefix = tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints"))
+  bias = [name for name, _ in tf.train.list_variables(prefix) if name.startswith("masked_lm/output_bias")]
+  assert bias, "the run saved no masked-LM head"
+  expected = model.cls.predictions.bias.detach().numpy()
+  np.testing.assert_allclose(tf.train.load_checkpoint(prefix).get_tensor(bias[0]), expected, atol=1e-6)
