@@ -21,7 +21,8 @@ SRC is a local directory, or for the Hugging Face formats a hub id (`funnel-tran
   `tf.train.CheckpointManager`, which records it only once it is complete;
 - `vocab.txt`, copied from SRC;
 - `source.json`: the format and path (or hub id and revision) converted from, and the
-  checkpoint's weights left out on purpose (next-sentence head, optimizer state).
+  checkpoint's weights left out on purpose (BERT's next-sentence head, TF1 optimizer state,
+  the heads of Funnel's pre-training models).
 
 Errors (unsupported config values, missing fields, missing or unexpected weights) go
 to stderr and the exit status is 1.
@@ -166,10 +167,10 @@ def convert(args):
   else:
     source.update(path=os.path.abspath(src))
   if args.format == "hf-funnel":
-    from zoo.convert.hf_funnel import load_hf_funnel
-    encoder = load_hf_funnel(src, seq_length=args.seq_length, with_decoder=args.with_decoder)
+    from zoo.convert.hf_funnel import convert_hf_funnel
+    encoder, dropped = convert_hf_funnel(src, seq_length=args.seq_length, with_decoder=args.with_decoder)
     lower_case, tokenizer = tokenizer_files.hf_settings(src, funnel=True)
-    dropped, heads = [], {}
+    heads = {}
   elif args.format == "hf-bert":
     from zoo.convert.bert import convert_hf_bert
     converted = convert_hf_bert(src, args.seq_length, args.residual_attention, args.running_mean)

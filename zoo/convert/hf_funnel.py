@@ -254,9 +254,9 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
     problems.append(f"missing weight(s): {', '.join(missing)}")
   if unexpected:
     hint = ""
-    if any(name.startswith("funnel.") for name in unexpected):
-      hint = (" (names under 'funnel.' come from a FunnelFor... task model; convert its FunnelModel "
-              "or FunnelBaseModel)")
+    if any(not name.startswith(("embeddings.", "encoder.", "decoder.")) for name in unexpected):
+      hint = (" (a head of a FunnelFor... task model? Only FunnelForMaskedLM's and FunnelForPreTraining's "
+              "heads are left out; convert the task model's FunnelModel or FunnelBaseModel)")
     problems.append(f"unexpected weight(s): {', '.join(unexpected)}{hint}")
   for name, variable, (expected, _) in entries:
     if name in weights and tuple(weights[name].shape) != expected(variable.shape):
@@ -279,6 +279,37 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
     raise ConversionError(f"{source}: no Hugging Face weight for zoo variable(s) {', '.join(left)}")
 
 
+# Heads of Hugging Face's Funnel pre-training models (FunnelForMaskedLM, FunnelForPreTraining:
+# ELECTRA's discriminator), whose encoder sits under `funnel.`; the zoo's heads differ.
+PRETRAINING_HEADS = ("lm_head.", "discriminator_predictions.")
+
+
+def convert_hf_funnel(path, seq_length=512, with_decoder=None):
+  """`(FunnelEncoder, names of the dropped head weights)`; see `load_hf_funnel`.
+
+  A `FunnelForMaskedLM` or `FunnelForPreTraining` checkpoint converts its `funnel.`
+  encoder; the weights of its head are dropped and named. Hugging Face's masked-LM head
+  is one linear layer to the vocabulary and its ELECTRA discriminator a dense layer
+  without layer norm: the zoo's `MaskedLMHead` and `ElectraPretrainer` have other
+  parameters, so neither carries over.
+  """
+  hf_config = read_hf_config(path)
+  weights = read_hf_weights(path)
+  dropped = []
+  if any(name.startswith("funnel.") for name in weights):
+    dropped = sorted(name for name in weights if name.startswith(PRETRAINING_HEADS))
+    weights = {name[len("funnel."):] if name.startswith("funnel.") else name: value
+               for name, value in weights.items() if name not in dropped}
+  has_decoder = any(name.startswith("decoder.") for name in weights)
+  if with_decoder is None:
+    with_decoder = has_decoder or "FunnelModel" in (hf_config.get("architectures") or ())
+  config = zoo_config(hf_config, seq_length, with_decoder, source=os.path.join(path, CONFIG_FILE))
+  model = FunnelEncoder(**config)
+  skip = () if with_decoder else ("decoder.",)
+  assign_hf_weights(model, weights, config, source=os.path.join(path, WEIGHTS_FILE), skip_prefixes=skip)
+  return model, dropped
+
+
 def load_hf_funnel(path, seq_length=512, with_decoder=None):
   """Loads a Hugging Face Funnel checkpoint directory as a zoo `FunnelEncoder`.
 
@@ -288,7 +319,8 @@ def load_hf_funnel(path, seq_length=512, with_decoder=None):
 
   Args:
     path: directory with `config.json` and `model.safetensors`, as written by
-      `FunnelModel.save_pretrained(path, safe_serialization=True)`.
+      `FunnelModel.save_pretrained(path, safe_serialization=True)` (or by a
+      `FunnelForMaskedLM` / `FunnelForPreTraining`: its head is dropped).
     seq_length: static input length of the zoo model.
     with_decoder: build the decoder (`FunnelModel`) or not (`FunnelBaseModel`). None:
       when the checkpoint has decoder weights or says it is a `FunnelModel`. False
@@ -308,13 +340,4 @@ def load_hf_funnel(path, seq_length=512, with_decoder=None):
       encoder = load_hf_funnel("funnel", seq_length=128)   # zoo, no torch needed
       outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types))
   """
-  hf_config = read_hf_config(path)
-  weights = read_hf_weights(path)
-  has_decoder = any(name.startswith("decoder.") for name in weights)
-  if with_decoder is None:
-    with_decoder = has_decoder or "FunnelModel" in (hf_config.get("architectures") or ())
-  config = zoo_config(hf_config, seq_length, with_decoder, source=os.path.join(path, CONFIG_FILE))
-  model = FunnelEncoder(**config)
-  skip = () if with_decoder else ("decoder.",)
-  assign_hf_weights(model, weights, config, source=os.path.join(path, WEIGHTS_FILE), skip_prefixes=skip)
-  return model
+  return convert_hf_funnel(path, seq_length, with_decoder)[0]

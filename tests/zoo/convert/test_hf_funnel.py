@@ -325,3 +325,25 @@ def test_cli_help(capsys):
     main(["hf-funnel", "--help"])
   assert exit_info.value.code == 0
   assert "--seq-length" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model_class, head", [
+    (transformers.FunnelForMaskedLM, "lm_head."),
+    (transformers.FunnelForPreTraining, "discriminator_predictions."),
+])
+def test_pre_training_models_convert_their_encoder_and_list_the_head(tmp_path, model_class, head):
+  from zoo.convert.hf_funnel import convert_hf_funnel
+  torch.manual_seed(0)
+  model = model_class(transformers.FunnelConfig(**{**TINY, **BLOCKS})).eval()
+  model.save_pretrained(tmp_path / "hf", safe_serialization=True)
+  encoder, dropped = convert_hf_funnel(str(tmp_path / "hf"), seq_length=LENGTH)
+  assert dropped and all(name.startswith(head) for name in dropped)
+  inputs = make_inputs(separate_cls=True)
+  actual = encoder(inputs, training=False)["sequence_output"]
+  expected = hf_reference(model.funnel, inputs).last_hidden_state
+  assert max_difference(actual, expected, inputs["input_mask"], model.config) < TOLERANCE
+
+  classifier = transformers.FunnelForSequenceClassification(transformers.FunnelConfig(**{**TINY, **BLOCKS}))
+  classifier.save_pretrained(tmp_path / "classifier", safe_serialization=True)
+  with pytest.raises(ConversionError, match=r"unexpected weight\(s\): classifier\..*a head of a FunnelFor"):
+    convert_hf_funnel(str(tmp_path / "classifier"), seq_length=LENGTH)
