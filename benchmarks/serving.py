@@ -193,7 +193,7 @@ def report(results, settings, command):
         f"{r['seq_length']} ({one['tokens_per_example']:.0f})",
         f"{one['median'] * 1e3:.1f}", f"{one['p99'] * 1e3:.1f}", f"{one['tokenize_share']:.1%}",
         f"{many['throughput']:.1f}", f"{many['median'] * 1e3:.0f}", f"{many['tokenize'] * 1e3:.1f}",
-        f"{many['tokenize_share']:.1%} ({many['difference_share']:.1%})",
+        f"{many['tokenize_share']:.2%} ({many['difference_share']:.1%})",
         _status(many["tokenize_share"]) if r["target"] else ""])
   header = ["model", "parameters", "T (real tokens)", "batch 1 median (ms)", "batch 1 p99 (ms)",
             "batch 1 tokenizing", f"batch {settings.batch_size} examples/s",
