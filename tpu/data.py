@@ -388,7 +388,7 @@ def _load_records(pattern):
 
 def _load_table(kind, path, text_columns, label_column, task_type, label_names, num_classes):
   path = os.path.expanduser(path)
-  content = _read_utf8(path)
+  content = read_utf8(path)
   if kind == "jsonl":
     rows, columns, first_line = _parse_jsonl(path, content)
   else:
@@ -424,7 +424,8 @@ def _load_table(kind, path, text_columns, label_column, task_type, label_names, 
   return _from_columns(texts, task_type)
 
 
-def _read_utf8(path):
+def read_utf8(path):
+  """The text of a UTF-8 file (a BOM dropped); `DataError` names the file, and the line of a bad byte."""
   if not tf.io.gfile.exists(path):
     raise DataError(path, None, "no such file")
   with tf.io.gfile.GFile(path, "rb") as f:

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from tpu.data import DataError
 from tpu.data import DataSource
+from tpu.data import read_utf8
 
 TAGGING = "tagging"
 QUESTION_ANSWERING = "question_answering"
@@ -87,7 +88,7 @@ def load(scheme, target, split, *, text_columns=None, label_column=None, task_ty
 def _parse_conll(path):
   """[(line, words, tags)] of a CoNLL file, `line` the sentence's first line."""
   sentences, words, tags, first = [], [], [], None
-  for number, text in enumerate(_read_text(path).split("\n"), start=1):
+  for number, text in enumerate(read_utf8(path).split("\n"), start=1):
     fields = text.split()
     if not fields or fields[0] == "-DOCSTART-":
       if words:
@@ -110,7 +111,7 @@ def _parse_conll(path):
 
 def _parse_tagged_jsonl(path, words_key, tags_key):
   sentences = []
-  for number, text in enumerate(_read_text(path).split("\n"), start=1):
+  for number, text in enumerate(read_utf8(path).split("\n"), start=1):
     if not text.strip():
       continue
     try:
@@ -154,21 +155,10 @@ def _tagged_source(path, sentences, label_names):
   return DataSource(dataset, TAGGING, list(label_names), num_examples=len(sentences))
 
 
-def _read_text(path):
-  if not tf.io.gfile.exists(path):
-    raise DataError(path, None, "no such file")
-  with tf.io.gfile.GFile(path, "rb") as file:
-    content = file.read()
-  try:
-    return content.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    raise DataError(path, content.count(b"\n", 0, e.start) + 1, f"not valid UTF-8 ({e.reason})") from e
-
-
 # SQuAD JSON files.
 
 def _load_squad_json(path):
-  text = _read_text(path)
+  text = read_utf8(path)
   try:
     content = json.loads(text)
   except json.JSONDecodeError as e:

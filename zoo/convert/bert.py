@@ -36,6 +36,7 @@ import numpy as np
 
 from zoo.convert.hf_funnel import ACTIVATIONS as HF_ACTIVATIONS
 from zoo.convert.hf_funnel import ConversionError
+from zoo.convert.hf_funnel import check_weights
 from zoo.convert.hf_funnel import read_hf_weights
 from zoo.models import TransformerEncoder
 
@@ -209,20 +210,7 @@ def assign_weights(model, weights, layout, source, dropped=()):
   has_pooler = any(name in weights for name in pooler_names)
   if has_pooler:
     entries += pooler
-  missing = [name for name, _, _ in entries if name not in weights]
-  used = {name for name, _, _ in entries}
-  unexpected = sorted(name for name in weights if name not in used and name not in set(dropped))
-  problems = []
-  if missing:
-    problems.append(f"missing weight(s): {', '.join(missing)}")
-  if unexpected:
-    problems.append(f"unexpected weight(s): {', '.join(unexpected)}")
-  for name, variable, (expected, _) in entries:
-    if name in weights and tuple(weights[name].shape) != expected(variable.shape):
-      problems.append(f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)} "
-                      f"for {variable.name} {tuple(variable.shape)}")
-  if problems:
-    raise ConversionError(f"{source}: " + "; ".join(problems))
+  check_weights(entries, weights, source, is_dropped=set(dropped).__contains__)
   for name, variable, (_, convert) in entries:
     variable.assign(convert(np.asarray(weights[name], np.float32), tuple(variable.shape)))
   assigned = {id(variable) for _, variable, _ in entries}

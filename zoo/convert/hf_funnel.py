@@ -235,6 +235,39 @@ def _entries(model, config):
   return entries
 
 
+def check_weights(entries, weights, source, is_dropped=lambda name: False, unexpected_hint=lambda names: ""):
+  """Raises a ConversionError listing missing, unexpected and misshapen weights (every converter's check).
+
+  Args:
+    entries: `(checkpoint name, zoo variable, (expected shape of a variable shape, convert))`.
+    weights: `{checkpoint name: array}`.
+    source: the file named in the error.
+    is_dropped: names left out on purpose (not unexpected).
+    unexpected_hint: text appended to the list of unexpected names.
+  """
+  missing = [name for name, _, _ in entries if name not in weights]
+  used = {name for name, _, _ in entries}
+  unexpected = sorted(name for name in weights if name not in used and not is_dropped(name))
+  problems = []
+  if missing:
+    problems.append(f"missing weight(s): {', '.join(missing)}")
+  if unexpected:
+    problems.append(f"unexpected weight(s): {', '.join(unexpected)}{unexpected_hint(unexpected)}")
+  for name, variable, (expected, _) in entries:
+    if name in weights and tuple(weights[name].shape) != expected(variable.shape):
+      problems.append(f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)} "
+                      f"for {variable.name} {tuple(variable.shape)}")
+  if problems:
+    raise ConversionError(f"{source}: " + "; ".join(problems))
+
+
+def _head_hint(unexpected):
+  if any(not name.startswith(("embeddings.", "encoder.", "decoder.")) for name in unexpected):
+    return (" (a head of a FunnelFor... task model? Only FunnelForMaskedLM's and FunnelForPreTraining's "
+            "heads are left out; convert the task model's FunnelModel or FunnelBaseModel)")
+  return ""
+
+
 def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes=()):
   """Copies Hugging Face weights into a `FunnelEncoder` built from `config`.
 
@@ -246,25 +279,8 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
     ConversionError: missing, unexpected or misshapen weights, listed by name.
   """
   entries = _entries(model, config)
-  missing = [name for name, _, _ in entries if name not in weights]
-  used = {name for name, _, _ in entries}
-  unexpected = sorted(name for name in weights if name not in used and not name.startswith(skip_prefixes))
-  problems = []
-  if missing:
-    problems.append(f"missing weight(s): {', '.join(missing)}")
-  if unexpected:
-    hint = ""
-    if any(not name.startswith(("embeddings.", "encoder.", "decoder.")) for name in unexpected):
-      hint = (" (a head of a FunnelFor... task model? Only FunnelForMaskedLM's and FunnelForPreTraining's "
-              "heads are left out; convert the task model's FunnelModel or FunnelBaseModel)")
-    problems.append(f"unexpected weight(s): {', '.join(unexpected)}{hint}")
-  for name, variable, (expected, _) in entries:
-    if name in weights and tuple(weights[name].shape) != expected(variable.shape):
-      problems.append(f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)} "
-                      f"for {variable.name} {tuple(variable.shape)}")
-  if problems:
-    raise ConversionError(f"{source}: " + "; ".join(problems))
-
+  check_weights(entries, weights, source, is_dropped=lambda name: name.startswith(skip_prefixes),
+                unexpected_hint=_head_hint)
   for name, variable, (_, convert) in entries:
     variable.assign(convert(weights[name], tuple(variable.shape)))
   query_biases = [layer.attention.query_dense.bias for layer in model.layers
