@@ -94,6 +94,7 @@ def test_train_flops_are_three_forward_passes_per_sequence():
   assert cost.flops(family, config, 512) == 12 * layer
 
 
+@pytest.mark.slow
 def test_memory_is_measured_in_a_fresh_process():
   command = [sys.executable, "-m", "benchmarks.memory", "--preset", "bert_base", "--seq-length", "32",
              "--batch-size", "2"]

@@ -60,6 +60,7 @@ def _records(path):
   return [ids for ids in tf.data.TFRecordDataset(str(path), compression).map(parse).as_numpy_iterator()]
 
 
+@pytest.mark.slow
 def test_shards_pack_every_token_in_document_order(corpus, tmp_path):
   folder, docs = corpus
   metadata = _write(folder, tmp_path / "out")
@@ -190,6 +191,7 @@ def _config(model_dir, records_dir, **changes):
   return TrainConfig(**values)
 
 
+@pytest.mark.slow
 def test_the_record_pipeline_holds_core_ops_only(records, tmp_path):
   source = data.load(f"tfrecord:{records}/*.tfrecord")
   config = _config(tmp_path, records, whole_word_masking=True).validate()
@@ -232,6 +234,7 @@ def test_masking_is_dynamic_and_seeded(records, tmp_path):
   assert changed >= 0.9 * count, "each pass over the data masks other positions"
 
 
+@pytest.mark.slow
 def test_training_reads_records_and_refuses_a_mismatch(records, tmp_path):
   results = train.run(_config(tmp_path / "mlm", records, eval_data=f"tfrecord:{records}/*.tfrecord"))
   assert np.isfinite(results["mlm_loss"]) and 0 <= results["mlm_accuracy"] <= 1

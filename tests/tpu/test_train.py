@@ -121,6 +121,7 @@ def test_classify_and_regress_losses_are_exact_over_replicas(tmp_path):
 # End-to-end runs.
 
 
+@pytest.mark.slow
 def test_classify_run_writes_model_dir_and_resumes_under_xla_and_bfloat16(tmp_path):
   model_dir = tmp_path / "run"
   results = train.run(tiny_config(model_dir, steps_per_execution=2))
@@ -169,6 +170,7 @@ def _corpus(tmp_path):
   return write(tmp_path / "corpus.txt", "\n".join(lines))
 
 
+@pytest.mark.slow
 def test_mlm_pretraining_then_fine_tuning_from_it(tmp_path):
   pretrain_dir = tmp_path / "pretrain"
   results = train.run(tiny_config(pretrain_dir, task="mlm", model="funnel_b4_4_4_decoder",
@@ -209,6 +211,7 @@ def test_mlm_pretraining_then_fine_tuning_from_it(tmp_path):
     restore_encoder(Trainer(wide, tf.distribute.get_strategy()).encoder, str(pretrain_dir))
 
 
+@pytest.mark.slow
 def test_electra_pretraining(tmp_path):
   results = train.run(tiny_config(tmp_path / "run", task="electra", model="realformer_small",
                                   model_overrides=TINY_TRANSFORMER, data=f"text:{_corpus(tmp_path)}",
@@ -218,6 +221,7 @@ def test_electra_pretraining(tmp_path):
   assert all(np.isfinite(r["disc_loss"]) for r in history(tmp_path / "run") if "loss" in r)
 
 
+@pytest.mark.slow
 def test_regression_on_tfds_sentence_pairs_with_mock_data(tmp_path):
   with tfds.testing.mock_data(num_examples=24):
     results = train.run(tiny_config(tmp_path, task="regress", data="tfds:glue/stsb", steps=2))
@@ -226,6 +230,7 @@ def test_regression_on_tfds_sentence_pairs_with_mock_data(tmp_path):
   assert saved.sentence_pair and saved.num_classes == 1
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
   rows = ["text\tlabel"] + [f"sentence {i}\t{i % 3}" for i in range(11)] + ["overflowing\t1e38"]
   table = write(tmp_path / "bad.tsv", "\n".join(rows) + "\n")
@@ -279,6 +284,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
   assert "accuracy" in json.loads(stdout)
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
   model_dir = tmp_path / "run"
   config = tiny_config(model_dir, steps=10_000, checkpoint_every=1000)

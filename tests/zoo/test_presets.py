@@ -85,7 +85,15 @@ def _depth_override(preset, depth):
   return dict(num_layers=depth)
 
 
-@pytest.mark.parametrize("name", presets.names())
+# `make test-fast` builds a few presets of both families; the others run in the full suite.
+FAST_PRESETS = ("bert_small", "funnel_b4_4_4", "realformer_base")
+
+
+def _fast_or_slow(names):
+  return [pytest.param(name, marks=() if name in FAST_PRESETS else (pytest.mark.slow,)) for name in names]
+
+
+@pytest.mark.parametrize("name", _fast_or_slow(presets.names()))
 def test_every_preset_builds_at_full_width_with_the_counted_parameters(name):
   """Parameters are linear in depth, so two full-width depths fix the full-size count."""
   preset = presets.get(name)
@@ -134,7 +142,7 @@ def test_reduced_models_cover_every_structure():
   assert len(names) == 9 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder"} <= set(names)
 
 
-@pytest.mark.parametrize("name", _distinct_reduced_presets())
+@pytest.mark.parametrize("name", _fast_or_slow(_distinct_reduced_presets()))
 def test_reduced_preset_trains_a_step(name):
   keras.utils.set_random_seed(0)
   encoder = presets.build(name, **_reduced_overrides(name))

@@ -287,6 +287,7 @@ def test_cli_writes_a_checkpoint_that_rebuilds(hf_funnel, tmp_path, capsys):
   np.testing.assert_array_equal(actual, direct["sequence_output"])
 
 
+@pytest.mark.slow
 def test_a_converted_directory_fine_tunes_without_model(hf_funnel, tmp_path):
   """`tpu.train --init-checkpoint DIR` takes the encoder, vocabulary and casing from a converted DIR."""
   path, _ = hf_funnel(decoder=False)

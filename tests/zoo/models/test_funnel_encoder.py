@@ -142,7 +142,7 @@ def test_config_errors(bad, message):
 
 
 @pytest.mark.parametrize("flags", [
-    dict(num_decoder_layers=1, block_repeats=(1, 2)),
+    pytest.param(dict(num_decoder_layers=1, block_repeats=(1, 2)), marks=pytest.mark.slow),
     dict(position_encoding="shift", residual_attention=True, embedding_width=8),
 ], ids=["decoder_repeats", "shift_residual"])
 def test_save_reload_xla_and_mixed_precision(flags, tmp_path):

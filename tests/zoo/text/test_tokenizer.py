@@ -231,6 +231,7 @@ class _Export(tf.Module):
     return self.encoder.encode(text_a, text_b)
 
 
+@pytest.mark.slow
 def test_saved_model_loads_in_a_fresh_process_with_tensorflow_text_only(tmp_path, encoder):
   export = _Export(encoder)
   tf.saved_model.save(export, str(tmp_path / "model"), signatures={"encode_pairs": export.encode_pairs})

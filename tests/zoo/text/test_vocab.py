@@ -113,6 +113,7 @@ def test_cli_errors_and_help(tmp_path, capsys):
   assert "--size" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_dash_m_entry_point(corpus, tmp_path):
   out = tmp_path / "vocab.txt"
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
