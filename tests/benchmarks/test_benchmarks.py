@@ -125,6 +125,7 @@ def test_report_has_every_section_with_ratios(tmp_path):
   assert "| factorized | 0 | 0 |" in text
 
 
+@pytest.mark.slow
 def test_cli_help_lists_the_options():
   result = subprocess.run([sys.executable, "-m", "benchmarks.run", "--help"], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT), check=True)

@@ -7,6 +7,7 @@ import pytest
 from benchmarks import input_pipeline
 
 
+@pytest.mark.slow
 def test_corpus_has_the_size_asked_for(tmp_path):
   size = input_pipeline.write_corpus(str(tmp_path / "corpus.txt"), 0.3)
   assert size == os.path.getsize(tmp_path / "corpus.txt") and 300_000 <= size < 400_000

@@ -86,6 +86,7 @@ def test_installed_versions_reports_missing_distributions():
   assert versions["surely-not-installed-zoo-dist"] is None
 
 
+@pytest.mark.slow
 def test_plain_tensorflow_on_tpu_hardware_raises_with_tensorflows_own_error(tmp_path):
   """The real connection path (`tpu.strategy.get_strategy`) on fake TPU device files, in a fresh
   process: this TensorFlow has no TPU kernels, as on a TPU host where the plain build was installed."""

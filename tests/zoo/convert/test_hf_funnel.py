@@ -261,6 +261,7 @@ def test_a_decoder_needs_decoder_weights(hf_funnel):
     load_hf_funnel(path, seq_length=LENGTH, with_decoder=True)
 
 
+@pytest.mark.slow
 def test_cli_writes_a_checkpoint_that_rebuilds(hf_funnel, tmp_path, capsys):
   path, hf_model = hf_funnel(decoder=True, attention_type="factorized")
   with open(os.path.join(path, "vocab.txt"), "w") as f:
