@@ -13,6 +13,7 @@ numeric version is used). Without TEXT arguments each line of stdin is one examp
   a real value:  {"text": ..., "prediction": 3.2}
   an encoder:    {"text": ..., "pooled_output": [...]}
   per word:      {"text": ..., "words": ["paris", "!"], "tags": ["B-LOC", "O"], "probabilities": [0.9, 0.8]}
+  an answer:     {"question": ..., "context": ..., "answer": "Paris", "start": 16, "end": 21, "score": 9.1}
 
 with "text_b" after "text" for sentence pairs. Which fields an example gets is the
 SavedModel's `prediction_fields` (written by the exporter from the training task):
@@ -41,7 +42,7 @@ SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_BATCH_SIZE = 64
 # How one output of one example is shown: a string, a float, a list of floats, a list of
 # strings, or a dict of floats keyed by the SavedModel's label names.
-KINDS = ("text", "number", "list", "texts", "by_label")
+KINDS = ("text", "number", "integer", "flag", "list", "texts", "by_label")
 
 
 def _tensorflow():
@@ -86,6 +87,10 @@ def show(value, kind, label_names):
     return _text(value.item() if hasattr(value, "item") else value)
   if kind == "number":
     return float(value)
+  if kind == "integer":
+    return int(value)
+  if kind == "flag":
+    return bool(value)
   if kind == "list":
     return [float(item) for item in value]
   if kind == "texts":

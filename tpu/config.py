@@ -84,6 +84,11 @@ class TrainConfig:
   shuffle_buffer: int = 10000
   seed: int = 0
   export: bool = True
+  max_query_length: int = 64
+  doc_stride: int = 128
+  max_answer_length: int = 30
+  null_score_diff_threshold: float = 0.0
+  unanswerable: bool = False
   num_classes: int | None = None
   label_names: list | None = None
   sentence_pair: bool = False
@@ -162,6 +167,7 @@ class TrainConfig:
     warmup = self.warmup_steps if self.warmup_steps is not None else self.steps // 10
     if not 0 <= warmup <= self.steps:
       raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {warmup}")
+    tasks.TASKS[self.task].check_config(self)
     predictions = self.max_predictions_per_seq or math.ceil(0.15 * self.seq_length)   # BERT: 20 at 128
     return self.replace(warmup_steps=warmup, max_predictions_per_seq=predictions,
                         eval_batch_size=self.eval_batch_size or self.batch_size,

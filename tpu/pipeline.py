@@ -7,6 +7,8 @@ Three kinds of input:
 - raw pre-training text, for tasks that pack (`Task.packs_text`: mlm, electra): the
   WordPiece tokens of consecutive documents are concatenated, `[SEP]` after each, and
   cut into full-length examples `[CLS] … [SEP]`, so no token is cut off;
+- raw examples a task expands into several (`Task.expand`: SQuAD's question and
+  context windows), before batching;
 - pre-tokenized TFRecord shards of `python -m tpu.pretraining_data` (`tfrecord:` sources):
   read with core TensorFlow ops only (no tensorflow-text op in the graph), so the
   pipeline runs on TPU pod hosts, whose TensorFlow servers lack tensorflow-text.
@@ -172,6 +174,7 @@ def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=1000
     examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     if task.packs_text:
       examples = pack_text(examples, text_encoder)
+    examples = task.expand(examples, text_encoder)
     batches = examples.batch(batch_size, drop_remainder=True)
   batches = batches.enumerate()
 
@@ -208,6 +211,7 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
   else:
     if task.packs_text:
       examples = pack_text(examples, text_encoder)
+    examples = task.expand(examples, text_encoder)
     batches = examples.batch(batch_size)
   batches = batches.enumerate()
 

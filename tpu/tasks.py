@@ -5,6 +5,7 @@
     classify  sequence classification, softmax cross-entropy
     regress   sequence regression, squared error
     tag       token classification (e.g. named entities), a label per word on its first piece
+    squad     extractive question answering (SQuAD v1.1 and v2.0), answer spans over context windows
 
 `TASKS` is the one registry: the command line's `--task` choices, config validation,
 the exporter and `export.predict` all ask it. A task knows
@@ -12,7 +13,9 @@ the exporter and `export.predict` all ask it. A task knows
 - its data: the `tpu.data` task type it reads (`data_type`) and the metadata it takes
   from the training data into the config (`data_metadata`);
 - its model: `build()` (and `encoder(model)`, the part `--init-checkpoint` restores);
-- its features: `features()` turns batches of raw text into the model's inputs;
+- its features: `expand()` turns each raw example into the examples the model sees (by
+  default itself; SQuAD: its question and context windows), `features()` turns batches
+  of them into the model's inputs;
 - its loss and metrics: `denominators`, `loss_and_stats`, `eval_outputs`, `metrics`;
 - how it serves: `serving_network`, `serving_outputs`, `label_names` and
   `prediction_fields`, which tell `export.predict` how to print each output.
@@ -162,6 +165,14 @@ class Task:
     """Extra `tpu.data.load` arguments for the evaluation data, given the training data."""
     return {}
 
+  @classmethod
+  def check_config(cls, config):
+    """Raises a ValueError for settings this task cannot train with (`TrainConfig.validate` asks)."""
+
+  def prepare_evaluation(self, source):
+    """Reads what `metrics` needs from the evaluation data besides the model's outputs (SQuAD's
+    contexts and gold answers); called once before evaluating."""
+
   # Model.
   def build(self):
     """Returns the Keras model (build it under the strategy's scope)."""
@@ -172,6 +183,10 @@ class Task:
     return model.checkpoint_items["encoder"]
 
   # Input pipeline.
+  def expand(self, examples, text_encoder):
+    """Unbatched raw examples -> the unbatched examples `features` gets in batches (default: the same)."""
+    return examples
+
   def features(self, raw, text_encoder, seed=None):
     """Batched raw examples (`text_a`, `text_b`?, `label`?) -> the model's features."""
     return _encode(raw, text_encoder)
@@ -237,9 +252,10 @@ class Task:
     return from_token_ids(**self.encode_text(texts, text_encoder))
 
   # How `export.predict` shows one example's outputs: (key, signature output, kind), kind is
-  # "text" (a string), "number" (a float), "list" (a vector), "texts" (a vector of strings) or
-  # "by_label" (a vector as a dict keyed by the label names). An optional fourth element names
-  # an int output holding each example's length: vectors are cut to it (padding dropped).
+  # "text" (a string), "number" (a float), "integer", "flag" (a bool), "list" (a vector), "texts"
+  # (a vector of strings) or "by_label" (a vector as a dict keyed by the label names). An optional
+  # fourth element names an int output holding each example's length: vectors are cut to it
+  # (padding dropped).
   prediction_fields = (("pooled_output", "pooled_output", "list"),)
 
   def export_info(self):
@@ -589,3 +605,168 @@ class TagTask(Task):
 
   def export_info(self):
     return dict(super().export_info(), num_classes=self.config.num_classes, label_names=self.label_names())
+
+
+@register
+class SquadTask(Task):
+  """Extractive question answering (SQuAD v1.1 and v2.0) on `SpanQA`'s start and end logits.
+
+  Each question and its context become windows of T tokens (`tpu.squad.windows`,
+  `--max-query-length`, `--doc-stride`); the loss is the mean of the start and end
+  cross-entropies over the global number of windows. Evaluation decodes the best span
+  of each question over its windows (`--max-answer-length`; v2.0: no answer above
+  `--null-score-diff-threshold`) and scores it with SQuAD's exact match and F1.
+  Served on a raw question and context: the answer text, its characters in the
+  context and its score (v2.0: whether there is no answer).
+  """
+
+  name = "squad"
+  data_type = "question_answering"
+  description = "extractive question answering, SQuAD v1.1 and v2.0 (fine-tuning)"
+  stat_names = ("span_accuracy",)
+  # Raw questions windowed at once in the input pipeline.
+  expand_batch = 64
+
+  @classmethod
+  def check_config(cls, config):
+    for name in ("max_query_length", "doc_stride", "max_answer_length"):
+      if int(getattr(config, name)) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {getattr(config, name)}")
+    if config.seq_length < config.max_query_length + 4:
+      raise ValueError(f"seq_length {config.seq_length} leaves no room for the context after a question of "
+                       f"max_query_length {config.max_query_length} ([CLS] question [SEP] context [SEP]): "
+                       f"raise --seq-length to at least {config.max_query_length + 4} or lower "
+                       "--max-query-length")
+
+  def data_metadata(self, source):
+    return dict(sentence_pair=True, unanswerable=bool(getattr(source, "unanswerable", False)))
+
+  def build(self):
+    from zoo import models
+    _check_full_length(self.config, "a span classifier")
+    return models.SpanQA(build_encoder(self.config), name="span_qa")
+
+  # Input pipeline.
+  def _windows(self, text_encoder, questions, contexts, **answers):
+    from tpu import squad
+    return squad.windows(text_encoder, questions, contexts, max_query_length=self.config.max_query_length,
+                         doc_stride=self.config.doc_stride, **answers)
+
+  def expand(self, examples, text_encoder):
+    """Each question -> its windows; `example` is the question's index in `examples`."""
+    def windows(index, raw):
+      first = lambda values, empty: tf.pad(values.to_tensor(empty), [[0, 0], [0, 1]],   # noqa: E731
+                                           constant_values=empty)[:, 0]
+      features = self._windows(text_encoder, raw["text_a"], raw["text_b"], answers=first(raw["answers"], ""),
+                               answer_starts=first(tf.cast(raw["answer_starts"], tf.int32), -1))
+      features["example"] = tf.gather(tf.cast(index, tf.int32), features["example"])
+      return features
+
+    batches = examples.enumerate().batch(self.expand_batch)
+    return batches.map(windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+
+  def features(self, raw, text_encoder, seed=None):
+    features = dict(raw)
+    features["weight"] = tf.ones_like(features["example"], tf.float32)
+    return features
+
+  # Loss.
+  def denominators(self, features):
+    return dict(windows=tf.reduce_sum(features["weight"]))
+
+  def loss(self, features, outputs, denominator):
+    from zoo.models import losses
+    return losses.span_loss(features["start_positions"], features["end_positions"], outputs["start_logits"],
+                            outputs["end_logits"], features["weight"], denominator)
+
+  def loss_and_stats(self, features, outputs, denominators):
+    count = denominators["windows"]
+    found = [tf.equal(tf.argmax(outputs[f"{side}_logits"], axis=-1, output_type=tf.int32),
+                      features[f"{side}_positions"]) for side in ("start", "end")]
+    return (self.loss(features, outputs, count),
+            dict(span_accuracy=(_weighted_sum(found[0] & found[1], features["weight"]), count)))
+
+  # Evaluation.
+  def prepare_evaluation(self, source):
+    """Keeps the evaluation questions' ids, contexts and gold answers, in the order of the data."""
+    self._reference = []
+    for example in source.dataset:
+      answers = example["answers"]
+      answers = answers.to_list() if hasattr(answers, "to_list") else answers.numpy().tolist()
+      self._reference.append((example["id"].numpy().decode("utf-8"),
+                              example["text_b"].numpy().decode("utf-8", errors="ignore"),
+                              [answer.decode("utf-8") for answer in answers]))
+
+  def eval_outputs(self, features, outputs, denominators):
+    keys = ("token_starts", "token_ends", "max_context", "example", "weight")
+    return (dict(loss=(self.loss(features, outputs, 1.0), denominators["windows"])),
+            dict(start_logits=tf.cast(outputs["start_logits"], tf.float32),
+                 end_logits=tf.cast(outputs["end_logits"], tf.float32),
+                 **{key: features[key] for key in keys}))
+
+  def predictions(self, examples):
+    """`(answers, null score diffs)`: `{id: answer text}` (v2.0: "" for no answer) and `{id: null - best}`."""
+    from tpu import squad
+    if getattr(self, "_reference", None) is None:
+      raise RuntimeError("prepare_evaluation(source) must read the evaluation data before metrics")
+    keep = examples["weight"] > 0
+    answers, best, nulls = squad.decode({key: value[keep] for key, value in examples.items()},
+                                        [context for _, context, _ in self._reference],
+                                        max_answer_length=self.config.max_answer_length)
+    differences = nulls - best
+    if self.config.unanswerable:
+      answers = ["" if difference > self.config.null_score_diff_threshold else answer
+                 for answer, difference in zip(answers, differences, strict=True)]
+    ids = [question for question, _, _ in self._reference]
+    return (dict(zip(ids, answers, strict=True)),
+            dict(zip(ids, differences.astype(float).tolist(), strict=True)))
+
+  def metrics(self, stats, examples):
+    from tpu import squad
+    results = super().metrics(stats, examples)
+    predictions, differences = self.predictions(examples)
+    golds = {question: answers for question, _, answers in self._reference}
+    if self.config.unanswerable:
+      results.update(squad.squad_v2_metrics(golds, predictions, differences))
+    else:
+      results.update(squad.squad_v1_metrics(golds, predictions))
+    results.update(examples=len(golds), windows=int((examples["weight"] > 0).sum()))
+    return results
+
+  # Serving.
+  @property
+  def prediction_fields(self):
+    fields = (("answer", "answer", "text"), ("start", "start", "integer"), ("end", "end", "integer"),
+              ("score", "score", "number"))
+    if self.config.unanswerable:
+      fields += (("no_answer", "no_answer", "flag"), ("null_score_diff", "null_score_diff", "number"))
+    return fields
+
+  def serving_network(self, model):
+    return model
+
+  def serving_outputs(self, network, features, label_names):
+    """`start_logits` and `end_logits` `[B, T]` of the windows."""
+    outputs = network(features, training=False)
+    return {name: tf.cast(outputs[name], tf.float32) for name in ("start_logits", "end_logits")}
+
+  def serving_text_inputs(self):
+    return ("question", "context")
+
+  def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
+    """Per question: `answer`, its characters `start` and `end` in the context (-1: none), `score`
+    (v2.0 also `no_answer` and `null_score_diff`), over all windows of its context."""
+    from tpu import squad
+    from zoo.models.encoder_inputs import INPUT_NAMES
+    features = self._windows(text_encoder, texts["question"], texts["context"])
+    logits = from_token_ids(**{name: features[name] for name in INPUT_NAMES})
+    return squad.answers_of(features, logits["start_logits"], logits["end_logits"], texts["context"],
+                            max_answer_length=self.config.max_answer_length,
+                            num_questions=tf.size(texts["question"]), unanswerable=self.config.unanswerable,
+                            null_score_diff_threshold=self.config.null_score_diff_threshold)
+
+  def export_info(self):
+    config = self.config
+    return dict(super().export_info(), max_query_length=config.max_query_length, doc_stride=config.doc_stride,
+                max_answer_length=config.max_answer_length, unanswerable=config.unanswerable,
+                null_score_diff_threshold=config.null_score_diff_threshold)

@@ -107,6 +107,7 @@ def _run(config, strategy, worker, export):
   text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, **config.text_encoder_args())
   eval_data = None
   if prepared.evaluation is not None:   # each worker evaluates its slice of every batch
+    trainer.task.prepare_evaluation(prepared.evaluation)
     eval_data = strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
         prepared.evaluation, trainer.task, text_encoder, config.eval_batch_size, seed=config.seed))
   start = trainer.step
@@ -225,6 +226,14 @@ def parser():
       "--seq-length, rounded up)")
   add("--whole-word-masking", action=argparse.BooleanOptionalAction, default=None, help="mask whole words")
   add("--discriminator-weight", type=float, help="ELECTRA's λ (default 50)")
+  add("--max-query-length", type=int,
+      help=f"squad: question tokens kept (default {defaults.max_query_length})")
+  add("--doc-stride", type=int, help=f"squad: tokens between the starts of a context's windows (default "
+      f"{defaults.doc_stride})")
+  add("--max-answer-length", type=int, help=f"squad: the longest answer in tokens (default "
+      f"{defaults.max_answer_length})")
+  add("--null-score-diff-threshold", type=float, help="squad v2.0: no answer when the null score exceeds the "
+      "best span's by more (default 0)")
   add("--dropout", type=float, help="dropout of the encoder and head (default: the preset's, 0.1)")
   add("--seed", type=int, help="shuffling, masking and initialisation seed (default 0)")
   add("--export", action=argparse.BooleanOptionalAction, default=None,

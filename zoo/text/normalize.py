@@ -43,12 +43,15 @@ CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73
        r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
 
 
+def valid_utf8(texts) -> tf.Tensor:
+  """string `[...]` -> string `[...]`: step 1, the text without its invalid UTF-8 bytes."""
+  texts = tf.convert_to_tensor(texts, tf.string)
+  return tf.strings.unicode_transcode(texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="ignore")
+
+
 def normalize(texts, lower_case: bool = True) -> tf.Tensor:
   """string `[...]` -> string `[...]`: steps 1-3 (valid UTF-8, no control characters, uncased)."""
-  texts = tf.convert_to_tensor(texts, tf.string)
-  texts = tf.strings.unicode_transcode(texts, input_encoding="UTF-8", output_encoding="UTF-8",
-                                       errors="ignore")
-  texts = tf.strings.regex_replace(texts, REMOVED, "")
+  texts = tf.strings.regex_replace(valid_utf8(texts), REMOVED, "")
   if lower_case:
     texts = tf.strings.lower(texts, encoding="utf-8")
     texts = text.normalize_utf8(texts, "NFD")
@@ -63,3 +66,35 @@ def split_words(texts, lower_case: bool = True) -> tf.RaggedTensor:
     raise ValueError(f"split_words takes a batch of strings of shape [B], got shape {texts.shape}")
   keep = f"{PUNCTUATION}|{CJK}"
   return text.regex_split(normalize(texts, lower_case), f"{WHITESPACE}+|{keep}", keep)
+
+
+def split_words_with_offsets(texts, lower_case: bool = True):
+  """string `[B]` -> (words string `[B, (W)]`, starts int64 `[B, (W)]`, ends int64 `[B, (W)]`).
+
+  The words of `split_words`, each with the byte range `[start, end)` it comes from in
+  `valid_utf8(texts)` (the text itself when it is valid UTF-8). The ranges come from
+  splitting the text before normalising it, which gives the same words: a separator
+  is whitespace, punctuation or a CJK ideograph, and normalising neither makes nor
+  removes one (pieces that normalise to nothing, a lone control character or accent,
+  are dropped). The words themselves are those of `split_words`, normalised in their
+  whole text, since lower-casing depends on the context (Greek final sigma); a text
+  whose two splits would still disagree in their number of words keeps the words
+  normalised piece by piece.
+  """
+  texts = tf.convert_to_tensor(texts, tf.string)
+  if texts.shape.rank != 1:
+    raise ValueError(f"split_words_with_offsets takes a batch of strings of shape [B], got {texts.shape}")
+  keep = f"{PUNCTUATION}|{CJK}"
+  # The splitter stops at NUL; U+0001 has the same length and is removed as well.
+  raw = tf.strings.regex_replace(valid_utf8(texts), "\x00", "\x01")
+  pieces, starts, ends = text.regex_split_with_offsets(raw, f"{WHITESPACE}+|{keep}", keep)
+  normalized = pieces.with_flat_values(normalize(pieces.flat_values, lower_case))
+  kept = tf.strings.length(normalized) > 0
+  normalized, starts, ends = (tf.ragged.boolean_mask(values, kept) for values in (normalized, starts, ends))
+  words = split_words(texts, lower_case)
+  same = tf.equal(words.row_lengths(), normalized.row_lengths())   # [B]
+
+  def rows(values, keep_rows):
+    return tf.ragged.boolean_mask(values, values.with_flat_values(tf.repeat(keep_rows, values.row_lengths())))
+
+  return tf.concat([rows(words, same), rows(normalized, ~same)], axis=1), starts, ends

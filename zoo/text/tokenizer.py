@@ -42,6 +42,7 @@ import tensorflow_text as text
 
 from zoo.text.normalize import normalize
 from zoo.text.normalize import split_words
+from zoo.text.normalize import split_words_with_offsets
 from zoo.text.packing import TRUNCATORS
 from zoo.text.packing import pack
 from zoo.text.vocab import SPECIAL_ROLES
@@ -220,15 +221,36 @@ class TextEncoder(tf.Module):
     """string `[B]` -> int32 `[B, (tokens)]` WordPiece ids, no special tokens, no truncation."""
     words = self.split_words(texts)
     with self.name_scope:
-      flat = words.flat_values
-      too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_chars_per_word
-      # A long word gives no pieces, then one [UNK] is appended to it.
-      pieces = self._wordpiece.tokenize(tf.where(too_long, "", flat))   # [words, (pieces)]
-      unknown = tf.RaggedTensor.from_row_lengths(
-          tf.fill([tf.reduce_sum(tf.cast(too_long, tf.int32))], tf.constant(self.unk_id, tf.int32)),
-          tf.cast(too_long, tf.int64))
-      pieces = tf.concat([pieces, unknown], axis=1)
-      return words.with_flat_values(pieces).merge_dims(1, 2)
+      return words.with_flat_values(self._pieces(words.flat_values)).merge_dims(1, 2)
+
+  def tokenize_with_offsets(self, texts):
+    """string `[B]` -> (ids int32 `[B, (tokens)]`, starts int64 `[B, (tokens)]`, ends int64 `[B, (tokens)]`).
+
+    The ids of `tokenize`, each with the byte range `[start, end)` of its word in the
+    text (in `zoo.text.normalize.valid_utf8(texts)`, the text itself when it is valid
+    UTF-8): the pieces of one word share their word's range. Extractive question
+    answering maps answers between characters and tokens with them.
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank != 1:
+      raise ValueError(f"TextEncoder takes a batch of strings of shape [B], got shape {texts.shape}")
+    with self.name_scope:
+      words, starts, ends = split_words_with_offsets(texts, self.lower_case)
+      pieces = self._pieces(words.flat_values)   # [words, (pieces)]
+      per_piece = lambda values: tf.repeat(values, pieces.row_lengths())   # noqa: E731
+      ids = words.with_flat_values(pieces).merge_dims(1, 2)
+      return ids, ids.with_flat_values(per_piece(starts.flat_values)), ids.with_flat_values(
+          per_piece(ends.flat_values))
+
+  def _pieces(self, words):
+    """string `[W]` -> int32 `[W, (pieces)]`: each word's WordPiece ids (one [UNK] for a long word)."""
+    too_long = tf.strings.length(words, unit="UTF8_CHAR") > self.max_chars_per_word
+    # A long word gives no pieces, then one [UNK] is appended to it.
+    pieces = self._wordpiece.tokenize(tf.where(too_long, "", words))   # [words, (pieces)]
+    unknown = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(tf.cast(too_long, tf.int32))], tf.constant(self.unk_id, tf.int32)),
+        tf.cast(too_long, tf.int64))
+    return tf.concat([pieces, unknown], axis=1)
 
   def word_ids(self, token_ids) -> tf.RaggedTensor:
     """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token.

@@ -149,3 +149,33 @@ def test_stdlib_prose_matches_the_reference(tmp_path, lower_case):
   fraction, different = identical_fraction(path, lower_case, lines)
   print(f"lower_case={lower_case}: {fraction:.5f} of {len(lines)} lines identical")
   assert fraction >= 0.999, different[:5]
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_offsets_give_the_ids_of_tokenize_and_the_words_they_come_from(tmp_path, lower_case):
+  """`tokenize_with_offsets`: the same ids as `tokenize`; each token's byte range holds its word.
+
+  The independent check of the ranges: the reference's `BasicTokenizer` applied to the
+  text each token points at gives back one word, the one whose pieces the token is.
+  """
+  path = vocab_with_edge_words(tmp_path, lower_case)
+  encoder = TextEncoder(path, lower_case=lower_case)
+  basic = tokenization.BasicTokenizer(do_lower_case=lower_case)
+  texts = EDGE_CASES + fuzz_strings(300) + stdlib_prose()[:300]
+  ids, starts, ends = encoder.tokenize_with_offsets(tf.constant(texts))
+  assert ids.to_list() == encoder.tokenize(tf.constant(texts)).to_list()
+  words = normalize.split_words(tf.constant(texts), lower_case).to_list()
+  checked = 0
+  for text, row_words, row_ids, row_starts, row_ends in zip(texts, words, ids.to_list(), starts.to_list(),
+                                                            ends.to_list(), strict=True):
+    pieces = encoder.word_ids(tf.ragged.constant([row_ids], tf.int32)).to_list()[0] if row_ids else []
+    raw = text.encode()
+    for index, word in enumerate(pieces):
+      start, end = row_starts[index], row_ends[index]
+      assert 0 <= start < end <= len(raw)
+      span = raw[start:end].decode("utf-8")
+      if basic.tokenize(span) == [row_words[word].decode()]:
+        checked += 1
+      else:   # the one known difference: characters newer than TensorFlow's Unicode tables
+        assert text not in EDGE_CASES, (text, span, row_words[word])
+  assert checked >= 0.995 * sum(len(row) for row in ids.to_list())
