@@ -371,3 +371,43 @@ def test_squad_on_tfds_mock_data_with_a_funnel_decoder_resumes_under_xla_and_bfl
   key = "exact_match" if version == "v1.1" else "exact"
   assert first["examples"] == second["examples"] == 10 and np.isfinite(second["loss"]) and key in second
   assert TrainConfig.from_model_dir(str(tmp_path / "run")).unanswerable == (version == "v2.0")
+
+
+@pytest.mark.slow
+def test_two_replicas_follow_one_device_and_evaluate_the_same(tmp_path):
+  """Two replicas hold different numbers of windows of the same global batch: the losses follow
+  one device's, and the evaluation (each replica decodes its slice, gathered) gives the same EM/F1."""
+  path = _write_json(tmp_path / "squad.json", squad_json(40, seed=4, impossible=0.25))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  script = textwrap.dedent(f"""
+      import json
+      import tensorflow as tf
+      cpu = tf.config.list_physical_devices("CPU")[0]
+      tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+      from tpu import train
+      from tpu.config import TrainConfig
+      results = {{}}
+      for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
+                             ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+        model_dir = {str(tmp_path)!r} + "/" + name
+        config = TrainConfig(model="bert_small", model_overrides={TINY!r}, task="squad", data="squad:{path}",
+                             eval_data="squad:{path}", model_dir=model_dir, steps=5, batch_size=8,
+                             eval_batch_size=6, seq_length=48, vocab_size=400, dropout=0.0, export=False,
+                             learning_rate=3e-3, warmup_steps=0, max_query_length=12, doc_stride=16)
+        metrics = train.run(config, strategy=strategy)
+        with open(model_dir + "/history.jsonl") as file:
+          losses = [json.loads(line)["loss"] for line in file if "learning_rate" in line]
+        results[name] = dict(losses=losses, metrics=metrics)
+      print(json.dumps(results))
+  """)
+  env = dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = json.loads(result.stdout.strip().splitlines()[-1])
+  one, two = results["one"], results["two"]
+  assert len(one["losses"]) == 5 and one["losses"][0] != one["losses"][-1]
+  np.testing.assert_allclose(two["losses"], one["losses"], atol=1e-5)
+  for key in ("exact", "f1", "HasAns_f1", "NoAns_exact", "best_f1", "examples", "windows"):
+    assert two["metrics"][key] == pytest.approx(one["metrics"][key], abs=1e-6), key
+  np.testing.assert_allclose(two["metrics"]["loss"], one["metrics"]["loss"], rtol=1e-5)
