@@ -75,10 +75,10 @@ def pack_text(dataset, text_encoder):
   tokens = tokens.map(lambda ids: tf.concat([ids, sep], axis=0))
   chunks = tokens.rebatch(length - 2)   # [<= T - 2]
   return chunks.map(lambda chunk: _example(chunk, length, text_encoder.cls_id, text_encoder.sep_id,
-                                            text_encoder.pad_id))
+                                            text_encoder.pad_id, text_encoder.cls_type_id))
 
 
-def _example(chunk, length, cls_id, sep_id, pad_id):
+def _example(chunk, length, cls_id, sep_id, pad_id, cls_type_id=0):
   chunk = tf.cast(chunk, tf.int32)
   real = tf.concat([[cls_id], chunk, [sep_id]], axis=0)
   padding = length - tf.shape(real)[0]
@@ -86,15 +86,25 @@ def _example(chunk, length, cls_id, sep_id, pad_id):
   mask = tf.pad(tf.ones_like(real), [[0, padding]])
   ids.set_shape([length])
   mask.set_shape([length])
-  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=tf.zeros_like(ids))
+  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=_cls_type(ids, cls_type_id))
 
 
-def parse_records(records, seq_length, pad_id):
-  """Serialized `tf.train.Example`s `[B]` -> the encoder's int32 features `[B, T]` (core ops only)."""
+def _cls_type(ids, cls_type_id):
+  """Token types of packed examples: the [CLS] (first) position's type, 0 elsewhere."""
+  first = tf.equal(tf.range(tf.shape(ids)[-1]), 0)
+  return tf.broadcast_to(tf.where(first, cls_type_id, 0), tf.shape(ids))
+
+
+def parse_records(records, seq_length, pad_id, cls_type_id=0):
+  """Serialized `tf.train.Example`s `[B]` -> the encoder's int32 features `[B, T]` (core ops only).
+
+  Token types are 0 but at [CLS] (the first position), which has `cls_type_id` (2 for
+  Funnel-Transformer's tokenizer).
+  """
   parsed = tf.io.parse_example(records, {RECORD_FEATURE: tf.io.FixedLenFeature([seq_length], tf.int64)})
   ids = tf.cast(parsed[RECORD_FEATURE], tf.int32)
   return dict(input_word_ids=ids, input_mask=tf.cast(ids != pad_id, tf.int32),
-              input_type_ids=tf.zeros_like(ids))
+              input_type_ids=_cls_type(ids, cls_type_id))
 
 
 def _record_files(source, context, seed):
@@ -169,7 +179,8 @@ def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=1000
   if records:
     examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     batches = examples.batch(batch_size, drop_remainder=True).map(
-        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id))
+        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
+                                         text_encoder.cls_type_id))
   else:
     examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     if task.packs_text:
@@ -207,7 +218,8 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
   examples, records = _examples(source, task, text_encoder, training=False, seed=seed)
   if records:
     batches = examples.batch(batch_size).map(
-        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id))
+        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
+                                         text_encoder.cls_type_id))
   else:
     if task.packs_text:
       examples = pack_text(examples, text_encoder)

@@ -24,8 +24,10 @@ from tpu.config import check_resumable
 from tpu.tasks import get_task
 from zoo.model_dir import ModelDir
 from zoo.model_dir import containing_model_dir
+from zoo.text import TextEncoder
 from zoo.text import learn_vocab
 from zoo.text import load_vocab
+from zoo.text.vocab import SPECIAL_TOKENS
 
 log = logging.getLogger("tpu.train")
 
@@ -134,6 +136,35 @@ def check_records(source, config, vocab):
   if metadata["lower_case"] != config.lower_case:
     raise ValueError(f"{where} is {'uncased' if metadata['lower_case'] else 'cased'}, but this run has "
                      f"--lower-case={config.lower_case}")
+  records = records_tokenizer(metadata)
+  if records is not None:
+    ours = TextEncoder(vocab, seq_length=3, **config.text_encoder_args()).settings()
+    differing = {key: (value, ours[key]) for key, value in records.items()
+                 if key in ("special_tokens", "cls_type_id") and value != ours[key]}
+    if differing:
+      details = "; ".join(f"{key}: {theirs!r} in the records, {mine!r} here"
+                          for key, (theirs, mine) in differing.items())
+      raise ValueError(f"{where} was tokenized with other tokenizer settings: {details}")
+
+
+def records_tokenizer(metadata):
+  """The tokenizer settings pre-tokenized records were written with (None for older records)."""
+  return metadata.get("tokenizer")
+
+
+def adopt_records_tokenizer(config, train):
+  """`config` with the tokenizer settings of pre-tokenized training records when it sets none and
+  theirs are not BERT's defaults (a Funnel checkpoint's `<cls>`-style tokens, say)."""
+  if train.metadata is None or config.tokenizer is not None:
+    return config
+  records = records_tokenizer(train.metadata)
+  if records is None:
+    return config
+  defaults = TextEncoder(list(SPECIAL_TOKENS), seq_length=3).settings()
+  keys = ("special_tokens", "cls_type_id", "max_chars_per_word")
+  if all(records.get(key) == defaults[key] for key in keys):
+    return config
+  return config.replace(tokenizer={key: records[key] for key in keys if key in records})
 
 
 def resolve_config(config):
@@ -153,6 +184,7 @@ def prepare(config, worker=None):
   model_dir = ModelDir(config.model_dir)
   train, evaluation = load_sources(config)
   vocab = resolve_vocab(config, train, model_dir, init_dir, worker)
+  config = adopt_records_tokenizer(config, train)
   for source in (train, evaluation):
     if source is not None and source.metadata is not None:
       check_records(source, config, vocab)

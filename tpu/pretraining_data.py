@@ -21,8 +21,14 @@ Output in `--out`:
   pretrain-00000-of-00008.tfrecord[.gz]   `tf.train.Example`s with an int64 feature
                                           `input_word_ids` of length T
   vocab.txt                               the vocabulary the ids index
-  metadata.json                           T, casing, vocabulary size and SHA-256, the
-                                          special-token ids, counts per shard and in all
+  metadata.json                           T, casing, the tokenizer's special tokens
+                                          and [CLS] token type, vocabulary size and
+                                          SHA-256, the special-token ids, counts per
+                                          shard and in all
+
+`--vocab` may be a model directory instead of a file (`python -m zoo.convert`'s output
+for a published checkpoint, or a training run): its vocabulary comes with its casing
+and special tokens (a Funnel checkpoint's `<cls>`, `<sep>`, ... and [CLS] token type 2).
 
 Each shard is written under a temporary name and renamed when complete; a rerun with
 the same flags keeps complete shards and writes the rest (their documents are skipped,
@@ -189,18 +195,53 @@ def vocab_checksum(tokens):
   return hashlib.sha256("".join(f"{token}\n" for token in tokens).encode("utf-8")).hexdigest()
 
 
-def load_encoder(vocab_path, lower_case):
-  """A `zoo.text.TextEncoder` of the vocabulary file; errors name the file."""
+def load_encoder(vocab_path, lower_case=None):
+  """A `zoo.text.TextEncoder` of a vocabulary file or of a model directory; errors name the file.
+
+  A model directory (a `python -m zoo.convert` output or a training run: `config.json`
+  and `vocab.txt`) also gives the casing and the tokenizer settings, such as a Funnel
+  checkpoint's `<cls>`-style special tokens and [CLS] token type. `lower_case` None:
+  the directory's casing, else uncased; a different explicit one is refused.
+  """
+  import tensorflow as tf
+
+  from zoo.model_dir import ModelDir
   from zoo.text import TextEncoder
   from zoo.text import load_vocab
+  settings, where = {}, vocab_path
   try:
-    tokens = load_vocab(vocab_path)
-    return TextEncoder(tokens, seq_length=3, lower_case=lower_case)
+    if tf.io.gfile.isdir(vocab_path):
+      model_dir = ModelDir(vocab_path)
+      if not model_dir.has_config() or not model_dir.has_vocab():
+        raise CorpusError(f"{vocab_path}: a directory --vocab must be a model directory with config.json and "
+                          "vocab.txt (a `python -m zoo.convert` output or a training run)")
+      config = model_dir.read_config()
+      where = model_dir.vocab_path
+      tokens = model_dir.read_vocab()
+      settings = dict(config.get("tokenizer") or {})
+      saved = config.get("lower_case")
+      if lower_case is not None and saved is not None and bool(saved) != lower_case:
+        casing = "uncased" if saved else "cased"
+        raise CorpusError(f"{model_dir.config_path}: the checkpoint is {casing}, but "
+                          f"--lower-case={lower_case} was given: leave it out to use the checkpoint's casing")
+      lower_case = saved if lower_case is None else lower_case
+    else:
+      tokens = load_vocab(vocab_path)
+    return TextEncoder(tokens, seq_length=3, lower_case=True if lower_case is None else bool(lower_case),
+                       **settings)
   except FileNotFoundError:
     raise CorpusError(f"{vocab_path}: vocabulary file not found") from None
+  except CorpusError:
+    raise
   except ValueError as error:
     message = str(error)
-    raise CorpusError(message if message.startswith(vocab_path) else f"{vocab_path}: {message}") from None
+    raise CorpusError(message if message.startswith(where) else f"{where}: {message}") from None
+
+
+def tokenizer_settings(encoder):
+  """The records' tokenizer settings for `metadata.json` (besides casing): special tokens, [CLS] type."""
+  settings = encoder.settings()
+  return {key: settings[key] for key in ("special_tokens", "cls_type_id", "max_chars_per_word")}
 
 
 class _Progress:
@@ -242,17 +283,17 @@ def _count_shard(path, seq_length, special_ids, pad_id):
   return stats
 
 
-def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=True, compress=False,
+def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False,
                            text_key="text", split="train", data_dir=None, progress=True):
   """Writes the shards, `vocab.txt` and `metadata.json` (see the module docstring); returns the metadata.
 
   Args:
     inputs: file globs, or one "tfds:NAME[/CONFIG]".
-    vocab: the vocabulary file.
+    vocab: the vocabulary file, or a model directory (its vocabulary, casing and tokenizer settings).
     seq_length: T, at least 3.
     out: the output directory (local or gs://).
     shards: N, at least 1.
-    lower_case: uncased tokenization (as the vocabulary was built).
+    lower_case: uncased tokenization (as the vocabulary was built); None: the model directory's, else True.
     compress: GZIP the shards (`.tfrecord.gz`).
     text_key, split, data_dir: for a TFDS input.
     progress: show a progress bar on stderr.
@@ -270,6 +311,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   if shards < 1:
     raise CorpusError(f"--shards must be at least 1, got {shards}")
   encoder = load_encoder(vocab, lower_case)
+  lower_case = encoder.lower_case
   tfds_input = len(inputs) == 1 and inputs[0].startswith("tfds:")
   if tfds_input:
     lines, total, unit = tfds_lines(inputs[0][len("tfds:"):], text_key, split, data_dir), None, "doc"
@@ -354,7 +396,8 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   write_atomically(os.path.join(out, "vocab.txt"), "".join(f"{token}\n" for token in encoder.vocab))
   per_shard = [dict(file=names[index], **dataclasses.asdict(stats[index])) for index in range(shards)]
   metadata = dict(
-      format=FORMAT, seq_length=seq_length, lower_case=lower_case, vocab_size=encoder.vocab_size,
+      format=FORMAT, seq_length=seq_length, lower_case=lower_case, tokenizer=tokenizer_settings(encoder),
+      vocab_size=encoder.vocab_size,
       vocab_sha256=vocab_checksum(encoder.vocab), special_ids=special_ids, compress=compress,
       inputs=list(inputs), documents=documents,
       examples=sum(shard["examples"] for shard in per_shard),
@@ -384,12 +427,15 @@ def parser():
                               epilog="\n\n".join(__doc__.split("\n\n")[2:4]))
   p.add_argument("--input", nargs="+", required=True, metavar="GLOB",
                  help="corpus files (globs, local or gs://), or one tfds:NAME[/CONFIG]")
-  p.add_argument("--vocab", required=True, metavar="FILE", help="WordPiece vocabulary (one token per line)")
+  p.add_argument("--vocab", required=True, metavar="FILE|DIR",
+                 help="WordPiece vocabulary (one token per line), or a model directory (a `python -m "
+                      "zoo.convert` output or a training run), whose special tokens and casing are used")
   p.add_argument("--seq-length", type=int, required=True, metavar="T", help="ids per example")
   p.add_argument("--out", required=True, metavar="DIR", help="output directory (local or gs://)")
   p.add_argument("--shards", type=int, default=1, metavar="N", help="number of shards (default 1)")
-  p.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True,
-                 help="uncased tokenization (default: on; match the vocabulary)")
+  p.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=None,
+                 help="uncased tokenization (default: a model directory's casing, else on; match the "
+                      "vocabulary)")
   p.add_argument("--compress", action="store_true", help="GZIP the shards (.tfrecord.gz)")
   p.add_argument("--text-key", default="text", help="the text feature of a TFDS dataset (default: text)")
   p.add_argument("--split", default="train", help="the TFDS split (default: train)")

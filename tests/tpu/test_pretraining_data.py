@@ -259,3 +259,55 @@ def test_online_text_is_packed_without_truncation(tmp_path):
   expected = encoder.tokenize(tf.constant([long_line])).flat_values.numpy().tolist() + [3, 7, 5, 3]
   assert len(expected) == 8000 + 4 and body == expected
   assert all(example["input_mask"].sum() == 16 for example in examples[:-1])
+
+
+FUNNEL_TOKENS = dict(pad="<pad>", unk="<unk>", cls="<cls>", sep="<sep>", mask="<mask>")
+FUNNEL_TOKENIZER = dict(special_tokens=FUNNEL_TOKENS, cls_type_id=2, max_chars_per_word=100)
+
+
+def _funnel_model_dir(corpus_folder, path):
+  """A model directory as `zoo.convert hf-funnel` writes it: FunnelTokenizer's `<cls>`-style
+  special tokens and [CLS] token type 2, with the corpus's vocabulary."""
+  from zoo.model_dir import ModelDir
+  tokens = (corpus_folder / "wordpiece.vocab").read_text(encoding="utf-8").split("\n")[:-1]
+  renamed = {"[PAD]": "<pad>", "[UNK]": "<unk>", "[CLS]": "<cls>", "[SEP]": "<sep>", "[MASK]": "<mask>"}
+  model_dir = ModelDir(str(path))
+  model_dir.makedirs()
+  model_dir.write_vocab([renamed.get(token, token) for token in tokens])
+  model_dir.write_config(dict(model="funnel_b4_4_4", model_overrides={}, lower_case=True,
+                              tokenizer=FUNNEL_TOKENIZER))
+  return model_dir
+
+
+@pytest.mark.slow
+def test_a_converted_funnel_directory_gives_its_special_tokens_to_the_records_and_the_job(corpus, tmp_path):
+  folder, _ = corpus
+  model_dir = _funnel_model_dir(folder, tmp_path / "converted")
+  metadata = pretraining_data.write_pretraining_data([str(folder / "*.txt")], model_dir.path, T,
+                                                     str(tmp_path / "records"), 2, progress=False)
+  assert metadata["tokenizer"] == FUNNEL_TOKENIZER
+  vocab = model_dir.read_vocab()
+  ids = np.stack(_records(tmp_path / "records" / "pretrain-00000-of-00002.tfrecord"))
+  assert (ids[:, 0] == vocab.index("<cls>")).all() and (ids[:-1, -1] == vocab.index("<sep>")).all()
+  # The same corpus through BERT's names gives the same examples with the ids of "[CLS]" and "[SEP]".
+  bert = _write(folder, tmp_path / "bert", shards=2)
+  assert bert["tokens"] == metadata["tokens"] and bert["examples"] == metadata["examples"]
+  with pytest.raises(pretraining_data.CorpusError, match="the checkpoint is uncased"):
+    pretraining_data.write_pretraining_data([str(folder / "*.txt")], model_dir.path, T, str(tmp_path / "c"),
+                                            1, lower_case=False, progress=False)
+
+  # The job takes the records' tokenizer settings; [CLS] gets token type 2 in its batches.
+  config = _config(tmp_path / "run", tmp_path / "records", model="funnel_b4_4_4_decoder",
+                   model_overrides=dict(hidden_size=32, num_heads=2, intermediate_size=64,
+                                        block_sizes=[1, 1, 1], num_decoder_layers=1), steps=2)
+  train.run(config)
+  saved = TrainConfig.from_model_dir(str(tmp_path / "run"))
+  assert saved.tokenizer["special_tokens"] == FUNNEL_TOKENS and saved.tokenizer["cls_type_id"] == 2
+  encoder = TextEncoder(vocab, seq_length=T, **saved.text_encoder_args())
+  batch = next(iter(pipeline.train_dataset(data.load(f"tfrecord:{tmp_path}/records/*.tfrecord"),
+                                           get_task(saved), encoder, 4)))
+  types = batch["input_type_ids"].numpy()
+  assert types[:, 0].tolist() == [2] * 4 and types[:, 1:].max() == 0
+  with pytest.raises(ValueError, match="other tokenizer settings: cls_type_id: 2 in the records, 0 here"):
+    train.run(config.replace(model_dir=str(tmp_path / "zero"),
+                             tokenizer=dict(FUNNEL_TOKENIZER, cls_type_id=0)))
