@@ -42,7 +42,7 @@ CI_PARAMETERS = {
     "01_finetune_tpu.ipynb": dict(
         MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
         DATA="demo", STEPS=24, BATCH_SIZE=16, EVAL_BATCH_SIZE=250, SEQ_LENGTH=32, LEARNING_RATE=1e-3,
-        WARMUP_STEPS=3, EVAL_EVERY=8, STEPS_PER_EXECUTION=4, VOCAB_SIZE=200),
+        FINE_TUNE_LEARNING_RATE=1e-3, WARMUP_STEPS=3, EVAL_EVERY=8, STEPS_PER_EXECUTION=4, VOCAB_SIZE=200),
     # Notebook 02 runs on Python's own documentation (offline), over two seeds.
     "02_pretrain_realformer.ipynb": dict({key: value for key, value in _PRETRAINING.items()
                                           if key != "DEMO_CORPUS"},
@@ -76,17 +76,18 @@ def _assigned_names(source):
   return names
 
 
-def _injected_source(name):
+def _injected_source(name, extra=None):
   lines = ["# Injected by tests/notebooks/test_notebooks.py: small settings for a CPU."]
-  lines += [f"{key} = {value!r}" for key, value in CI_PARAMETERS[name].items()]
+  lines += [f"{key} = {value!r}" for key, value in {**CI_PARAMETERS[name], **(extra or {})}.items()]
   return "\n".join(lines)
 
 
-def ci_notebook(name):
-  """The notebook as CI runs it: skip-ci cells dropped, small settings injected."""
+def ci_notebook(name, extra=None):
+  """The notebook as CI runs it: skip-ci cells dropped, small settings (and `extra` ones) injected."""
   notebook = _read(name)
   notebook.cells = [cell for cell in notebook.cells if SKIP_TAG not in _tags(cell)]
-  injected = nbformat.v4.new_code_cell(_injected_source(name), metadata={"tags": ["injected-parameters"]})
+  injected = nbformat.v4.new_code_cell(_injected_source(name, extra),
+                                       metadata={"tags": ["injected-parameters"]})
   notebook.cells.insert(_parameters_index(notebook) + 1, injected)
   return notebook
 
@@ -235,14 +236,15 @@ def _cell_error(error):
   return re.sub(r"\x1b\[[0-9;]*m", "", str(error))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_on_cpu(name, tmp_path):
+def _execute(name, tmp_path, extra=None):
+  """Runs the CI version of a notebook in `tmp_path`, offline (`HF_HUB_OFFLINE=1`); returns its
+  cells' printed output."""
   from nbclient import NotebookClient
   from nbclient.exceptions import CellExecutionError
 
-  notebook = ci_notebook(name)
+  notebook = ci_notebook(name, extra)
   env = dict(os.environ, MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+             HF_HUB_OFFLINE="1",
              PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
   client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                           resources={"metadata": {"path": str(tmp_path)}})
@@ -255,3 +257,41 @@ def test_notebook_runs_on_cpu(name, tmp_path):
     pytest.fail(f"{name} failed in CI mode (working directory {tmp_path}):\n{failure}", pytrace=False)
   plots = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*.png"))
   assert plots, f"{name} saved no plot under {tmp_path}"
+  return "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                 for output in cell.outputs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_on_cpu(name, tmp_path):
+  printed = _execute(name, tmp_path)
+  if name.startswith("01"):   # no network: the published checkpoint is out of reach
+    assert "no network: funnel-transformer/small-base cannot be downloaded" in printed
+
+
+@pytest.mark.slow
+def test_notebook_01_fine_tunes_a_published_funnel_checkpoint(tmp_path):
+  """A Hugging Face FunnelBaseModel with its FunnelTokenizer files (random weights, written here, as
+  the hub serves them): converted, fine-tuned with its own tokenizer settings, exported, queried."""
+  import torch
+  import transformers
+
+  from tpu.config import TrainConfig
+  from tpu.demo_data import demo_words
+
+  checkpoint = tmp_path / "funnel-small-base"
+  vocab = tmp_path / "vocab.txt"
+  special = ["<pad>", "<unk>", "<cls>", "<sep>", "<mask>", "<s>", "</s>"]
+  vocab.write_text("".join(f"{token}\n" for token in special + sorted(set(demo_words())) + [".", ","]))
+  config = transformers.FunnelConfig(vocab_size=len(vocab.read_text().split()), block_sizes=[1, 1, 1],
+                                     d_model=32, n_head=2, d_head=16, d_inner=64, num_decoder_layers=1)
+  torch.manual_seed(0)
+  transformers.FunnelBaseModel(config).save_pretrained(checkpoint, safe_serialization=True)
+  transformers.FunnelTokenizer(str(vocab)).save_pretrained(checkpoint)
+  run = tmp_path / "run"
+  run.mkdir()
+  printed = _execute("01_finetune_tpu.ipynb", run, dict(PUBLISHED_CHECKPOINT=str(checkpoint)))
+  assert f"fine-tuning {checkpoint}" in printed
+  trained = TrainConfig.from_model_dir(str(run / "runs" / "sst2"))
+  assert trained.init_checkpoint == "runs/sst2-init" and trained.tokenizer["special_tokens"]["cls"] == "<cls>"
+  assert trained.tokenizer["cls_type_id"] == 2 and trained.model_overrides["hidden_size"] == 32
