@@ -213,6 +213,11 @@ class Task:
     return {name: float(numerator / denominator) if denominator else float("nan")
             for name, (numerator, denominator) in stats.items()}
 
+  def eval_predictions(self):
+    """`(predictions, null_odds or None)` of the last `metrics` call, `{example id: value}`, for tasks
+    whose predictions an outside script scores (SQuAD's official evaluation); None for the others."""
+    return None
+
   # Serving.
   def serving_network(self, model):
     """The Keras model the exported signatures call (its variables are what the export keeps)."""
@@ -726,12 +731,16 @@ class SquadTask(Task):
     results = super().metrics(stats, examples)
     predictions, differences = self.predictions(examples)
     golds = {question: answers for question, _, answers in self._reference}
+    self._predictions = (predictions, differences if self.config.unanswerable else None)
     if self.config.unanswerable:
       results.update(squad.squad_v2_metrics(golds, predictions, differences))
     else:
       results.update(squad.squad_v1_metrics(golds, predictions))
     results.update(examples=len(golds), windows=int((examples["weight"] > 0).sum()))
     return results
+
+  def eval_predictions(self):
+    return getattr(self, "_predictions", None)
 
   # Serving.
   @property

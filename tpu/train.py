@@ -14,6 +14,8 @@ several workers, or one device) through the same code. What it writes to MODEL_D
   train/, eval/       TensorBoard summaries
   history.jsonl       one JSON line per logged training step and per evaluation
   eval_results.json   the final evaluation metrics
+  eval_predictions.json  the final evaluation's predictions where an outside script
+                      scores them (SQuAD's answers; eval_null_odds.json for v2.0)
   export/<version>/   the SavedModel for serving (`export.saved_model`)
 
 With `--init-checkpoint DIR` (a pre-training run or a `python -m zoo.convert` output)
@@ -141,6 +143,9 @@ def _run(config, strategy, worker, export):
     results = evaluate(trainer.step)
     if worker.is_chief:
       model_dir.write_eval_results(dict(step=trainer.step, **results))
+      predictions = trainer.task.eval_predictions()
+      if predictions is not None:
+        model_dir.write_eval_predictions(*predictions)
   if (config.export if export is None else export) and worker.is_chief:
     path = serving.export(model_dir.path)
     log.info("exported the SavedModel to %s", path)

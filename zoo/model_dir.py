@@ -14,6 +14,10 @@ converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://
   train/, eval/       TensorBoard summaries
   history.jsonl       one JSON line per logged training step and per evaluation
   eval_results.json   the final evaluation metrics
+  eval_predictions.json, eval_null_odds.json
+                      the final evaluation's predictions where an outside script scores
+                      them (SQuAD: `{question id: answer}` and, for v2.0, `{question id:
+                      null score - best span score}`, the official scripts' inputs)
   source.json         where a converted checkpoint came from (converters only)
   export/<version>/   SavedModels for TensorFlow Serving
 
@@ -49,6 +53,8 @@ TRAIN_SUMMARIES = "train"
 EVAL_SUMMARIES = "eval"
 HISTORY_FILE = "history.jsonl"
 EVAL_RESULTS_FILE = "eval_results.json"
+EVAL_PREDICTIONS_FILE = "eval_predictions.json"
+EVAL_NULL_ODDS_FILE = "eval_null_odds.json"
 SOURCE_FILE = "source.json"
 EXPORT_DIR = "export"
 
@@ -248,6 +254,13 @@ class ModelDir:
 
   def read_eval_results(self):
     return read_json(self.eval_results_path)
+
+  def write_eval_predictions(self, predictions, null_odds=None):
+    """`eval_predictions.json` (and `eval_null_odds.json` when given): `{example id: value}`."""
+    text = json.dumps(predictions, indent=2, ensure_ascii=False)
+    write_atomically(self.join(EVAL_PREDICTIONS_FILE), text + "\n")
+    if null_odds is not None:
+      write_atomically(self.join(EVAL_NULL_ODDS_FILE), json.dumps(null_odds, indent=2) + "\n")
 
   def write_source(self, source):
     write_atomically(self.join(SOURCE_FILE), json.dumps(source, indent=2, sort_keys=True) + "\n")

@@ -315,6 +315,15 @@ def test_squad_run_trains_evaluates_and_exports(tmp_path):
   assert results["examples"] == 48 and results["windows"] > 48 and 0 <= results["f1"] <= 100
   saved = TrainConfig.from_model_dir(str(tmp_path / "run"))
   assert saved.unanswerable and saved.sentence_pair
+  # The predictions file the run writes, scored by the official script, gives the run's numbers.
+  predictions = json.load(open(tmp_path / "run" / "eval_predictions.json", encoding="utf-8"))
+  null_odds = json.load(open(tmp_path / "run" / "eval_null_odds.json"))
+  official = squad_evaluate_v2_0.evaluate(content["data"], predictions, null_odds)
+  assert len(predictions) == 48 and official["HasAns_total"] + official["NoAns_total"] == 48
+  unthresholded = squad_evaluate_v2_0.evaluate(content["data"], predictions)
+  for key in ("exact", "f1", "HasAns_f1", "NoAns_exact"):
+    assert results[key] == pytest.approx(unthresholded[key], abs=1e-9), key
+  assert results["best_f1"] == pytest.approx(official["final_f1"], abs=1e-9)
 
   info = json.load(open(os.path.join(results["export"], "model_info.json")))
   assert info["task"] == "squad" and info["unanswerable"] and info["max_query_length"] == 12
