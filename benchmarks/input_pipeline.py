@@ -32,7 +32,7 @@ FLAT_MEMORY = 0.10
 
 def write_corpus(path, megabytes, seed=0):
   """A corpus of `megabytes` MB in BERT's format: Python's documentation, documents reshuffled per pass."""
-  from tpu import pydocs
+  from tpu.data import pydocs
   documents = [text for _, text in pydocs.documents("train")]
   rng = random.Random(seed)
   size, target = 0, int(megabytes * 1e6)
@@ -76,7 +76,8 @@ def _pinned(command):
 PIPELINE_PROBE = """
 import json, sys, time
 import tensorflow as tf
-from tpu import data, pipeline
+from tpu import data
+from tpu.data import pipeline
 from tpu.config import TrainConfig
 from tpu.tasks import get_task
 from zoo.text import TextEncoder

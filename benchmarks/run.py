@@ -25,7 +25,6 @@ import dataclasses
 import gc
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -36,6 +35,9 @@ import tf_keras as keras
 import zoo.presets
 from benchmarks import measure
 from benchmarks import serving
+from benchmarks.report import machine_description
+from benchmarks.report import table
+from zoo.model_dir import write_atomically
 from zoo.presets import cost
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -255,24 +257,6 @@ def bench_efficiency(settings):
 # The report.
 
 
-def machine_description():
-  cpu = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo") as cpuinfo:
-      cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-  except (OSError, StopIteration):
-    pass
-  memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-  return (f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB; Python {platform.python_version()}, "
-          f"TensorFlow {tf.__version__}, tf-keras {keras.__version__}; graph mode (no XLA)")
-
-
-def _table(header, rows):
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-  return "\n".join(lines)
-
-
 def _memory_row(name, memory):
   gb = 1e9
   measured, base = memory["results"][name], memory["results"][BASELINE]
@@ -295,14 +279,14 @@ def report(settings, command, funnel, bert, forms, memory, efficiency):
       "## 1. Funnel-Transformer vs the relative Transformer L12H768",
       "FLOPs ratio: matmul FLOPs of the step from `zoo.presets.cost`, the work the ratio would show if "
       "every FLOP cost the same.",
-      _table(["length", "model", "step (s)", "time ratio", "FLOPs ratio", "paper", "target"],
+      table(["length", "model", "step (s)", "time ratio", "FLOPs ratio", "paper", "target"],
              [[r["length"], r["model"], f"{r['seconds']:.3f}", f"{r['ratio']:.2f}×",
                f"{r['flops_ratio']:.2f}×", r["paper"], r["target"]] for r in funnel]),
       "## 2. RealFormer vs Post-LN (same size) and 4. zoo vs Model Garden BERT-base",
       "Residual attention adds one `[B, N, T, T]` addition per layer and no multiplication. "
       f"`{MODEL_GARDEN}` is `official.nlp.modeling.networks.BertEncoderV2` with `bert_base`'s "
       "configuration (exact GELU, 2 token types).",
-      _table(["length", "bert_base (s)", "realformer_base (s)", f"{MODEL_GARDEN} (s)",
+      table(["length", "bert_base (s)", "realformer_base (s)", f"{MODEL_GARDEN} (s)",
               "RealFormer / Post-LN", "zoo / Model Garden"],
              [[r["length"], f"{r['seconds']['bert_base']:.3f}", f"{r['seconds']['realformer_base']:.3f}",
                f"{r['seconds'][MODEL_GARDEN]:.3f}",
@@ -313,10 +297,10 @@ def report(settings, command, funnel, bert, forms, memory, efficiency):
       f"`{BASELINE}` training step with each form. Gathers: ops whose type contains \"Gather\" in the "
       "TensorFlow graph of one relative attention layer's forward and backward pass, and `gather` "
       "instructions in its XLA HLO (what a TPU runs).",
-      _table(["length", "factorized (s)", "shift (s)", "factorized / shift"],
+      table(["length", "factorized (s)", "shift (s)", "factorized / shift"],
              [[r["length"], f"{r['seconds']['factorized']:.3f}", f"{r['seconds']['shift']:.3f}",
                f"{r['ratio']:.2f}×"] for r in forms["rows"]]),
-      _table(["form", "gather ops (graph)", "gather (HLO)", "reshape and slice ops (graph)"],
+      table(["form", "gather ops (graph)", "gather (HLO)", "reshape and slice ops (graph)"],
              [[form, g["graph_gathers"], g["hlo_gathers"], g["reshapes_and_slices"]]
               for form, g in forms["gathers"].items()]),
       "## 5. Peak memory of a training step",
@@ -325,7 +309,7 @@ def report(settings, command, funnel, bert, forms, memory, efficiency):
       "the weights and AdamW's moments; peak: the largest size during two steps. Model peak = peak − "
       "runtime, what an accelerator would hold (the paper's GPU figures count the same); step = peak − "
       "steady. The target applies to the model peak.",
-      _table(["model", "runtime (GB)", "steady (GB)", "peak (GB)", "model peak (GB)", "step (GB)",
+      table(["model", "runtime (GB)", "steady (GB)", "peak (GB)", "model peak (GB)", "step (GB)",
               "model peak ratio", "step ratio", "paper", "target"],
              [_memory_row(name, memory) for name in memory["results"]]),
       "## 6. Efficiency against this CPU's matmul peak",
@@ -333,7 +317,7 @@ def report(settings, command, funnel, bert, forms, memory, efficiency):
       f"[{settings.matmul_size}, {settings.matmul_size}] × [{settings.matmul_size}, {settings.matmul_size}] "
       "matmul in the step's precision (bfloat16 for `mixed_bfloat16`), whose FLOP/s are the peak. "
       "Achieved: the step's matmul FLOPs (3× the forward pass of `zoo.presets.cost`) over its median time.",
-      _table(["length", "precision", "step (s)", "GFLOP per step", "achieved GFLOP/s", "peak GFLOP/s",
+      table(["length", "precision", "step (s)", "GFLOP per step", "achieved GFLOP/s", "peak GFLOP/s",
               "of peak", "target"],
              [[r["length"], r["precision"], f"{r['seconds']:.3f}", f"{r['flops'] / 1e9:.0f}",
                f"{r['achieved'] / 1e9:.0f}", f"{r['peak'] / 1e9:.0f}", f"{r['fraction']:.0%}",
@@ -374,9 +358,7 @@ def main(argv=None):
   text = run(settings, command, serving.Settings.quick() if args.quick else serving.Settings.full())
   print(text)
   if out:
-    with open(out + ".tmp", "w") as file:
-      file.write(text)
-    os.replace(out + ".tmp", out)
+    write_atomically(out, text)
     _log(f"wrote {out}")
 
 

@@ -33,6 +33,11 @@ import time
 
 import numpy as np
 
+from benchmarks.report import machine_description
+from benchmarks.report import table
+from zoo.model_dir import ModelDir
+from zoo.model_dir import write_atomically
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## 7. Serving an exported classifier"
 TOKENIZE_SHARE_TARGET = 0.10   # of serving_default's time at batch 32, bert_base size
@@ -86,16 +91,15 @@ def export_model(model, model_dir):
   result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
   if result.returncode:
     raise RuntimeError(f"{' '.join(command)} failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
-  base = os.path.join(model_dir, "export")
-  versions = sorted((int(name) for name in os.listdir(base) if name.isdigit()), reverse=True)
-  if not versions:
-    raise RuntimeError(f"{' '.join(command)} exported nothing to {base}")
-  return os.path.join(base, str(versions[0]))
+  export_dir = ModelDir(model_dir).latest_export()
+  if export_dir is None:
+    raise RuntimeError(f"{' '.join(command)} exported nothing to {ModelDir(model_dir).export_dir}")
+  return export_dir
 
 
 def long_texts(count, min_words, seed=0):
   """`count` texts of at least `min_words` words: demo validation sentences joined with "and"."""
-  from tpu import demo_data
+  from tpu.data import demo as demo_data
 
   sentences = demo_data.examples("validation", seed)[0]
   texts, index = [], 0
@@ -112,23 +116,24 @@ def _percentile(values, q):
   return float(np.percentile(np.asarray(values), q))
 
 
-def measure(export_dir, settings):
-  """Times one exported classifier; returns the report's fields (seconds, examples/s, shares)."""
-  import json
+def measure(model_dir, settings):
+  """Times the latest export of a model directory's classifier; returns the report's fields.
 
+  Fields: seconds, examples per second and tokenizing shares per batch size.
+  """
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
   from benchmarks import measure as timing
   from zoo.text import TextEncoder
 
-  model_dir = os.path.dirname(os.path.dirname(os.path.abspath(export_dir)))
-  with open(os.path.join(model_dir, "config.json")) as file:
-    config = json.load(file)
+  model_dir = ModelDir(model_dir)
+  export_dir = model_dir.latest_export()
+  config = model_dir.read_config()
   seq_length = config["seq_length"]
   loaded = tf.saved_model.load(export_dir)
   serve, from_ids = loaded.signatures["serving_default"], loaded.signatures["from_token_ids"]
-  encoder = TextEncoder(os.path.join(model_dir, "vocab.txt"), seq_length=seq_length,
+  encoder = TextEncoder(model_dir.vocab_path, seq_length=seq_length,
                         lower_case=config.get("lower_case", True))
   tokenize = tf.function(lambda text: encoder.encode(text), autograph=False)
 
@@ -170,7 +175,8 @@ def run(settings, work_dir=None):
     results = {}
     for index, model in enumerate(settings.models):
       model_dir = os.path.join(work_dir or scratch, f"model_{index}")
-      results[model.label] = dict(measure(export_model(model, model_dir), settings), target=model.target)
+      export_model(model, model_dir)
+      results[model.label] = dict(measure(model_dir, settings), target=model.target)
     return results
 
 
@@ -181,9 +187,6 @@ def _status(share):
 
 def report(results, settings, command):
   """Section 7 of BENCHMARKS.md, in Markdown."""
-  from benchmarks.run import _table
-  from benchmarks.run import machine_description
-
   rows = []
   for label, r in results.items():
     one, many = r["batch1"], r["batched"]
@@ -211,7 +214,7 @@ def report(results, settings, command):
       "(throughput at the median). Texts are demo sentences joined to at least T words, so every example "
       "fills the sequence. Tokenizing share: tokenizing alone over `serving_default`, in parentheses "
       "the same share estimated as 1 − `from_token_ids` / `serving_default`.",
-      _table(header, rows)]) + "\n"
+      table(header, rows)]) + "\n"
 
 
 def write_section(path, text):
@@ -226,9 +229,7 @@ def write_section(path, text):
     updated = existing[:start] + text + (existing[end + 1:] if end >= 0 else "")
   else:
     updated = existing.rstrip("\n") + "\n\n" + text if existing else text
-  with open(path + ".tmp", "w") as file:
-    file.write(updated)
-  os.replace(path + ".tmp", path)
+  write_atomically(path, updated)
 
 
 def main(argv=None):

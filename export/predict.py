@@ -53,7 +53,12 @@ def _tensorflow():
 
 
 def resolve(path):
-  """The SavedModel directory of `path`: itself, or the highest numeric version in it."""
+  """The SavedModel directory of `path`: itself, or the highest numeric version in it holding one.
+
+  The version rule is `zoo.model_dir.latest_export`'s, written out here because this file
+  imports nothing of the project (`tests/export/test_predict.py` holds the two to the same
+  answers).
+  """
   tf = _tensorflow()
   if tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE)):
     return path

@@ -33,10 +33,10 @@ the tokenizer's ops.
 """
 
 import argparse
-import os
 import sys
 
 from zoo.model_dir import EXPORT_DIR
+from zoo.model_dir import ModelDir
 
 
 def parser():
@@ -72,7 +72,7 @@ def main(argv=None):
   quiet_tensorflow(args.verbose)
   import tensorflow as tf
   try:
-    path = export(args.model_dir, args.out or os.path.join(args.model_dir, EXPORT_DIR), args.checkpoint)
+    path = export(args.model_dir, args.out or ModelDir(args.model_dir).export_dir, args.checkpoint)
   except (FileNotFoundError, ValueError) as error:
     print(f"export.saved_model: error: {error}", file=sys.stderr)
     return 2

@@ -1,6 +1,9 @@
-"""The project's structure: imports point one way, export/ knows no task, CLIs start without TensorFlow."""
+"""The project's structure: imports point one way and form no cycle, export/ knows no task, CLIs start
+without TensorFlow."""
 
 import ast
+import collections
+import itertools
 import pathlib
 import re
 import subprocess
@@ -14,6 +17,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # A package may import only the packages to its left: zoo <- tpu <- export.
 LAYERS = ("zoo", "tpu", "export")
 CLIS = ("tpu.train", "export.saved_model", "export.predict", "zoo.convert")
+# The packages whose modules may import one another in no cycle.
+CYCLE_PACKAGES = ("zoo", "tpu", "export", "benchmarks")
 
 
 def imported_packages(path):
@@ -51,6 +56,208 @@ def test_the_direction_check_catches_a_local_import(tmp_path):
   (tmp_path / "zoo" / "layer.py").write_text("import tpu.train\nfrom zoo import models\n")
   assert direction_violations(tmp_path) == ["zoo/layer.py:1: zoo imports tpu",
                                             "tpu/job.py:2: tpu imports export"]
+
+
+def module_paths(root=ROOT, packages=CYCLE_PACKAGES):
+  """{module name: path} of every .py file of the packages; a package's `__init__.py` is the package."""
+  modules = {}
+  for package in packages:
+    for path in sorted((root / package).rglob("*.py")):
+      parts = path.relative_to(root).with_suffix("").parts
+      modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+  return modules
+
+
+def _prefixes(name):
+  """'a.b.c' -> ['a', 'a.b']: the packages whose `__init__.py` importing `name` runs first."""
+  parts = name.split(".")
+  return [".".join(parts[:end]) for end in range(1, len(parts))]
+
+
+def import_graph(root=ROOT, packages=CYCLE_PACKAGES):
+  """{module: {imported module: "path:line" of the first such import}} over the packages' modules.
+
+  Every import counts, at module level or inside a function. `import a.b.c` and `from a.b.c import x`
+  are edges to `a.b.c` (or, where that is no module, the longest prefix that is) and to the packages
+  `a` and `a.b` whose `__init__.py` Python runs first, but for the importer's own packages, which are
+  initialised (or being initialised) before it runs. `from a.b import c` is an edge to `a.b.c` where
+  that is a module (`a/b/c.py`, `a/b/c/__init__.py`), else to `a.b`. Relative imports resolve
+  against the importer's package. Imports of modules outside the packages are left out.
+  """
+  modules = module_paths(root, packages)
+
+  def longest_module(name):
+    return next((prefix for prefix in reversed([*_prefixes(name), name]) if prefix in modules), None)
+
+  graph = {}
+  for module, path in modules.items():
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    initialised = {*_prefixes(module), module}   # running when this module's imports run
+    where = f"{path.relative_to(root)}"
+    edges = graph[module] = {}
+
+    def add(name, line, edges=edges, initialised=initialised, where=where):
+      target = longest_module(name)
+      if target is None:
+        return
+      for prefix in _prefixes(target):
+        if prefix in modules and prefix not in initialised:
+          edges.setdefault(prefix, f"{where}:{line}")
+      edges.setdefault(target, f"{where}:{line}")
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+      if isinstance(node, ast.Import):
+        for alias in node.names:
+          add(alias.name, node.lineno)
+      elif isinstance(node, ast.ImportFrom):
+        if node.level:
+          parts = package.split(".")
+          if node.level - 1 >= len(parts):
+            continue   # beyond the top-level package: not one of ours
+          base = ".".join(parts[:len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+        else:
+          base = node.module
+        for alias in node.names:
+          submodule = f"{base}.{alias.name}"
+          add(submodule if alias.name != "*" and submodule in modules else base, node.lineno)
+  return graph
+
+
+def _strongly_connected(graph):
+  """Tarjan's strongly connected components of `graph` ({node: iterable of nodes})."""
+  index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for successor in sorted(graph.get(node, ())):
+      if successor not in index:
+        visit(successor)
+        low[node] = min(low[node], low[successor])
+      elif successor in on_stack:
+        low[node] = min(low[node], index[successor])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == node:
+          break
+      components.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return components
+
+
+def _shortest_cycle(graph, start, members):
+  """The shortest path start -> ... -> start inside `members`, as its list of nodes (start twice)."""
+  previous, queue = {}, collections.deque([start])
+  while queue:
+    node = queue.popleft()
+    for successor in sorted(graph[node]):
+      if successor == start:
+        path = [node]
+        while path[-1] != start:
+          path.append(previous[path[-1]])
+        return [*reversed(path), start]
+      if successor in members and successor not in previous:
+        previous[successor] = node
+        queue.append(successor)
+  raise AssertionError(f"{start} is on no cycle")
+
+
+def import_cycles(root=ROOT, packages=CYCLE_PACKAGES, graph=None):
+  """Every import cycle, one line each, e.g. 'tpu.data -> tpu.token_data -> tpu.data'.
+
+  A strongly connected component of more than one module, or a module importing itself, is reported
+  as the shortest cycle through its first module, and further cycles until every module of it is on
+  one of the lines.
+  """
+  graph = import_graph(root, packages) if graph is None else graph
+  lines = []
+  for component in _strongly_connected(graph):
+    members = set(component)
+    if len(component) == 1 and component[0] not in graph[component[0]]:
+      continue
+    uncovered = list(component)
+    while uncovered:
+      cycle = _shortest_cycle(graph, uncovered[0], members)
+      lines.append(" -> ".join(cycle))
+      uncovered = [module for module in uncovered if module not in cycle]
+  return lines
+
+
+def _cycle_report(lines, graph):
+  """The cycles with where each of their imports is."""
+  report = []
+  for line in lines:
+    cycle = line.split(" -> ")
+    report.append(line)
+    report.extend(f"    {a} -> {b}: {graph[a][b]}" for a, b in itertools.pairwise(cycle))
+  return "\n".join(report)
+
+
+def test_no_import_cycle():
+  graph = import_graph()
+  assert len(graph) > 60 and {"zoo.models", "tpu.train", "export.saved_model", "benchmarks.run"} <= set(graph)
+  cycles = import_cycles(graph=graph)
+  assert cycles == [], "import cycles:\n" + _cycle_report(cycles, graph)
+
+
+def _tree(root, files):
+  for name, text in files.items():
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+  return root
+
+
+def test_the_cycle_check_catches_a_cycle_through_a_function_level_import(tmp_path):
+  root = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from pkg import b\n",
+                          "pkg/b.py": "import os\n\n\ndef later():\n  from . import a\n  return a\n",
+                          "pkg/c.py": "import pkg.a\nimport tensorflow\n"})
+  graph = import_graph(tmp_path, ("pkg",))
+  assert graph["pkg.b"] == {"pkg.a": "pkg/b.py:5"}
+  assert graph["pkg.c"] == {"pkg.a": "pkg/c.py:1"}   # its own package pkg is initialised before it runs
+  assert import_cycles(root, ("pkg",)) == ["pkg.a -> pkg.b -> pkg.a"]
+  (root / "pkg" / "b.py").write_text("import pkg.b\n")
+  assert import_cycles(root, ("pkg",)) == ["pkg.b -> pkg.b"]   # a module importing itself
+
+
+def test_a_package_importing_its_submodules_is_no_cycle_unless_one_imports_the_package(tmp_path):
+  files = {"pkg/__init__.py": "from pkg.sub import thing\nfrom . import other\nVERSION = 1\n",
+           "pkg/sub.py": "from pkg import sibling\nfrom .deep.leaf import x\nthing = sibling\n",
+           "pkg/sibling.py": "import pkg.deep.leaf\n",
+           "pkg/other.py": "from . import sibling\n",
+           "pkg/deep/__init__.py": "", "pkg/deep/leaf.py": "from .helper import y\n",
+           "pkg/deep/helper.py": "from ..util import z\n", "pkg/util.py": "z = 1\n"}
+  root = _tree(tmp_path, files)
+  graph = import_graph(root, ("pkg",))
+  assert set(graph["pkg"]) == {"pkg.sub", "pkg.other"}
+  assert set(graph["pkg.sub"]) == {"pkg.sibling", "pkg.deep", "pkg.deep.leaf"}
+  assert set(graph["pkg.deep.leaf"]) == {"pkg.deep.helper"} and set(graph["pkg.deep.helper"]) == {"pkg.util"}
+  assert import_cycles(root, ("pkg",)) == []
+  # A sibling that takes a name of the package itself does cycle: `import pkg` runs pkg/__init__.py first.
+  (root / "pkg" / "sibling.py").write_text("def f():\n  from pkg import VERSION\n")
+  assert import_cycles(root, ("pkg",)) == ["pkg -> pkg.other -> pkg.sibling -> pkg",
+                                           "pkg.sub -> pkg.sibling -> pkg -> pkg.sub"]
+
+
+def test_importing_a_submodule_runs_the_package_inits_on_its_way(tmp_path):
+  files = {"p/__init__.py": "import q.x\n", "p/z.py": "", "q/__init__.py": "", "q/x.py": "",
+           "q/y.py": "from p.z import name\n"}
+  root = _tree(tmp_path, files)
+  graph = import_graph(root, ("p", "q"))
+  assert graph["p"] == {"q": "p/__init__.py:1", "q.x": "p/__init__.py:1"}
+  assert graph["q.y"] == {"p": "q/y.py:1", "p.z": "q/y.py:1"}
+  assert import_cycles(root, ("p", "q")) == []   # importing q.x runs q/__init__.py, not q.y
+  (root / "q" / "__init__.py").write_text("from . import y\n")
+  assert import_cycles(root, ("p", "q")) == ["p -> q -> q.y -> p"]
 
 
 def test_export_holds_no_task_name():

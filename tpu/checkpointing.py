@@ -20,6 +20,9 @@ import threading
 
 import tensorflow as tf
 
+from zoo.model_dir import MASKED_LM_ROOT
+from zoo.model_dir import checkpoint_roots
+from zoo.model_dir import encoder_root
 from zoo.model_dir import find_checkpoint
 
 log = logging.getLogger("tpu.train")
@@ -32,14 +35,15 @@ class Preempted(RuntimeError):
 
 
 def restore_encoder(encoder, path):
-  """Restores an encoder from a pre-training run (`encoder`) or a converted checkpoint (`model`).
+  """Restores an encoder from a training run or a converted checkpoint; returns the checkpoint prefix.
 
-  Every variable of `encoder` must be in the checkpoint with the same shape.
+  Both hold it under the root `encoder`; converted directories written before the
+  converters did so hold it under `model` (`zoo.model_dir.encoder_root` tells, the
+  fallback for those old directories only). Every variable of `encoder` must be in the
+  checkpoint with the same shape.
   """
   prefix = find_checkpoint(path)
-  names = [name for name, _ in tf.train.list_variables(prefix)]
-  root = "encoder" if any(name.startswith("encoder/") for name in names) else "model"
-  checkpoint = tf.train.Checkpoint(**{root: encoder})
+  checkpoint = tf.train.Checkpoint(**{encoder_root(prefix): encoder})
   try:
     checkpoint.read(prefix).assert_existing_objects_matched().expect_partial()
   except (AssertionError, ValueError) as error:
@@ -49,17 +53,18 @@ def restore_encoder(encoder, path):
 
 
 def restore_heads(model, path):
-  """Restores `model`'s masked-LM head (`masked_lm`) from a checkpoint that holds one; True if it did.
+  """Restores `model`'s masked-LM head (root `masked_lm`) from a checkpoint that holds one; True if it did.
 
   A converted BERT checkpoint with its pre-training head, or a masked-LM pre-training run,
   holds one; then a masked-LM run starts from the head as well as from the encoder.
   """
-  head = dict(getattr(model, "checkpoint_items", {})).get("masked_lm")
+  head = dict(getattr(model, "checkpoint_items", {})).get(MASKED_LM_ROOT)
   prefix = find_checkpoint(path)
-  if head is None or not any(name.startswith("masked_lm/") for name, _ in tf.train.list_variables(prefix)):
+  if head is None or MASKED_LM_ROOT not in checkpoint_roots(prefix):
     return False
   try:
-    tf.train.Checkpoint(masked_lm=head).read(prefix).assert_existing_objects_matched().expect_partial()
+    checkpoint = tf.train.Checkpoint(**{MASKED_LM_ROOT: head})
+    checkpoint.read(prefix).assert_existing_objects_matched().expect_partial()
   except (AssertionError, ValueError) as error:
     raise ValueError(f"--init-checkpoint {prefix}: its masked-LM head does not fit this model's: "
                      f"{error}") from None

@@ -1,5 +1,10 @@
 """The training job's configuration: one dataclass, read from defaults, a JSON file and flags.
 
+The fields are the job's own settings and, beside them, the settings of the task
+(`tpu.tasks`: each task declares its own, e.g. squad's `doc_stride`), read as
+attributes (`config.doc_stride`) and written to config.json at the top level with
+the others. A task's setting given to another task is an error.
+
 Precedence: defaults < `--config FILE` < command-line flags < (for the encoder only)
 the `--init-checkpoint` model directory's settings, which a disagreeing `--model` may
 not change. The resolved config is written to `MODEL_DIR/config.json` (`zoo.model_dir`),
@@ -8,14 +13,16 @@ rebuilds the model from that file alone.
 
 Example:
   >>> config = TrainConfig(model="funnel_b4_4_4", task="classify", data="demo", model_dir="/tmp/run")
-  >>> config.validate().max_predictions_per_seq
+  >>> config.validate().eval_batch_size
+  32
+  >>> TrainConfig(task="mlm", seq_length=128).validate_fields().max_predictions_per_seq
   20
   >>> TrainConfig.from_dict(config.to_dict()) == config
   True
 """
 
+import copy
 import dataclasses
-import math
 
 from tpu import tasks
 from zoo.model_dir import CHECKPOINT_DIR  # noqa: F401  (the model directory's names, for callers)
@@ -28,13 +35,14 @@ MIXED_PRECISIONS = ("float32", "bfloat16")
 
 # Fields that fix the model's variables and inputs: a model directory cannot be resumed with
 # other values (`check_resumable`).
-ARCHITECTURE_FIELDS = ("model", "model_overrides", "task", "seq_length", "generator_overrides",
-                       "lower_case", "tokenizer", "num_classes", "label_names", "sentence_pair", "vocab_size")
+# (A task's own settings say so themselves: `Setting.architecture`.)
+ARCHITECTURE_FIELDS = ("model", "model_overrides", "task", "seq_length", "lower_case", "tokenizer",
+                       "num_classes", "label_names", "sentence_pair", "vocab_size")
 # The `zoo.text.TextEncoder` arguments `tokenizer` may set (casing is `lower_case`).
 TOKENIZER_SETTINGS = ("special_tokens", "cls_type_id", "max_chars_per_word", "truncator")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(init=False)
 class TrainConfig:
   """Everything a training run needs. See `python -m tpu.train --help` for each field.
 
@@ -76,30 +84,64 @@ class TrainConfig:
   vocab_size: int = 8000
   lower_case: bool | None = None
   tokenizer: dict | None = None
-  max_predictions_per_seq: int | None = None
-  whole_word_masking: bool = False
-  generator_overrides: dict | None = None
-  discriminator_weight: float = 50.0
   dropout: float | None = None
   shuffle_buffer: int = 10000
   seed: int = 0
   export: bool = True
-  max_query_length: int = 64
-  doc_stride: int = 128
-  max_answer_length: int = 30
-  null_score_diff_threshold: float = 0.0
-  unanswerable: bool = False
   num_classes: int | None = None
   label_names: list | None = None
   sentence_pair: bool = False
+  # The task's settings that differ from their declared defaults (`tpu.tasks.Setting`).
+  settings: dict = dataclasses.field(default_factory=dict)
+
+  def __init__(self, **values):
+    declared = tasks.declared_settings()
+    settings = dict(values.pop("settings", None) or {})
+    for field in dataclasses.fields(self):
+      if field.name == "settings":
+        continue
+      if field.name in values:
+        value = values.pop(field.name)
+      else:
+        value = field.default_factory() if field.default is dataclasses.MISSING else field.default
+      setattr(self, field.name, value)
+    unknown = sorted(set(values) - set(declared))
+    if unknown:
+      raise TypeError(f"TrainConfig has no setting(s) {unknown}")
+    settings.update(values)
+    self.settings = {name: value for name, value in settings.items()
+                     if name not in declared or value != declared[name][0].default}
+
+  def __getattr__(self, name):
+    """A task's setting: its value, or its declared default."""
+    if name.startswith("__") or name == "settings":
+      raise AttributeError(name)
+    declared = tasks.declared_settings()
+    if name not in declared:
+      raise AttributeError(f"TrainConfig has no setting {name!r}")
+    return self.__dict__.get("settings", {}).get(name, declared[name][0].default)
 
   @classmethod
-  def from_dict(cls, values, source="config"):
-    """A config from a dict; unknown keys raise a ValueError naming the valid ones."""
-    fields = {field.name for field in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - fields)
+  def core_fields(cls):
+    """The job's own settings (every task's)."""
+    return tuple(field.name for field in dataclasses.fields(cls) if field.name != "settings")
+
+  @classmethod
+  def from_dict(cls, values, source="config", strict=True):
+    """A config from a flat dict (config.json's layout); unknown keys raise a ValueError naming the
+    valid ones.
+
+    `strict=False` (a model directory's config.json, which older versions wrote with
+    every task's settings) drops the settings that the dict's task does not take.
+    """
+    declared = tasks.declared_settings()
+    unknown = sorted(set(values) - set(cls.core_fields()) - set(declared))
     if unknown:
-      raise ValueError(f"{source}: unknown setting(s) {unknown}; valid settings: {sorted(fields)}")
+      raise ValueError(f"{source}: unknown setting(s) {unknown}; valid settings: "
+                       f"{sorted(cls.core_fields() + tuple(declared))}")
+    if not strict and values.get("task") in tasks.TASKS:
+      own = tasks.settings_of(values["task"])
+      values = {key: value for key, value in values.items() if key not in declared or key in own}
     return cls(**values)
 
   @classmethod
@@ -116,17 +158,23 @@ class TrainConfig:
   def from_model_dir(cls, model_dir):
     """The config a training run (or a converter) wrote into `model_dir`."""
     model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
-    return cls.from_dict(model_dir.read_config(), source=model_dir.config_path)
+    return cls.from_dict(model_dir.read_config(), source=model_dir.config_path, strict=False)
 
   def to_dict(self):
-    return dataclasses.asdict(self)
+    """The flat dict config.json holds: the job's fields, then every setting of the task."""
+    values = {name: getattr(self, name) for name in self.core_fields()}
+    own = tasks.settings_of(self.task) if self.task in tasks.TASKS else {}
+    values.update({name: getattr(self, name) for name in own})
+    values.update(self.settings)
+    return copy.deepcopy(values)
 
   def text_encoder_args(self):
     """The `zoo.text.TextEncoder` keyword arguments of this run's tokenization (casing and `tokenizer`)."""
     return dict(self.tokenizer or {}, lower_case=True if self.lower_case is None else self.lower_case)
 
   def replace(self, **changes):
-    return dataclasses.replace(self, **changes)
+    values = {name: getattr(self, name) for name in self.core_fields()}
+    return TrainConfig(**{**values, "settings": dict(self.settings), **changes})
 
   def validate(self):
     """Checks every setting; returns the config with the derived defaults filled in.
@@ -142,8 +190,11 @@ class TrainConfig:
       if not getattr(self, name):
         raise ValueError(f"--{name.replace('_', '-')} is required")
     presets.get(self.model)   # raises, listing the presets
-    if self.task not in tasks.TASKS:
-      raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(tasks.names())}")
+    return self.validate_fields()
+
+  def validate_fields(self):
+    """`validate` without the required fields and the preset: every value and the task's settings."""
+    task = tasks.task_class(self.task)   # raises, listing the tasks
     if self.mixed_precision not in MIXED_PRECISIONS:
       raise ValueError(f"unknown mixed precision {self.mixed_precision!r}; choose one of: "
                        f"{', '.join(MIXED_PRECISIONS)}")
@@ -167,16 +218,34 @@ class TrainConfig:
     warmup = self.warmup_steps if self.warmup_steps is not None else self.steps // 10
     if not 0 <= warmup <= self.steps:
       raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {warmup}")
-    tasks.TASKS[self.task].check_config(self)
-    predictions = self.max_predictions_per_seq or math.ceil(0.15 * self.seq_length)   # BERT: 20 at 128
-    return self.replace(warmup_steps=warmup, max_predictions_per_seq=predictions,
-                        eval_batch_size=self.eval_batch_size or self.batch_size,
-                        lower_case=True if self.lower_case is None else self.lower_case)
+    self._check_settings(task)
+    task.check_config(self)
+    return self.replace(warmup_steps=warmup, eval_batch_size=self.eval_batch_size or self.batch_size,
+                        lower_case=True if self.lower_case is None else self.lower_case,
+                        **task.derived_settings(self))
+
+  def _check_settings(self, task):
+    declared = tasks.declared_settings()
+    clashes = sorted(set(declared) & set(self.core_fields()))
+    if clashes:
+      raise ValueError(f"task settings {clashes} have the names of the job's own settings")
+    own = tasks.settings_of(task.name)
+    for name in self.settings:
+      if name not in own:
+        owners = " or ".join(declared[name][1])
+        takes = ", ".join(own) or "no settings of its own"
+        raise ValueError(f"{name} is a setting of task {owners}, not of {task.name!r} (which takes {takes})")
+    for setting in own.values():
+      problem = setting.check(getattr(self, setting.name))
+      if problem:
+        raise ValueError(problem)
 
 
 def check_resumable(saved, config):
   """Raises a ValueError if `config` changes a setting that fixes the saved model's variables."""
-  changed = [name for name in ARCHITECTURE_FIELDS if getattr(saved, name) != getattr(config, name)]
+  fields = ARCHITECTURE_FIELDS + tuple(name for name, setting in tasks.settings_of(config.task).items()
+                                       if setting.architecture)
+  changed = [name for name in fields if getattr(saved, name) != getattr(config, name)]
   if changed:
     details = "; ".join(f"{name}: {getattr(saved, name)!r} -> {getattr(config, name)!r}" for name in changed)
     raise ValueError(f"{config.model_dir} holds a run with other model settings ({details}); use another "

@@ -1,22 +1,19 @@
-"""Is there a TPU on this machine, and can TensorFlow use it?
-
-The notebooks connect through `select_strategy`: TPU chips present means the run is
-meant for them, so a TPU that TensorFlow cannot initialise is an error that says why
-and what to do, not a silent fall-back to the CPU. Without TPU chips it returns the
-GPU or CPU strategy of `tpu.strategy.get_strategy()`.
+"""Is there a TPU on this machine, and why can TensorFlow not open it? The standard library only.
 
 TPU chips show up as device files: `/dev/accel0`, `/dev/accel1`, ... on TPU v2 to v4
 hosts and `/dev/vfio/0`, `/dev/vfio/1`, ... (beside the `/dev/vfio/vfio` control file)
-on v5e, v5p and v6e hosts, Colab TPU runtimes included. `tpu_device_files` needs only
-the standard library, so an install step can ask it before TensorFlow is installed.
+on v5e, v5p and v6e hosts, Colab TPU runtimes included. This module imports no
+TensorFlow, so an install step (the notebooks' first cell) can ask `tpu_device_files`
+which stack to install before TensorFlow is installed.
+
+The strategy itself comes from `tpu.strategy.get_strategy`, the one entry point: with
+`tpu="auto"` it connects to this machine's chips where `tpu_device_files` finds some,
+and a TPU it cannot open raises `TPUUnavailableError` with `unavailable_message`'s text.
 """
 
 import glob
 import importlib.metadata
-import logging
 import os
-
-log = logging.getLogger(__name__)
 
 # Under the device root: one file per TPU chip.
 TPU_DEVICE_PATTERNS = ("dev/accel[0-9]*", "dev/vfio/[0-9]*")
@@ -25,7 +22,7 @@ STACK_DISTRIBUTIONS = ("tensorflow-tpu", "tensorflow", "libtpu", "tensorflow-cpu
 
 
 class TPUUnavailableError(RuntimeError):
-  """This machine has TPU chips, and TensorFlow could not initialise them."""
+  """A TPU was asked for (or found by `tpu="auto"`) and TensorFlow could not open it."""
 
 
 def tpu_device_files(root="/"):
@@ -50,18 +47,14 @@ def installed_versions(names=STACK_DISTRIBUTIONS):
   return versions
 
 
-def visible_devices():
-  """The physical devices TensorFlow sees, as `DEVICE_TYPE:N` names (e.g. `CPU:0`)."""
-  import tensorflow as tf
-
-  try:
-    devices = tf.config.list_physical_devices()
-  except Exception as error:   # only feeds the error message
-    return [f"(listing failed: {error})"]
-  return [device.name.replace("/physical_device:", "") for device in devices]
-
-
-def _advice(versions):
+def _advice(tpu, device_files, versions):
+  if tpu != "local":
+    return (f"check that the TPU {tpu!r} exists and that this machine can reach it (its name or address, "
+            "zone and network), or use --tpu=local (tpu=\"local\") on the TPU host itself.")
+  if not device_files:
+    return ("this machine has no TPU chips: on Colab choose a TPU runtime (Runtime -> Change runtime "
+            "type); on a Cloud TPU VM check that the VM has TPUs; elsewhere leave --tpu unset "
+            "(tpu=None) to train on the GPUs or the CPU.")
   if not versions.get("tensorflow-tpu"):
     return ("TensorFlow's TPU build is not installed (no tensorflow-tpu distribution): from the zoo's "
             "checkout run `pip install -r requirements-tpu.txt` in an environment without another "
@@ -73,41 +66,22 @@ def _advice(versions):
           "was built against.")
 
 
-def unavailable_message(device_files, error, devices, versions):
-  """The text of `TPUUnavailableError`: what exists, what failed, what TensorFlow sees, what to do."""
-  installed = ", ".join(f"{name} {version or 'not installed'}" for name, version in versions.items())
-  return (f"this machine has {len(device_files)} TPU device file(s) ({', '.join(device_files)}) but "
-          f"TensorFlow could not initialise the TPU.\n"
-          f"Error: {error}\n"
-          f"Devices TensorFlow sees: {', '.join(devices) or 'none'}.\n"
-          f"Installed: {installed}.\n"
-          f"What to do: {_advice(versions)}")
-
-
-def select_strategy(tpu="local", device_root="/", connect=None):
-  """The strategy for this machine: TPUStrategy where there are TPU chips, else GPU/CPU.
+def unavailable_message(tpu, error, device_files, devices, versions):
+  """The text of `TPUUnavailableError`: what was tried, what failed, what exists, what to do.
 
   Args:
-    tpu: what `connect` is given on a TPU machine; "local" is the TPU of this host (a
-      Colab TPU runtime or a Cloud TPU VM).
-    device_root: where to look for the chips' device files (tests pass a directory).
-    connect: `connect(tpu)` returns a TPUStrategy or raises; default
-      `tpu.strategy.get_strategy`.
-
-  Raises:
-    TPUUnavailableError: TPU device files exist and `connect` failed. The message holds
-      the full error, the devices TensorFlow sees, the installed TensorFlow builds and
-      libtpu, and what to do.
+    tpu: the TPU asked for: "local" or a TPU name / `grpc://` address.
+    error: the exception (or text) of the failed connection, reported whole.
+    device_files: this machine's TPU device files (`tpu_device_files()`).
+    devices: the physical devices TensorFlow sees, as `CPU:0`-style names.
+    versions: `installed_versions()`.
   """
-  from tpu import strategy as strategy_lib  # imports TensorFlow
-
-  connect = connect or (lambda name: strategy_lib.get_strategy(tpu=name))
-  device_files = tpu_device_files(device_root)
-  if not device_files:
-    log.info("no TPU device files under %s: using the GPUs or the CPU", device_root)
-    return strategy_lib.get_strategy()
-  try:
-    return connect(tpu)
-  except Exception as error:
-    raise TPUUnavailableError(
-        unavailable_message(device_files, error, visible_devices(), installed_versions())) from error
+  chips = f"{len(device_files)} ({', '.join(device_files)})" if device_files else "none"
+  installed = ", ".join(f"{name} {version or 'not installed'}" for name, version in versions.items())
+  return (f"could not reach the TPU {tpu!r} (tried TPUClusterResolver(tpu={tpu!r}) and "
+          f"initialize_tpu_system).\n"
+          f"Error: {error}\n"
+          f"TPU device files on this machine: {chips}.\n"
+          f"Devices TensorFlow sees: {', '.join(devices) or 'none'}.\n"
+          f"Installed: {installed}.\n"
+          f"What to do: {_advice(tpu, device_files, versions)}")

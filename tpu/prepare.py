@@ -46,31 +46,30 @@ class Prepared:
   model_dir: ModelDir
 
 
-def _load_kwargs(config, spec, task):
-  kwargs = {}
-  scheme = spec.partition(":")[0]
-  if scheme in ("tsv", "csv", "jsonl"):
-    kwargs.update(text_columns=config.text_columns, label_column=config.label_column,
-                  task_type=task.data_type)
-  if scheme == "tfds":
-    kwargs.update(text_columns=config.text_columns, label_column=config.label_column,
-                  data_dir=config.data_dir)
-  return {key: value for key, value in kwargs.items() if value is not None}
+def _load_kwargs(config, spec, task, extra=None):
+  """The `tpu.data.load` options of the config that the spec's source takes."""
+  source = data.source_of(spec)
+  kwargs = dict(text_columns=config.text_columns, label_column=config.label_column, data_dir=config.data_dir,
+                **(extra or {}))
+  if source.typed_by_caller:
+    kwargs["data_type"] = task.data_type
+  return {key: value for key, value in kwargs.items() if value is not None and key in source.options}
 
 
 def load_sources(config):
-  """The training source and the evaluation source (None when there is none)."""
+  """The training source and the evaluation source (None when there is none).
+
+  Without `--eval-data`, a source with splits is evaluated on its "validation" split.
+  """
   task = get_task(config)
   train = data.load(config.data, "train", **_load_kwargs(config, config.data, task))
   task.check_source(train, config.data)
   spec = config.eval_data
-  if spec is None and config.data.partition(":")[0] in ("tfds", "demo", "pydocs"):
+  if spec is None and data.source_of(config.data).splits is not None:
     spec = config.data
   evaluation = None
   if spec is not None:
-    kwargs = _load_kwargs(config, spec, task)
-    if spec.partition(":")[0] != "demo":
-      kwargs.update(task.eval_load_kwargs(train))
+    kwargs = _load_kwargs(config, spec, task, task.eval_load_kwargs(train))
     evaluation = data.load(spec, "validation", **kwargs)
     if evaluation.sentence_pair != train.sentence_pair:
       raise ValueError(f"{spec} and {config.data} differ: one has sentence pairs, the other single texts")
@@ -122,7 +121,7 @@ def resolve_vocab(config, train, model_dir, init_dir, worker=None):
 
 def check_records(source, config, vocab):
   """Refuses pre-tokenized records made with another vocabulary, sequence length or casing."""
-  from tpu.pretraining_data import vocab_checksum
+  from tpu.data.records import vocab_checksum
   metadata = source.metadata
   where = f"{source.spec} (metadata.json beside the shards)"
   if metadata["seq_length"] != config.seq_length:

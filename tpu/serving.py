@@ -13,51 +13,30 @@ SavedModel also holds `label_names` and `prediction_fields`, which tell
 Versions: `out/<version>/` in TensorFlow Serving's layout, one more than the highest
 numeric version in `out`, starting at 1. The SavedModel is written under a temporary,
 non-numeric name and renamed at the end, so an interrupted export leaves no version
-TF Serving would load.
+TF Serving would load (both rules: `zoo.model_dir.write_version_atomically`).
 """
 
 import json
 import os
-import re
 
 import tensorflow as tf
 import tf_keras as keras
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tpu.config import TrainConfig
-from tpu.tasks import encoder_outputs
 from tpu.tasks import get_task
+from tpu.tasks.base import encoder_serving_outputs
+from zoo.model_dir import MODEL_ROOT
+from zoo.model_dir import SAVED_MODEL_FILE
 from zoo.model_dir import ModelDir
 from zoo.model_dir import find_checkpoint
+from zoo.model_dir import write_version_atomically
 from zoo.models.encoder_inputs import INPUT_NAMES
 from zoo.text import TextEncoder
 
 MODEL_INFO_FILE = "model_info.json"
 MODEL_INFO_FORMAT = "zoo-export/1"
 SIGNATURES = ("serving_default", "from_token_ids", "encode")
-# Attempts at renaming into a version number that another export may take first.
-RENAME_ATTEMPTS = 10
-
-
-def next_version(base):
-  """One more than the highest numeric version directory in `base` (1 for none or no `base`).
-
-  Example:
-    >>> import tempfile
-    >>> base = tempfile.mkdtemp()
-    >>> next_version(base)
-    1
-    >>> for name in ("3", "12", ".tmp-13-4242", "notes"):
-    ...   tf.io.gfile.makedirs(os.path.join(base, name))
-    >>> next_version(base)
-    13
-    >>> tf.io.gfile.rmtree(base)
-  """
-  if not tf.io.gfile.isdir(base):
-    return 1
-  versions = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(base)
-              if re.fullmatch(r"[0-9]+", name.rstrip("/"))]
-  return max(versions, default=0) + 1
 
 
 def restore_model(config, checkpoint):
@@ -77,7 +56,8 @@ def restore_model(config, checkpoint):
   finally:
     keras.mixed_precision.set_global_policy(previous_policy)
   try:
-    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    restored = tf.train.Checkpoint(**{MODEL_ROOT: model}).restore(checkpoint)
+    restored.expect_partial().assert_existing_objects_matched()
   except (AssertionError, ValueError) as error:
     raise ValueError(f"checkpoint {checkpoint} does not hold the model of its config.json (preset "
                      f"{config.model}, task {config.task}): {error}") from None
@@ -121,7 +101,7 @@ class ServingModule(tf.Module):
     self.text_inputs = tf.Variable(json.dumps(list(input_names)), trainable=False, name="text_inputs")
     # Plain functions are not tracked, so the Keras models stay out of the object graph.
     self._outputs = lambda features: task.serving_outputs(network, features, self.label_names)
-    self._encoder_outputs = lambda features: encoder_outputs(encoder, features)
+    self._encoder_outputs = lambda features: encoder_serving_outputs(encoder, features)
     named = lambda texts: dict(zip(input_names, texts, strict=True))   # noqa: E731
     self._text_outputs = lambda texts: task.serving_from_text(named(texts), text_encoder, self.from_token_ids,
                                                               self.label_names)
@@ -172,7 +152,7 @@ def saved_signatures(path):
 
   Read from `saved_model.pb`, as `saved_model_cli show` prints them (None: any size).
   """
-  with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as file:
+  with tf.io.gfile.GFile(os.path.join(path, SAVED_MODEL_FILE), "rb") as file:
     meta_graph = saved_model_pb2.SavedModel.FromString(file.read()).meta_graphs[0]
 
   def describe(tensors):
@@ -188,26 +168,12 @@ def write_saved_model(module, base, info):
 
   `model_info.json` beside `saved_model.pb` holds `info` and the saved signatures.
   """
-  tf.io.gfile.makedirs(base)
-  version = next_version(base)
-  temporary = os.path.join(base, f".tmp-{version}-{os.getpid()}")
-  try:
-    tf.saved_model.save(module, temporary, signatures=module.signatures())
-    info = dict(info, signatures=saved_signatures(temporary))
-    with tf.io.gfile.GFile(os.path.join(temporary, MODEL_INFO_FILE), "w") as file:
-      file.write(json.dumps(info, indent=2) + "\n")
-    for _ in range(RENAME_ATTEMPTS):
-      target = os.path.join(base, str(version))
-      try:
-        tf.io.gfile.rename(temporary, target)
-        return target
-      except tf.errors.AlreadyExistsError:   # another export took this version meanwhile
-        version = next_version(base)
-    raise RuntimeError(f"could not find a free version number in {base} after {RENAME_ATTEMPTS} attempts")
-  except BaseException:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.rmtree(temporary)
-    raise
+  def write(folder):
+    tf.saved_model.save(module, folder, signatures=module.signatures())
+    with tf.io.gfile.GFile(os.path.join(folder, MODEL_INFO_FILE), "w") as file:
+      file.write(json.dumps(dict(info, signatures=saved_signatures(folder)), indent=2) + "\n")
+
+  return write_version_atomically(base, write)
 
 
 def export(model_dir, out=None, checkpoint=None):

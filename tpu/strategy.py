@@ -1,8 +1,15 @@
-"""One function that picks the `tf.distribute` strategy for the machine at hand, and who this worker is.
+"""The one function that picks the `tf.distribute` strategy for the machine at hand, and who this worker is.
+
+`get_strategy` is what the training job (`python -m tpu.train --tpu ...`) and the notebooks
+(`get_strategy(tpu="auto")`) connect with. A TPU that was asked for, or whose chips this
+machine has under `tpu="auto"`, and that TensorFlow cannot open raises `TPUUnavailableError`
+with the same diagnostics on every path: TensorFlow's error, the chips' device files, the
+devices TensorFlow sees, the installed TensorFlow builds and libtpu, and what to do
+(`tpu.hardware`, which needs only the standard library, finds the chips and writes the text).
 
 `MultiWorkerMirroredStrategy` must exist before TensorFlow runs any op (its collective
 ops are configured at program startup), so the training job asks for the strategy
-before it reads data or files.
+before it reads data or files, and `get_strategy` runs no TensorFlow op before making it.
 """
 
 import contextlib
@@ -14,7 +21,13 @@ import re
 
 import tensorflow as tf
 
+from tpu import hardware
+from tpu.hardware import TPUUnavailableError
+
 log = logging.getLogger(__name__)
+
+# `get_strategy(tpu=AUTO)`: the TPU of this host where it has TPU chips, else as without a TPU.
+AUTO = "auto"
 
 # Seconds a collective op of a multi-worker run waits for its peers before it fails. A worker
 # that is killed is noticed sooner by the coordination service's heartbeats; this bounds
@@ -30,14 +43,24 @@ def get_strategy(tpu=None):
 
   - `tpu="local"` (Colab TPU runtimes, Cloud TPU VMs) or a TPU name / `grpc://`
     address: `TPUStrategy`, connecting and initialising the TPU system once.
-  - otherwise, `TF_CONFIG` naming more than one worker: `MultiWorkerMirroredStrategy`;
+  - `tpu="auto"` (the notebooks): `"local"` where this machine has TPU chips
+    (`tpu.hardware.tpu_device_files`), else as `tpu=None`. On a TPU machine it never
+    falls back to the CPU unnoticed.
+  - otherwise, `TF_CONFIG` naming more than one worker: `MultiWorkerMirroredStrategy`,
+    made before any other TensorFlow op;
   - otherwise, more than one GPU: `MirroredStrategy` over the GPUs;
   - otherwise the default strategy (one CPU or GPU).
 
   Raises:
-    RuntimeError: a TPU was asked for and could not be reached; the message names the
-      address tried and the underlying error.
+    TPUUnavailableError: a TPU was asked for (or found) and TensorFlow could not open it.
+      A `RuntimeError`; the message (`tpu.hardware.unavailable_message`) names the TPU and
+      what was tried, holds TensorFlow's whole error, the TPU device files of this machine,
+      the devices TensorFlow sees, the installed TensorFlow builds and libtpu, and what to do.
   """
+  if tpu == AUTO:
+    chips = hardware.tpu_device_files()
+    tpu = "local" if chips else None
+    log.info("TPU device files: %s", ", ".join(chips) if chips else "none, so no TPU")
   if tpu:
     strategy = _tpu_strategy(tpu)
     kind = f"TPUStrategy ({tpu})"
@@ -151,11 +174,19 @@ def _tpu_strategy(tpu):
     if tpu != "local":
       tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
-  except (ValueError, RuntimeError, tf.errors.OpError) as e:
-    raise RuntimeError(
-        f"could not reach the TPU {tpu!r} (tried TPUClusterResolver(tpu={tpu!r}) and "
-        f"initialize_tpu_system): {e}. On Colab choose a TPU runtime; on a Cloud TPU VM use "
-        "--tpu=local; elsewhere leave --tpu unset to train on the GPUs or CPU") from e
+  except Exception as error:   # whatever stops the TPU opening is reported with the diagnostics
+    message = hardware.unavailable_message(tpu, error, hardware.tpu_device_files(), _visible_devices(),
+                                           hardware.installed_versions())
+    raise TPUUnavailableError(message) from error
   strategy = tf.distribute.TPUStrategy(resolver)
   _TPU_STRATEGIES[tpu] = strategy
   return strategy
+
+
+def _visible_devices():
+  """The physical devices TensorFlow sees, as `DEVICE_TYPE:N` names (e.g. `CPU:0`)."""
+  try:
+    devices = tf.config.list_physical_devices()
+  except Exception as error:   # only feeds the error message
+    return [f"(listing failed: {error})"]
+  return [device.name.replace("/physical_device:", "") for device in devices]

@@ -47,6 +47,7 @@ import json
 import logging
 import sys
 
+from tpu import data
 from tpu import tasks
 from tpu.config import MIXED_PRECISIONS
 from tpu.config import TrainConfig
@@ -84,10 +85,10 @@ def _run(config, strategy, worker, export):
 
   import tf_keras as keras
 
-  from tpu import pipeline
   from tpu import serving
   from tpu.checkpointing import Checkpoints
   from tpu.checkpointing import SigtermFlag
+  from tpu.data import pipeline
   from tpu.prepare import prepare
   from tpu.progress import Progress
   from tpu.progress import RunLog
@@ -157,6 +158,8 @@ def _check_tpu_hosts(strategy, prepared):
   """Refuses input pipelines with tensorflow-text ops on a multi-host TPU: its hosts' TensorFlow
   servers, which run the per-host pipelines, lack those ops."""
   import tensorflow as tf
+
+  from tpu.data.records import RecordsSource
   if not isinstance(strategy, tf.distribute.TPUStrategy) or strategy.extended.num_hosts <= 1:
     return
   for source in (prepared.train, prepared.evaluation):
@@ -164,7 +167,8 @@ def _check_tpu_hosts(strategy, prepared):
       raise ValueError(
           f"{source.spec} is tokenized in the input pipeline with tensorflow-text ops, which the hosts of a "
           f"multi-host TPU ({strategy.extended.num_hosts} hosts) cannot run: write it as pre-tokenized "
-          "records with `python -m tpu.pretraining_data` and train on --data tfrecord:GLOB")
+          "records with `python -m tpu.pretraining_data` and train on --data "
+          f"{RecordsSource.usage}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,10 +199,10 @@ def parser():
       help="encoder argument over the preset's (JSON value), e.g. hidden_size=256; repeatable")
   add("--task", choices=tasks.names(),
       help="what to train: " + "; ".join(f"{name}: {task.description}" for name, task in tasks.TASKS.items()))
-  add("--data", metavar="SPEC", help="training data: tfds:NAME[/CONFIG], tsv:PATH, csv:PATH, jsonl:PATH, "
-      "text:GLOB, tfrecord:GLOB (python -m tpu.pretraining_data), pydocs or demo (see tpu/README.md)")
+  add("--data", metavar="SPEC", help=f"training data: {', '.join(data.usages())} (see tpu/README.md)")
   add("--eval-data", metavar="SPEC",
-      help="evaluation data (default: the validation split of tfds, pydocs and demo data)")
+      help="evaluation data (default: the validation split of data that has one: "
+           f"{', '.join(source.scheme for source in data.SOURCES.values() if source.splits)})")
   add("--text-columns", nargs="+", metavar="NAME", help="one or two text columns of table files")
   add("--label-column", metavar="NAME", help="label column of table files (default: label)")
   add("--data-dir", metavar="DIR", help="TFDS data directory")
@@ -227,24 +231,31 @@ def parser():
   add("--vocab-size", type=int, help=f"size of a learned vocabulary (default {defaults.vocab_size})")
   add("--lower-case", action=argparse.BooleanOptionalAction, default=None,
       help="uncased text (default: the init checkpoint's, else on)")
-  add("--max-predictions-per-seq", type=int, help="MLM predictions per sequence (default: 15%% of "
-      "--seq-length, rounded up)")
-  add("--whole-word-masking", action=argparse.BooleanOptionalAction, default=None, help="mask whole words")
-  add("--discriminator-weight", type=float, help="ELECTRA's λ (default 50)")
-  add("--max-query-length", type=int,
-      help=f"squad: question tokens kept (default {defaults.max_query_length})")
-  add("--doc-stride", type=int, help=f"squad: tokens between the starts of a context's windows (default "
-      f"{defaults.doc_stride})")
-  add("--max-answer-length", type=int, help=f"squad: the longest answer in tokens (default "
-      f"{defaults.max_answer_length})")
-  add("--null-score-diff-threshold", type=float, help="squad v2.0: no answer when the null score exceeds the "
-      "best span's by more (default 0)")
   add("--dropout", type=float, help="dropout of the encoder and head (default: the preset's, 0.1)")
   add("--seed", type=int, help="shuffling, masking and initialisation seed (default 0)")
   add("--export", action=argparse.BooleanOptionalAction, default=None,
       help="export a SavedModel at the end (default: on)")
   add("-v", "--verbose", action="store_true", help="log more, including TensorFlow's own log lines")
+  _add_task_settings(p)
   return p
+
+
+def _add_task_settings(p):
+  """A flag for every setting a task declares (`tpu.tasks.Setting`), in a group of their own."""
+  group = p.add_argument_group("task settings", "each applies to the tasks it names (config.json: the same "
+                               "names, underscores for dashes)")
+  for name, (setting, owners) in tasks.declared_settings().items():
+    if not setting.flag:
+      continue
+    default = "" if setting.default is None else f" (default {setting.default})"
+    help_text = f"{', '.join(owners)}: {setting.help}{default}".replace("%", "%%")
+    if setting.type is bool:
+      group.add_argument(setting.flag_name, dest=name, action=argparse.BooleanOptionalAction, default=None,
+                         help=help_text)
+    else:
+      group.add_argument(setting.flag_name, dest=name, type=setting.type, choices=setting.choices,
+                         metavar={int: "N", float: "X"}.get(setting.type, "VALUE"),
+                         help=help_text)
 
 
 def config_from_args(args):
@@ -263,7 +274,6 @@ def main(argv=None):
   quiet_tensorflow(args.verbose)
   logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                       format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-  from tpu import data
   from tpu.checkpointing import PREEMPTED_EXIT_CODE
   from tpu.checkpointing import Preempted
   from tpu.trainer import TrainingError

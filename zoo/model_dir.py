@@ -23,7 +23,19 @@ converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://
 
 Small files are written atomically (`write_atomically`): a reader sees the old file
 or the new one, never half of one. Checkpoints are atomic through `CheckpointManager`,
-which records a checkpoint only once all of its files are written.
+which records a checkpoint only once all of its files are written. An export version
+is written under a temporary, non-numeric name and renamed to its number at the end
+(`write_version_atomically`).
+
+Checkpoint roots (the names of `tf.train.Checkpoint(**{root: object})`): a training
+run saves its task model under `model`, its encoder also under `encoder`, its optimizer
+under `optimizer` and a masked-LM head under `masked_lm`; a converter saves the encoder
+under `encoder` (and a masked-LM head it converted under `masked_lm`). Converted
+directories written before that hold the encoder under `model`: `encoder_root` tells.
+
+Export versions: the numeric directories of an export base path (`export/` or any
+`--out`); the next one is one more than the highest (`next_export_version`), the one
+to serve the highest holding a `saved_model.pb` (`latest_export`).
 
 Example:
   >>> import tempfile
@@ -36,10 +48,13 @@ Example:
   [{'step': 1, 'loss': 2.5}]
   >>> run.latest_checkpoint() is None
   True
+  >>> run.next_export_version(), run.latest_export()
+  (1, None)
 """
 
 import json
 import os
+import re
 import uuid
 
 from zoo.lazy import lazy_module
@@ -57,6 +72,19 @@ EVAL_PREDICTIONS_FILE = "eval_predictions.json"
 EVAL_NULL_ODDS_FILE = "eval_null_odds.json"
 SOURCE_FILE = "source.json"
 EXPORT_DIR = "export"
+SAVED_MODEL_FILE = "saved_model.pb"
+# An export version being written: `.tmp-<version>-<pid>`, a name TensorFlow Serving skips.
+EXPORT_TEMPORARY_PREFIX = ".tmp-"
+# Attempts at renaming into a version number that another export may take first.
+RENAME_ATTEMPTS = 10
+
+# Checkpoint roots (see the module docstring).
+MODEL_ROOT = "model"            # a training run's task model
+ENCODER_ROOT = "encoder"        # the encoder: training runs and converted checkpoints
+MASKED_LM_ROOT = "masked_lm"    # a masked-LM head: masked-LM runs, converted BERT checkpoints with one
+OPTIMIZER_ROOT = "optimizer"    # a training run's optimizer
+# Where converted directories written before the converters used ENCODER_ROOT hold the encoder.
+LEGACY_CONVERTED_ENCODER_ROOT = MODEL_ROOT
 
 
 def write_atomically(path, content):
@@ -76,6 +104,88 @@ def write_atomically(path, content):
   except BaseException:
     if tf.io.gfile.exists(temporary):
       tf.io.gfile.remove(temporary)
+    raise
+
+
+def checkpoint_roots(prefix):
+  """The root names under which the checkpoint `prefix` holds variables (`{"model", "encoder", ...}`)."""
+  return {name.split("/", 1)[0] for name, _ in tf.train.list_variables(prefix) if "/" in name}
+
+
+def encoder_root(prefix):
+  """The root under which the checkpoint `prefix` holds an encoder: `encoder`, else `model`.
+
+  Training runs and converted directories save the encoder under `encoder`. The fallback
+  is for converted directories written before the converters did so: they hold the
+  encoder (and nothing else but a masked-LM head) under `model`, the root that means the
+  whole task model in a training run. A checkpoint without an `encoder` root is read as
+  one of those.
+  """
+  return ENCODER_ROOT if ENCODER_ROOT in checkpoint_roots(prefix) else LEGACY_CONVERTED_ENCODER_ROOT
+
+
+def export_versions(base):
+  """The version numbers of an export base path, ascending: its numeric names ([] for none or no `base`).
+
+  Example:
+    >>> import tempfile
+    >>> base = tempfile.mkdtemp()
+    >>> export_versions(base), next_export_version(base)
+    ([], 1)
+    >>> for name in ("3", "12", ".tmp-13-4242", "notes"):
+    ...   tf.io.gfile.makedirs(os.path.join(base, name))
+    >>> export_versions(base), next_export_version(base)
+    ([3, 12], 13)
+    >>> latest_export(base) is None   # no saved_model.pb in either
+    True
+    >>> tf.io.gfile.rmtree(base)
+  """
+  if not tf.io.gfile.isdir(base):
+    return []
+  names = (name.rstrip("/") for name in tf.io.gfile.listdir(base))
+  return sorted(int(name) for name in names if re.fullmatch(r"[0-9]+", name))
+
+
+def next_export_version(base):
+  """One more than the highest version in `base` (1 for none or no `base`)."""
+  return max(export_versions(base), default=0) + 1
+
+
+def latest_export(base):
+  """The directory of the highest version in `base` that holds a `saved_model.pb`, or None."""
+  for version in reversed(export_versions(base)):
+    path = os.path.join(base, str(version))
+    if tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE)):
+      return path
+  return None
+
+
+def write_version_atomically(base, write):
+  """Writes the next export version of `base` through a temporary folder and a rename; returns its path.
+
+  `write(folder)` fills `base/.tmp-<version>-<pid>`, which is then renamed to
+  `base/<version>`. If another export took that number meanwhile, the next free one is
+  taken (up to `RENAME_ATTEMPTS` times). Whatever fails, the temporary folder is removed,
+  so an interrupted export leaves no version TensorFlow Serving would load (a killed
+  process leaves its `.tmp-*` folder, which serving skips). On local disks the rename is
+  atomic; on `gs://` it copies the objects one by one.
+  """
+  tf.io.gfile.makedirs(base)
+  version = next_export_version(base)
+  temporary = os.path.join(base, f"{EXPORT_TEMPORARY_PREFIX}{version}-{os.getpid()}")
+  try:
+    write(temporary)
+    for _ in range(RENAME_ATTEMPTS):
+      target = os.path.join(base, str(version))
+      try:
+        tf.io.gfile.rename(temporary, target)
+        return target
+      except tf.errors.AlreadyExistsError:   # another export took this version meanwhile
+        version = next_export_version(base)
+    raise RuntimeError(f"could not find a free version number in {base} after {RENAME_ATTEMPTS} attempts")
+  except BaseException:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.rmtree(temporary)
     raise
 
 
@@ -163,6 +273,18 @@ class ModelDir:
   @property
   def eval_results_path(self):
     return self.join(EVAL_RESULTS_FILE)
+
+  @property
+  def eval_predictions_path(self):
+    return self.join(EVAL_PREDICTIONS_FILE)
+
+  @property
+  def eval_null_odds_path(self):
+    return self.join(EVAL_NULL_ODDS_FILE)
+
+  @property
+  def source_path(self):
+    return self.join(SOURCE_FILE)
 
   def summaries_dir(self, name):
     """TensorBoard log directory of `name` ("train" or "eval")."""
@@ -258,9 +380,28 @@ class ModelDir:
   def write_eval_predictions(self, predictions, null_odds=None):
     """`eval_predictions.json` (and `eval_null_odds.json` when given): `{example id: value}`."""
     text = json.dumps(predictions, indent=2, ensure_ascii=False)
-    write_atomically(self.join(EVAL_PREDICTIONS_FILE), text + "\n")
+    write_atomically(self.eval_predictions_path, text + "\n")
     if null_odds is not None:
-      write_atomically(self.join(EVAL_NULL_ODDS_FILE), json.dumps(null_odds, indent=2) + "\n")
+      write_atomically(self.eval_null_odds_path, json.dumps(null_odds, indent=2) + "\n")
 
   def write_source(self, source):
-    write_atomically(self.join(SOURCE_FILE), json.dumps(source, indent=2, sort_keys=True) + "\n")
+    write_atomically(self.source_path, json.dumps(source, indent=2, sort_keys=True) + "\n")
+
+  def read_source(self):
+    return read_json(self.source_path)
+
+  # export/<version>/
+  def export_version_dir(self, version):
+    """The directory of export version `version` in `export/`."""
+    return self.join(EXPORT_DIR, str(int(version)))
+
+  def export_versions(self):
+    """The version numbers in `export/`, ascending (`export_versions`)."""
+    return export_versions(self.export_dir)
+
+  def next_export_version(self):
+    return next_export_version(self.export_dir)
+
+  def latest_export(self):
+    """The highest version directory in `export/` holding a SavedModel, or None (`latest_export`)."""
+    return latest_export(self.export_dir)

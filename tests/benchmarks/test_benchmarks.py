@@ -17,6 +17,7 @@ import zoo.presets
 from benchmarks import measure
 from benchmarks import run
 from benchmarks import serving
+from zoo.model_dir import ModelDir
 from zoo.presets import cost
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -153,7 +154,7 @@ def test_long_texts_fill_the_sequence():
 def test_serving_report_of_a_tiny_exported_classifier(tmp_path):
   results = serving.run(TINY_SERVING, str(tmp_path))
   result = results["tiny"]
-  assert result["export_dir"] == str(tmp_path / "model_0" / "export" / "1")
+  assert result["export_dir"] == ModelDir(str(tmp_path / "model_0")).export_version_dir(1)
   assert result["seq_length"] == 32 and 10_000 < result["parameters"] < 100_000
   for key, batch, rounds in (("batch1", 1, 30), ("batched", 8, 3)):
     timed = result[key]

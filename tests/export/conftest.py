@@ -67,7 +67,8 @@ class ModelDir:
   def model(self):
     model = build_model(self.config)
     checkpoint = layout.ModelDir(self.path).latest_checkpoint()
-    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    restored = tf.train.Checkpoint(**{layout.MODEL_ROOT: model}).restore(checkpoint)
+    restored.expect_partial().assert_existing_objects_matched()
     return model
 
 
@@ -87,7 +88,7 @@ def make_model_dir(path, *, model="funnel_b4_4_4", overrides=TINY_FUNNEL, task="
   rng = np.random.default_rng(seed)
   for variable in keras_model.variables:
     variable.assign(variable + rng.normal(0.0, 0.2, variable.shape).astype(np.float32))
-  files.checkpoint_manager(tf.train.Checkpoint(model=keras_model), max_to_keep=3).save()
+  files.checkpoint_manager(tf.train.Checkpoint(**{layout.MODEL_ROOT: keras_model}), max_to_keep=3).save()
   return ModelDir(path, keras_model)
 
 

@@ -17,6 +17,8 @@ from tests.export.conftest import TEXTS
 from tests.export.conftest import keras_logits
 from tests.export.conftest import start_python
 from tests.export.conftest import strings
+from zoo.model_dir import SAVED_MODEL_FILE
+from zoo.model_dir import latest_export
 
 
 def _check_classified(results, model_dir, texts):
@@ -95,3 +97,26 @@ def test_python_api_on_a_serving_box(classify_dir, regress_pair_dir, mlm_dir, lo
   pooled = mlm_dir.model.encoder(mlm_dir.text_encoder.encode(strings(TEXTS)), training=False)["pooled_output"]
   vectors = [result["pooled_output"] for result in loaded["predict"]["mlm"]]
   np.testing.assert_allclose(vectors, pooled, atol=1e-5)
+
+
+@pytest.mark.parametrize("versions", [
+    {},                                                  # nothing to serve
+    {"1": True},
+    {"2": True, "10": True, "11": False, "notes": True},  # 11 holds no SavedModel yet
+    {".tmp-3-4242": True, "3": False},                    # an export being written, an empty version
+])
+def test_resolve_follows_the_model_dirs_version_rule(versions, tmp_path):
+  """predict.py's own copy of the rule (it imports nothing of the project) agrees with zoo.model_dir's."""
+  base = tmp_path / "export"
+  base.mkdir()
+  for name, complete in versions.items():
+    (base / name).mkdir()
+    if complete:
+      (base / name / predict.SAVED_MODEL_FILE).write_bytes(b"graph")
+  expected = latest_export(str(base))
+  if expected is None:
+    with pytest.raises(FileNotFoundError, match="numeric version directories"):
+      predict.resolve(str(base))
+  else:
+    assert predict.resolve(str(base)) == expected
+  assert predict.SAVED_MODEL_FILE == SAVED_MODEL_FILE

@@ -22,6 +22,7 @@ from tests.export.conftest import keras_logits
 from tests.export.conftest import start_python
 from tests.export.conftest import strings
 from tpu import serving
+from zoo.model_dir import ModelDir
 
 
 def test_loads_with_tensorflow_and_tensorflow_text_only(loaded):
@@ -102,13 +103,12 @@ def test_cli_help_and_errors(classify_dir, tmp_path, capsys):
   error = capsys.readouterr().err
   assert "export.saved_model: error:" in error and "missing does not exist" in error
 
-  untrained = tmp_path / "untrained"
-  untrained.mkdir()
-  for name in ("config.json", "vocab.txt"):
-    shutil.copy(os.path.join(classify_dir.path, name), untrained / name)
-  assert saved_model.main(["--model-dir", str(untrained)]) == 2
+  trained, untrained = ModelDir(classify_dir.path), ModelDir(str(tmp_path / "untrained"))
+  untrained.write_config(trained.read_config())   # a model dir without checkpoints
+  untrained.write_vocab(trained.read_vocab())
+  assert saved_model.main(["--model-dir", untrained.path]) == 2
   assert "holds no checkpoint" in capsys.readouterr().err
-  assert not (untrained / "export").exists()
+  assert not os.path.exists(untrained.export_dir)
 
 
 def _tiny_module():

@@ -277,7 +277,7 @@ def test_notebook_01_fine_tunes_a_published_funnel_checkpoint(tmp_path):
   import transformers
 
   from tpu.config import TrainConfig
-  from tpu.demo_data import demo_words
+  from tpu.data.demo import demo_words
 
   checkpoint = tmp_path / "funnel-small-base"
   vocab = tmp_path / "vocab.txt"

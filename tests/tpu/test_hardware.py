@@ -1,12 +1,9 @@
-"""TPU detection: fake device files in a temporary directory, a fake TPU initialisation."""
+"""TPU detection and the diagnostics of a TPU that does not open: fake device files in a temporary
+directory, no TensorFlow. `tests/tpu/test_strategy.py` tests `get_strategy`, which raises with them."""
 
 import os
 import subprocess
 import sys
-import textwrap
-
-import pytest
-import tensorflow as tf
 
 from tpu import hardware
 
@@ -30,54 +27,33 @@ def test_device_files_of_v4_and_v5e_v6e_hosts(tmp_path):
   assert hardware.tpu_device_files(v5e) == [str(tmp_path / "v5e" / "dev" / "vfio" / "0")]
 
 
-def test_no_tpu_hardware_falls_back_to_the_cpu_without_connecting(tmp_path):
-  def connect(tpu):
-    raise AssertionError("connect must not be called without TPU hardware")
-
-  strategy = hardware.select_strategy(device_root=_device_root(tmp_path, "null"), connect=connect)
-  assert strategy is tf.distribute.get_strategy()
-  assert not isinstance(strategy, tf.distribute.TPUStrategy)
-
-
-def test_tpu_hardware_connects_and_returns_its_strategy(tmp_path):
-  calls = []
-  sentinel = object()
-
-  def connect(tpu):
-    calls.append(tpu)
-    return sentinel
-
-  assert hardware.select_strategy(device_root=_device_root(tmp_path, "accel0"), connect=connect) is sentinel
-  assert calls == ["local"]
-
-
-@pytest.mark.parametrize("chip", ["accel0", "vfio/0"])
-def test_tpu_hardware_that_does_not_initialise_fails_loudly(tmp_path, chip):
-  root = _device_root(tmp_path, chip, "vfio/vfio")
-  failure = RuntimeError("could not reach the TPU 'local': TPU initialization failed: open(/dev/vfio/0): "
-                         "Device or resource busy")
-
-  def connect(tpu):
-    raise failure
-
-  with pytest.raises(hardware.TPUUnavailableError) as raised:
-    hardware.select_strategy(device_root=root, connect=connect)
-  message = str(raised.value)
-  assert raised.value.__cause__ is failure
-  assert f"1 TPU device file(s) ({tmp_path / 'dev' / chip})" in message
-  assert str(failure) in message                       # the whole error, not its first clause
-  assert "Devices TensorFlow sees: CPU:0" in message
-  assert "tensorflow-tpu " in message and "libtpu " in message
-  assert "What to do:" in message and "requirements-tpu.txt" in message
-
-
-def test_advice_depends_on_whether_the_tpu_build_is_installed():
-  plain = hardware.unavailable_message(["/dev/accel0"], "boom", ["CPU:0"],
+def test_message_holds_everything_and_its_advice_depends_on_the_case():
+  error = RuntimeError("TPU initialization failed:\nDevice or resource busy")
+  plain = hardware.unavailable_message("local", error, ["/dev/accel0", "/dev/accel1"], ["CPU:0"],
                                        {"tensorflow-tpu": None, "tensorflow": "2.20.0", "libtpu": None})
-  assert "tensorflow-tpu not installed" in plain and "TPU build is not installed" in plain
-  tpu_build = hardware.unavailable_message(["/dev/accel0"], "boom", ["CPU:0"],
+  assert plain.splitlines() == [
+      "could not reach the TPU 'local' (tried TPUClusterResolver(tpu='local') and initialize_tpu_system).",
+      "Error: TPU initialization failed:", "Device or resource busy",
+      "TPU device files on this machine: 2 (/dev/accel0, /dev/accel1).",
+      "Devices TensorFlow sees: CPU:0.",
+      "Installed: tensorflow-tpu not installed, tensorflow 2.20.0, libtpu not installed.",
+      plain.splitlines()[-1]]
+  assert plain.splitlines()[-1].startswith("What to do: TensorFlow's TPU build is not installed")
+  assert "requirements-tpu.txt" in plain
+
+  tpu_build = hardware.unavailable_message("local", "boom", ["/dev/vfio/0"], [],
                                            {"tensorflow-tpu": "2.20.0", "libtpu": "0.0.14"})
+  assert "Devices TensorFlow sees: none." in tpu_build
   assert "one process at a time" in tpu_build and "TPU build is not installed" not in tpu_build
+
+  no_chips = hardware.unavailable_message("local", "boom", [], ["CPU:0"], {"tensorflow-tpu": None})
+  assert "TPU device files on this machine: none." in no_chips
+  assert "What to do: this machine has no TPU chips" in no_chips and "leave --tpu unset" in no_chips
+
+  address = "grpc://10.0.0.2:8470"
+  named = hardware.unavailable_message(address, "boom", [], ["CPU:0"], {"tensorflow-tpu": None})
+  assert named.startswith(f"could not reach the TPU '{address}'")
+  assert f"What to do: check that the TPU '{address}' exists" in named
 
 
 def test_installed_versions_reports_missing_distributions():
@@ -86,37 +62,16 @@ def test_installed_versions_reports_missing_distributions():
   assert versions["surely-not-installed-zoo-dist"] is None
 
 
-@pytest.mark.slow
-def test_plain_tensorflow_on_tpu_hardware_raises_with_tensorflows_own_error(tmp_path):
-  """The real connection path (`tpu.strategy.get_strategy`) on fake TPU device files, in a fresh
-  process: this TensorFlow has no TPU kernels, as on a TPU host where the plain build was installed."""
-  root = _device_root(tmp_path, "accel0")
-  script = textwrap.dedent(f"""
-      from tpu import hardware
-      try:
-        hardware.select_strategy(device_root={root!r})
-      except hardware.TPUUnavailableError as error:
-        print(error)
-      else:
-        raise SystemExit("no error")
-  """)
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
-  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
-  assert result.returncode == 0, result.stdout + result.stderr
-  message = result.stdout
-  assert "could not reach the TPU 'local'" in message     # tpu.strategy's error, kept whole
-  assert "ConfigureDistributedTPU" in message             # ...down to TensorFlow's own
-  assert "Devices TensorFlow sees: CPU:0" in message
-  assert "tensorflow-tpu not installed" in message and "requirements-tpu.txt" in message
-
-
 def test_device_files_are_found_without_tensorflow(tmp_path):
-  """An install step asks before TensorFlow is installed: the module needs only the standard library."""
+  """An install step asks before TensorFlow is installed: the module, diagnostics included, needs only the
+  standard library."""
   root = _device_root(tmp_path, "vfio/0")
   script = ("import sys; sys.modules['tensorflow'] = None\n"   # importing tensorflow now raises
-            f"from tpu import hardware; print(hardware.tpu_device_files({root!r}))")
+            f"from tpu import hardware; print(hardware.tpu_device_files({root!r}))\n"
+            "print(hardware.unavailable_message('local', 'boom', [], [], hardware.installed_versions()))")
   result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=60, check=False)
   assert result.returncode == 0, result.stderr
-  assert result.stdout.strip() == repr([str(tmp_path / "dev" / "vfio" / "0")])
+  files, *message = result.stdout.splitlines()
+  assert files == repr([str(tmp_path / "dev" / "vfio" / "0")])
+  assert message[0].startswith("could not reach the TPU 'local'") and message[-1].startswith("What to do:")

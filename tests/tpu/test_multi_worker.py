@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu import pipeline
 from tpu import strategy as strategies
 from tpu import train
 from tpu.config import TrainConfig
+from tpu.data import pipeline
 from tpu.prepare import prepare
 from tpu.prepare import wait_for_vocab
 from tpu.tasks import get_task

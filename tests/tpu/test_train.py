@@ -17,12 +17,12 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 import tf_keras as keras
 
-from tpu import pipeline
 from tpu import tasks
 from tpu import train
 from tpu.checkpointing import Preempted
 from tpu.checkpointing import restore_encoder
 from tpu.config import TrainConfig
+from tpu.data import pipeline
 from tpu.prepare import prepare
 from tpu.trainer import Trainer
 from tpu.trainer import TrainingError
@@ -311,7 +311,7 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path, source):
   (`distribute_datasets_from_function`): packed online text, or pre-tokenized shards."""
   corpus = _corpus(tmp_path)
   if source == "tfrecord":
-    from tpu import pretraining_data
+    from tpu.data import records as pretraining_data
     from zoo.text import build_vocab
     from zoo.text import write_vocab
     write_vocab(build_vocab([corpus], 200), str(tmp_path / "vocab"))

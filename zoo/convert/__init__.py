@@ -4,9 +4,12 @@
 or `FunnelBaseModel` checkpoint directory; `load_hf_bert(path)` and
 `load_tf1_bert(path)` a `TransformerEncoder` from a Hugging Face `BertModel` /
 `BertForPreTraining` directory or Google's TF1 release (also RealFormer's, with
-`residual_attention=True`). `python -m zoo.convert FORMAT SRC --out DIR` writes them as
-zoo model directories (`zoo.model_dir`) with the checkpoint's tokenizer settings. The
-importers load TensorFlow on first use, so `python -m zoo.convert --help` answers at once.
+`residual_attention=True`). `convert_to_model_dir(format, src, out)` (the work of
+`python -m zoo.convert FORMAT SRC --out DIR`) writes them as zoo model directories
+(`zoo.model_dir`) with the checkpoint's tokenizer settings; `read_checkpoint`,
+`write_model_dir` and `describe` are its steps (`zoo.convert.model_dir_writer`), and
+`zoo.convert.hub` resolves Hugging Face hub ids. Names are imported on first use and
+load TensorFlow only when they convert, so `python -m zoo.convert --help` answers at once.
 """
 
 _EXPORTS = {
@@ -14,6 +17,12 @@ _EXPORTS = {
     "load_hf_funnel": "zoo.convert.hf_funnel",
     "load_hf_bert": "zoo.convert.bert",
     "load_tf1_bert": "zoo.convert.bert",
+    "FORMATS": "zoo.convert.model_dir_writer",
+    "ConvertedCheckpoint": "zoo.convert.model_dir_writer",
+    "convert_to_model_dir": "zoo.convert.model_dir_writer",
+    "describe": "zoo.convert.model_dir_writer",
+    "read_checkpoint": "zoo.convert.model_dir_writer",
+    "write_model_dir": "zoo.convert.model_dir_writer",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -5,11 +5,11 @@ from zoo.models.heads import MaskedLMHead
 from zoo.models.heads import SequenceClassifier
 from zoo.models.heads import SpanQA
 from zoo.models.heads import TokenClassifier
+from zoo.models.losses import replaced_token_loss
 from zoo.models.pretrainers import ElectraPretrainer
 from zoo.models.pretrainers import MaskedLMPretrainer
 from zoo.models.pretrainers import ReplacedTokenSampler
 from zoo.models.pretrainers import masked_lm_loss
-from zoo.models.pretrainers import replaced_token_loss
 from zoo.models.transformer_encoder import TransformerEncoder
 
 __all__ = [

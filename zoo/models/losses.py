@@ -48,6 +48,26 @@ def replaced_token_loss(labels, logits, input_mask, denominator=None):
   return _weighted_mean(losses, input_mask, denominator)
 
 
+def electra_losses(features, outputs, discriminator_weight, masked_denominator=None, token_denominator=None):
+  """ELECTRA's loss `mlm_loss + discriminator_weight · disc_loss` and its two terms (float32 scalars).
+
+  Args:
+    features: `masked_lm_ids`, `masked_lm_weights` `[B, P]` and `input_mask` `[B, T]`.
+    outputs: `mlm_logits` `[B, P, V]`, `disc_logits` and `disc_labels` `[B, T]` (`ElectraPretrainer`).
+    discriminator_weight: λ (50 in Clark et al., 2020).
+    masked_denominator, token_denominator: the counts of masked and of real tokens the two
+      terms are divided by (default: this batch's).
+
+  Returns:
+    dict of `loss`, `mlm_loss`, `disc_loss`.
+  """
+  mlm_loss = masked_lm_loss(features["masked_lm_ids"], outputs["mlm_logits"], features["masked_lm_weights"],
+                            masked_denominator)
+  disc_loss = replaced_token_loss(outputs["disc_labels"], outputs["disc_logits"], features["input_mask"],
+                                  token_denominator)
+  return dict(loss=mlm_loss + discriminator_weight * disc_loss, mlm_loss=mlm_loss, disc_loss=disc_loss)
+
+
 def classification_loss(labels, logits, weights, denominator=None):
   """Softmax cross-entropy of class ids `[B]` under logits `[B, C]`, weighted per example `[B]`."""
   return _weighted_mean(sparse_cross_entropy(labels, logits), weights, denominator)

@@ -20,8 +20,8 @@ from zoo.models.heads import deserialize_encoders
 from zoo.models.heads import encoder_inputs_like
 from zoo.models.heads import full_length_sequence
 from zoo.models.heads import truncated_normal
+from zoo.models.losses import electra_losses
 from zoo.models.losses import masked_lm_loss
-from zoo.models.losses import replaced_token_loss
 
 
 def masked_lm_inputs():
@@ -282,9 +282,7 @@ class ElectraPretrainer(keras.Model):
 
   def compute_losses(self, x, y_pred):
     """The loss and its two terms (float32 scalars) for features `x` and outputs `y_pred`."""
-    mlm_loss = masked_lm_loss(x["masked_lm_ids"], y_pred["mlm_logits"], x["masked_lm_weights"])
-    disc_loss = replaced_token_loss(y_pred["disc_labels"], y_pred["disc_logits"], x["input_mask"])
-    return dict(loss=mlm_loss + self.discriminator_weight * disc_loss, mlm_loss=mlm_loss, disc_loss=disc_loss)
+    return electra_losses(x, y_pred, self.discriminator_weight)
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
     if y is not None or sample_weight is not None:

@@ -25,7 +25,10 @@ from zoo.convert import load_tf1_bert
 from zoo.convert.__main__ import main
 from zoo.convert.bert import convert_hf_bert
 from zoo.convert.bert import convert_tf1_bert
+from zoo.model_dir import ENCODER_ROOT
+from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import ModelDir
+from zoo.model_dir import checkpoint_roots
 
 VOCAB, LENGTH = 40, 16
 TOLERANCE = 1e-4
@@ -237,13 +240,12 @@ def test_cli_hf_bert_writes_the_tokenizer_settings(hf_bert, tmp_path, capsys):
                                                       mask="[MASK]"), cls_type_id=0, max_chars_per_word=100)
   # From tokenizer.json: transformers 5 writes no vocab.txt.
   assert ModelDir(out).read_vocab() == bert_vocab()
-  with open(os.path.join(out, "source.json")) as file:
-    source = json.load(file)
+  source = ModelDir(out).read_source()
   assert source["format"] == "hf-bert"
   assert source["dropped"] == ["cls.seq_relationship.bias", "cls.seq_relationship.weight"]
-  assert any(name.startswith("masked_lm/") for name, _ in tf.train.list_variables(out + "/checkpoints"))
+  assert MASKED_LM_ROOT in checkpoint_roots(ModelDir(out).latest_checkpoint())
   rebuilt = presets.build(config.model, **config.model_overrides, seq_length=LENGTH, vocab_size=VOCAB)
-  checkpoint = tf.train.Checkpoint(model=rebuilt).restore(ModelDir(out).latest_checkpoint())
+  checkpoint = tf.train.Checkpoint(**{ENCODER_ROOT: rebuilt}).restore(ModelDir(out).latest_checkpoint())
   checkpoint.assert_existing_objects_matched()   # and the masked-LM head beside it
   assert max(differences(rebuilt, hf_model, make_inputs())) < TOLERANCE
 

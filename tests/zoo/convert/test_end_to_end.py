@@ -24,6 +24,8 @@ from tests.zoo.convert.test_hf_funnel import TINY as FUNNEL_TINY
 from tpu import train
 from tpu.config import TrainConfig
 from zoo.convert.__main__ import main
+from zoo.model_dir import MASKED_LM_ROOT
+from zoo.model_dir import ModelDir
 
 LENGTH = 16
 TOLERANCE = 1e-4
@@ -150,9 +152,7 @@ def test_a_hub_id_converts_from_the_cache_offline(tmp_path, hf_bert):
              "--seq-length", str(LENGTH)]
   result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr
-  import json
-  with open(os.path.join(out, "source.json")) as file:
-    assert json.load(file) == dict(format="hf-bert", hub_id="someone/tiny-bert", revision=commit)
+  assert ModelDir(out).read_source() == dict(format="hf-bert", hub_id="someone/tiny-bert", revision=commit)
   assert TrainConfig.from_model_dir(out).tokenizer["special_tokens"]["cls"] == "[CLS]"
 
   command[4] = "someone/not-cached"
@@ -178,8 +178,9 @@ def test_masked_lm_pre_training_starts_from_the_checkpoints_head(tmp_path):
                     seq_length=LENGTH, init_checkpoint=out, checkpoint_every=1, learning_rate=1e-12,
                     export=False)
   train.run(run)
-  prefix = tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints"))
-  bias = [name for name, _ in tf.train.list_variables(prefix) if name.startswith("masked_lm/output_bias")]
+  prefix = ModelDir(str(tmp_path / "run")).latest_checkpoint()
+  bias = [name for name, _ in tf.train.list_variables(prefix)
+          if name.startswith(f"{MASKED_LM_ROOT}/output_bias")]
   assert bias, "the run saved no masked-LM head"
   expected = model.cls.predictions.bias.detach().numpy()
   np.testing.assert_allclose(tf.train.load_checkpoint(prefix).get_tensor(bias[0]), expected, atol=1e-6)

@@ -22,6 +22,7 @@ from zoo import presets
 from zoo.convert import ConversionError
 from zoo.convert import load_hf_funnel
 from zoo.convert.__main__ import main
+from zoo.model_dir import ENCODER_ROOT
 from zoo.model_dir import ModelDir
 
 VOCAB, LENGTH = 50, 16
@@ -269,17 +270,16 @@ def test_cli_writes_a_checkpoint_that_rebuilds(hf_funnel, tmp_path, capsys):
   out = str(tmp_path / "zoo")
   assert main(["hf-funnel", path, "--out", out, "--seq-length", str(LENGTH)]) == 0
   assert "wrote" in capsys.readouterr().out
-  with open(os.path.join(out, "vocab.txt")) as f:   # the vocabulary travels with the weights
-    assert f.read().split() == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the"]
+  # The vocabulary travels with the weights.
+  assert ModelDir(out).read_vocab() == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the"]
 
   # The output is a model directory: its config.json rebuilds the encoder through a preset.
   config = TrainConfig.from_model_dir(out)
   assert config.model.startswith("funnel_") and config.seq_length == LENGTH and config.vocab_size == VOCAB
-  with open(os.path.join(out, "source.json")) as f:
-    assert json.load(f) == dict(format="hf-funnel", path=os.path.abspath(path))
+  assert ModelDir(out).read_source() == dict(format="hf-funnel", path=os.path.abspath(path))
   rebuilt = presets.build(config.model, **config.model_overrides, seq_length=LENGTH, vocab_size=VOCAB)
   assert rebuilt.get_config() == dict(load_hf_funnel(path, seq_length=LENGTH).get_config(), name=rebuilt.name)
-  tf.train.Checkpoint(model=rebuilt).restore(ModelDir(out).latest_checkpoint()).assert_consumed()
+  tf.train.Checkpoint(**{ENCODER_ROOT: rebuilt}).restore(ModelDir(out).latest_checkpoint()).assert_consumed()
   inputs = make_inputs(separate_cls=True)
   actual = rebuilt(inputs, training=False)["sequence_output"]
   expected = hf_reference(hf_model, inputs).last_hidden_state

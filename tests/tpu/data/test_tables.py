@@ -3,10 +3,8 @@
 import doctest
 import re
 
-import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
 from tpu import data
 from tpu.data import DataError
@@ -29,108 +27,10 @@ def _at(path, line):
 
 # TFDS, under tfds.testing.mock_data: random text, nothing read from disk or network.
 
-@pytest.mark.parametrize("name, task_type, label_names, pair", [
-    ("glue/sst2", "classification", ["negative", "positive"], False),
-    ("glue/mrpc", "classification", ["not_equivalent", "equivalent"], True),
-    ("glue/stsb", "regression", None, True),
-    ("imdb_reviews", "classification", ["neg", "pos"], False),
-    ("ag_news_subset", "classification", ["World", "Sports", "Business", "Sci/Tech"], True),
-])
-def test_tfds_sources_have_the_common_format(name, task_type, label_names, pair):
-  with tfds.testing.mock_data(num_examples=6):
-    source = data.load(f"tfds:{name}", "train")
-    examples = _examples(source)
-  assert (source.task_type, source.label_names, source.sentence_pair) == (task_type, label_names, pair)
-  assert source.num_classes == (len(label_names) if label_names else 1)
-  assert (source.spec, source.split) == (f"tfds:{name}", "train")
-  spec = source.dataset.element_spec
-  assert sorted(spec) == (["label", "text_a", "text_b"] if pair else ["label", "text_a"])
-  assert all(spec[key].dtype == tf.string and spec[key].shape == () for key in spec if key.startswith("text"))
-  assert spec["label"].shape == ()
-  assert spec["label"].dtype == (tf.int64 if task_type == "classification" else tf.float32)
-  assert len(examples) == 6
-  if label_names:
-    assert all(0 <= example["label"] < len(label_names) for example in examples)
-
-
-def _fake_as_dataset(requested_splits):
-  """A mock `_as_dataset` whose examples say which feature they come from: "<feature> <index>"."""
-
-  def as_dataset(builder, split, decoders=None, read_config=None, **kwargs):
-    del decoders, read_config, kwargs
-    requested_splits.append(split)
-    examples = {}
-    for key, feature in builder.info.features.items():
-      if isinstance(feature, tfds.features.ClassLabel):
-        examples[key] = np.arange(3, dtype=np.int64) % feature.num_classes
-      elif feature.dtype == tf.string:
-        examples[key] = [f"{key} {i}" for i in range(3)]
-      else:
-        examples[key] = np.arange(3).astype(feature.dtype.as_numpy_dtype) / 2
-    return tf.data.Dataset.from_tensor_slices(examples)
-
-  return as_dataset
-
-
-@pytest.mark.parametrize("name, split, tfds_split, text_features", [
-    ("glue/cola", "validation", "validation", ("sentence",)),
-    ("glue/mnli", "validation", "validation_matched", ("premise", "hypothesis")),
-    ("glue/mnli", "validation_mismatched", "validation_mismatched", ("premise", "hypothesis")),
-    ("glue/qqp", "train", "train", ("question1", "question2")),
-    ("glue/qnli", "validation", "validation", ("question", "sentence")),
-    ("glue/rte", "train[:10%]", "train[:10%]", ("sentence1", "sentence2")),
-    ("glue/wnli", "validation", "validation", ("sentence1", "sentence2")),
-    ("glue/stsb", "validation", "validation", ("sentence1", "sentence2")),
-    ("imdb_reviews", "validation", "test", ("text",)),
-    ("ag_news_subset", "validation", "test", ("title", "description")),
-])
-def test_tfds_splits_and_features_map_onto_text_a_text_b(name, split, tfds_split, text_features):
-  requested = []
-  with tfds.testing.mock_data(num_examples=3, as_dataset_fn=_fake_as_dataset(requested)):
-    source = data.load(f"tfds:{name}", split)
-    examples = _examples(source)
-  assert requested == [tfds_split]
-  texts = [(example["text_a"], example.get("text_b")) for example in examples]
-  expected_b = [f"{text_features[1]} {i}".encode() if len(text_features) == 2 else None for i in range(3)]
-  assert texts == list(zip([f"{text_features[0]} {i}".encode() for i in range(3)], expected_b, strict=True))
-  labels = [example["label"] for example in examples]
-  assert labels == ([0.0, 0.5, 1.0] if name == "glue/stsb" else [0, 1, 2 % source.num_classes])
-
-
-@pytest.mark.parametrize("split", ["test", "test_matched", "test[:10%]"])
-def test_glue_test_splits_are_refused(split):
-  with pytest.raises(ValueError, match=r"GLUE test splits carry no labels .* evaluate on split 'validation'"):
-    data.load("tfds:glue/mnli", split)
-
-
-def test_unknown_tfds_datasets_and_splits_name_what_exists():
-  with pytest.raises(ValueError, match=r"tfds:squad is not supported; supported datasets: glue/cola, "):
-    data.load("tfds:squad")
-  with pytest.raises(ValueError, match=r"tfds:glue/sst2 has no split 'dev'; use one of \['train', 'valid"):
-    data.load("tfds:glue/sst2", "dev")
-
-
-def test_tfds_options_choose_columns_drop_labels_and_check_label_names():
-  with tfds.testing.mock_data(num_examples=4):
-    description_only = data.load("tfds:ag_news_subset", text_columns="description")
-    assert not description_only.sentence_pair
-    pretraining = data.load("tfds:glue/mrpc", task_type="text")
-    assert sorted(pretraining.dataset.element_spec) == ["text_a", "text_b"]
-    assert (pretraining.task_type, pretraining.label_names, pretraining.num_classes) == ("text", None, None)
-    with pytest.raises(ValueError, match=r"has label names \['negative', 'positive'\], not the label_names"):
-      data.load("tfds:glue/sst2", label_names=["bad", "good"])
-    with pytest.raises(ValueError, match=r"tfds:glue/sst2 has no feature\(s\) \['title'\]; its features are"):
-      data.load("tfds:glue/sst2", text_columns=["title"])
-    with pytest.raises(ValueError, match=r"is a regression task; task_type can be 'regression' or 'text'"):
-      data.load("tfds:glue/stsb", task_type="classification")
-
-
-# Table files: happy paths.
-
 def test_tsv_with_class_names_maps_them_in_sorted_order(tmp_path):
   content = 'sentence\tlabel\tid\nit is "great\tpos\t1\n\nso dull\tneg\t2\nfine\tok\t3\n'
   source = data.load(f"tsv:{_write(tmp_path, 'train.tsv', content)}")
-  assert (source.task_type, source.label_names, source.num_classes) == (
+  assert (source.data_type, source.label_names, source.num_classes) == (
       "classification", ["neg", "ok", "pos"], 3)
   assert (source.sentence_pair, source.num_examples, source.split) == (False, 3, None)
   assert _examples(source) == [{"text_a": b'it is "great', "label": 2}, {"text_a": b"so dull", "label": 0},
@@ -155,19 +55,19 @@ def test_jsonl_validation_file_uses_the_train_label_names(tmp_path):
 
 def test_regression_labels_are_float32(tmp_path):
   csv_path = _write(tmp_path, "sts.csv", "text_a,text_b,score\nx,y,4.5\nz,w,1\n")
-  source = data.load(f"csv:{csv_path}", label_column="score", task_type="regression")
-  assert (source.task_type, source.num_classes, source.label_names) == ("regression", 1, None)
+  source = data.load(f"csv:{csv_path}", label_column="score", data_type="regression")
+  assert (source.data_type, source.num_classes, source.label_names) == ("regression", 1, None)
   assert source.dataset.element_spec["label"].dtype == tf.float32
   assert [example["label"] for example in _examples(source)] == [4.5, 1.0]
   jsonl_path = _write(tmp_path, "sts.jsonl", '{"a": "x", "score": 0.25}\n')
-  source = data.load(f"jsonl:{jsonl_path}", text_columns=["a"], label_column="score", task_type="regression")
+  source = data.load(f"jsonl:{jsonl_path}", text_columns=["a"], label_column="score", data_type="regression")
   assert _examples(source) == [{"text_a": b"x", "label": 0.25}]
 
 
 def test_text_task_on_a_table_needs_no_label(tmp_path):
   path = _write(tmp_path, "corpus.tsv", "title\tbody\nA\tthe body\n")
-  source = data.load(f"tsv:{path}", text_columns=("title", "body"), task_type="text")
-  assert (source.task_type, source.num_classes) == ("text", None)
+  source = data.load(f"tsv:{path}", text_columns=("title", "body"), data_type="text")
+  assert (source.data_type, source.num_classes) == ("text", None)
   assert _examples(source) == [{"text_a": b"A", "text_b": b"the body"}]
 
 
@@ -207,10 +107,10 @@ def test_malformed_files_name_file_and_line(tmp_path, name, content, line, messa
 def test_non_numeric_regression_labels_name_file_and_line(tmp_path):
   path = _write(tmp_path, "sts.tsv", "sentence1\tsentence2\tlabel\na\tb\t3.5\nc\td\thigh\n")
   with pytest.raises(DataError, match=_at(path, 3) + r"regression label 'high' is not a number"):
-    data.load(f"tsv:{path}", task_type="regression")
+    data.load(f"tsv:{path}", data_type="regression")
   path = _write(tmp_path, "sts.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": null}\n')
   with pytest.raises(DataError, match=_at(path, 2) + r"regression label None is not a number"):
-    data.load(f"jsonl:{path}", task_type="regression")
+    data.load(f"jsonl:{path}", data_type="regression")
 
 
 def test_labels_out_of_range_of_the_given_classes_name_file_and_line(tmp_path):
@@ -239,7 +139,7 @@ def test_text_glob_reads_sorted_files_one_document_per_line(tmp_path):
   _write(tmp_path, "a.txt", "first doc  \r\n\n   \nsecond doc")
   (tmp_path / "c.txt").mkdir()
   source = data.load(f"text:{tmp_path}/*.txt")
-  assert (source.task_type, source.label_names, source.num_classes, source.sentence_pair) == (
+  assert (source.data_type, source.label_names, source.num_classes, source.sentence_pair) == (
       "text", None, None, False)
   assert list(source.dataset.element_spec) == ["text_a"]
   assert [example["text_a"] for example in _examples(source)] == [b"first doc", b"second doc", b"third doc"]
@@ -250,11 +150,11 @@ def test_text_glob_reads_sorted_files_one_document_per_line(tmp_path):
 @pytest.mark.parametrize("spec, kwargs, message", [
     ("hf:glue", {}, r"unknown data spec 'hf:glue': expected one of tfds:NAME"),
     ("demo:7", {}, r"write just 'demo' \(its seed is the seed= option\)"),
-    ("tsv:", {}, r"data spec 'tsv:' names no file after 'tsv:'"),
+    ("tsv:", {}, r"data spec 'tsv:' names no path after 'tsv:'"),
     ("csv:x.csv", {"data_dir": "/tmp"}, r"option\(s\) data_dir do not apply to csv specs"),
     ("demo", {"text_columns": "text"}, r"option\(s\) text_columns do not apply to demo specs"),
-    ("text:*.txt", {"task_type": "classification"}, r"task_type must be 'text'"),
-    ("csv:x.csv", {"task_type": "ranking"}, r"task_type must be one of \('classification', 'regression', "),
+    ("text:*.txt", {"data_type": "classification"}, r"data_type must be 'text'"),
+    ("csv:x.csv", {"data_type": "ranking"}, r"data_type must be one of \('classification', 'regression', "),
     ("csv:x.csv", {"text_columns": ["a", "b", "c"]}, r"text_columns must be one or two column names"),
     ("csv:x.csv", {"label_names": ["a"], "num_classes": 2}, r"num_classes=2 but 1 label_names were given"),
 ])
@@ -265,7 +165,7 @@ def test_bad_specs_and_options_say_what_is_expected(spec, kwargs, message):
 
 def test_demo_source():
   source = data.load("demo", "validation", seed=3)
-  assert (source.task_type, source.label_names, source.num_classes, source.num_examples) == (
+  assert (source.data_type, source.label_names, source.num_classes, source.num_examples) == (
       "classification", ["negative", "positive"], 2, 500)
   examples = _examples(source)
   assert len(examples) == 500 and sum(example["label"] for example in examples) == 250

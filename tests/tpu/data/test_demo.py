@@ -5,7 +5,7 @@ import doctest
 import numpy as np
 import pytest
 
-from tpu import demo_data
+from tpu.data import demo as demo_data
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tpu import data
-from tpu import tagging
 from tpu import tasks
 from tpu import train
 from tpu.config import TrainConfig
 from tpu.data import DataError
+from tpu.tasks import tagging
 from zoo.text import TextEncoder
 
 TINY_DECODER = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1],
@@ -105,7 +105,7 @@ def _examples(source):
 
 def test_conll_and_jsonl_sources(tmp_path):
   source = data.load(f"conll:{_write(tmp_path, 'train.conll', CONLL)}")
-  assert source.task_type == "tagging" and source.num_examples == 2
+  assert source.data_type == "tagging" and source.num_examples == 2
   assert source.label_names == ["B-MISC", "B-ORG", "B-PER", "I-PER", "O"]
   examples = _examples(source)
   assert examples[0]["words"].tolist() == [b"EU", b"rejects", b"German"]
@@ -113,7 +113,7 @@ def test_conll_and_jsonl_sources(tmp_path):
   batch = next(iter(source.dataset.batch(2)))   # sentences of different lengths batch as ragged
   assert batch["words"].row_lengths().numpy().tolist() == [3, 2]
   lines = [json.dumps(dict(words=["Paris", "!"], tags=["B-LOC", "O"]))]
-  jsonl = data.load(f"jsonl:{_write(tmp_path, 'a.jsonl', chr(10).join(lines))}", task_type="tagging",
+  jsonl = data.load(f"jsonl:{_write(tmp_path, 'a.jsonl', chr(10).join(lines))}", data_type="tagging",
                     label_names=["B-LOC", "O"])
   assert [e["tags"].tolist() for e in _examples(jsonl)] == [[0, 1]]
 
@@ -125,10 +125,10 @@ def test_conll_and_jsonl_sources(tmp_path):
      r"unknown tag 'B-LOC'; the tags are \['B-ORG', 'O'\]"),
     ("a.conll", "\n-DOCSTART- O\n", {}, 1, "no sentences"),
     ("a.jsonl", '{"words": ["a", "b"], "tags": ["O", "O"]}\n{"words": ["a", "b"], "tags": ["O"]}\n',
-     dict(task_type="tagging"), 2, "2 words but 1 tags"),
+     dict(data_type="tagging"), 2, "2 words but 1 tags"),
     ("a.jsonl", '{"words": ["a"], "tags": ["O"]}\n\n{"words": ["a"], "labels": ["O"]}\n',
-     dict(task_type="tagging"), 3, "no key 'tags'"),
-    ("a.jsonl", '{"words": "a b", "tags": ["O"]}\n', dict(task_type="tagging"), 1,
+     dict(data_type="tagging"), 3, "no key 'tags'"),
+    ("a.jsonl", '{"words": "a b", "tags": ["O"]}\n', dict(data_type="tagging"), 1,
      "'words' must be a list of strings"),
 ])
 def test_malformed_tagging_files_name_file_and_line(tmp_path, name, content, kwargs, line, message):
@@ -142,7 +142,7 @@ def test_tfds_conll2003_with_mock_data():
   with tfds.testing.mock_data(num_examples=5):
     source = data.load("tfds:conll2003", "validation")
     examples = _examples(source)
-  assert source.task_type == "tagging" and source.label_names[:3] == ["O", "B-PER", "I-PER"]
+  assert source.data_type == "tagging" and source.label_names[:3] == ["O", "B-PER", "I-PER"]
   assert len(examples) == 5
   assert all(len(e["words"]) == len(e["tags"]) and e["tags"].max(initial=0) < 9 for e in examples)
 

@@ -11,11 +11,11 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tpu import data
-from tpu import pipeline
-from tpu import pretraining_data
-from tpu import pydocs
 from tpu import train
 from tpu.config import TrainConfig
+from tpu.data import pipeline
+from tpu.data import pydocs
+from tpu.data import records as pretraining_data
 from tpu.tasks import get_task
 from zoo.text import TextEncoder
 from zoo.text import build_vocab

@@ -20,10 +20,10 @@ from official.nlp.tools import squad_evaluate_v2_0
 from official.nlp.tools import tokenization
 
 from tests.zoo.text.test_reference import stdlib_prose
-from tpu import squad
 from tpu import tasks
 from tpu import train
 from tpu.config import TrainConfig
+from tpu.tasks import squad
 from zoo.text import TextEncoder
 from zoo.text.vocab import learn_vocab
 from zoo.text.vocab import write_vocab

@@ -9,7 +9,7 @@ Three kinds of input:
   cut into full-length examples `[CLS] … [SEP]`, so no token is cut off;
 - raw examples a task expands into several (`Task.expand`: SQuAD's question and
   context windows), before batching;
-- pre-tokenized TFRecord shards of `python -m tpu.pretraining_data` (`tfrecord:` sources):
+- pre-tokenized TFRecord shards of `python -m tpu.pretraining_data` (`tpu.data.records`):
   read with core TensorFlow ops only (no tensorflow-text op in the graph), so the
   pipeline runs on TPU pod hosts, whose TensorFlow servers lack tensorflow-text.
 
@@ -46,9 +46,11 @@ import logging
 
 import tensorflow as tf
 
+from tpu.data import records
+from tpu.data.registry import DataSource
+
 log = logging.getLogger("tpu.train")
 
-RECORD_FEATURE = "input_word_ids"
 # Documents tokenized per call of the tokenizer when packing raw text.
 PACK_BATCH = 256
 # Shard files read at once.
@@ -86,25 +88,7 @@ def _example(chunk, length, cls_id, sep_id, pad_id, cls_type_id=0):
   mask = tf.pad(tf.ones_like(real), [[0, padding]])
   ids.set_shape([length])
   mask.set_shape([length])
-  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=_cls_type(ids, cls_type_id))
-
-
-def _cls_type(ids, cls_type_id):
-  """Token types of packed examples: the [CLS] (first) position's type, 0 elsewhere."""
-  first = tf.equal(tf.range(tf.shape(ids)[-1]), 0)
-  return tf.broadcast_to(tf.where(first, cls_type_id, 0), tf.shape(ids))
-
-
-def parse_records(records, seq_length, pad_id, cls_type_id=0):
-  """Serialized `tf.train.Example`s `[B]` -> the encoder's int32 features `[B, T]` (core ops only).
-
-  Token types are 0 but at [CLS] (the first position), which has `cls_type_id` (2 for
-  Funnel-Transformer's tokenizer).
-  """
-  parsed = tf.io.parse_example(records, {RECORD_FEATURE: tf.io.FixedLenFeature([seq_length], tf.int64)})
-  ids = tf.cast(parsed[RECORD_FEATURE], tf.int32)
-  return dict(input_word_ids=ids, input_mask=tf.cast(ids != pad_id, tf.int32),
-              input_type_ids=_cls_type(ids, cls_type_id))
+  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=records.cls_token_types(ids, cls_type_id))
 
 
 def _record_files(source, context, seed):
@@ -129,12 +113,12 @@ def _examples(source, task, text_encoder, *, training, seed, context=None):
         tf.data.Dataset.from_tensor_slices(source.files), False)
     if training:
       files = files.repeat()
-    records = _read_records(files, "GZIP" if source.metadata.get("compress") else None)
+    serialized = _read_records(files, "GZIP" if source.metadata.get("compress") else None)
     if shard_examples:
       log.warning("%d record files for %d input pipelines: each pipeline reads every file and keeps its "
                   "share of the records; write more shards", len(source.files), context.num_input_pipelines)
-      records = records.shard(context.num_input_pipelines, context.input_pipeline_id)
-    return records, True
+      serialized = serialized.shard(context.num_input_pipelines, context.input_pipeline_id)
+    return serialized, True
   dataset = source.dataset
   if context is not None and context.num_input_pipelines > 1:
     dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
@@ -146,7 +130,7 @@ def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=100
 
   Args:
     source: a `tpu.data.DataSource`.
-    task: the `tpu.tasks.Task`.
+    task: the `tpu.tasks.Task` (any object with its input-pipeline methods).
     text_encoder: the `zoo.text.TextEncoder` (fixes the sequence length and the vocabulary).
     batch_size: the GLOBAL batch size.
     shuffle_buffer: examples in the shuffle buffer.
@@ -175,11 +159,11 @@ def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=1000
   `train_input_fn` for the arguments.
   """
   source = _as_source(source)
-  examples, records = _examples(source, task, text_encoder, training=True, seed=seed, context=context)
-  if records:
+  examples, serialized = _examples(source, task, text_encoder, training=True, seed=seed, context=context)
+  if serialized:
     examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     batches = examples.batch(batch_size, drop_remainder=True).map(
-        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
+        lambda serialized: records.parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
                                          text_encoder.cls_type_id))
   else:
     examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
@@ -215,10 +199,10 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
   score the same masked positions.
   """
   source = _as_source(source)
-  examples, records = _examples(source, task, text_encoder, training=False, seed=seed)
-  if records:
+  examples, serialized = _examples(source, task, text_encoder, training=False, seed=seed)
+  if serialized:
     batches = examples.batch(batch_size).map(
-        lambda serialized: parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
+        lambda serialized: records.parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
                                          text_encoder.cls_type_id))
   else:
     if task.packs_text:
@@ -264,6 +248,5 @@ def eval_input_fn(source, task, text_encoder, batch_size, *, seed=0):
 
 def _as_source(source):
   if isinstance(source, tf.data.Dataset):
-    from tpu.data import DataSource
     return DataSource(source, "text")
   return source

@@ -40,6 +40,12 @@ import string
 
 import numpy as np
 
+from tpu.tasks.base import Task
+from tpu.tasks.base import build_encoder
+from tpu.tasks.base import check_full_length
+from tpu.tasks.base import weighted_sum
+from tpu.tasks.registry import Setting
+from tpu.tasks.registry import register
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")
@@ -356,3 +362,175 @@ def _best_threshold(predictions, scores, null_score_diffs, has_answer):
     if current > best:
       best, threshold = current, null_score_diffs[question]
   return 100.0 * best / len(scores), float(threshold)
+
+
+@register
+class SquadTask(Task):
+  """Extractive question answering (SQuAD v1.1 and v2.0) on `SpanQA`'s start and end logits.
+
+  Each question and its context become windows of T tokens (`tpu.squad.windows`,
+  `--max-query-length`, `--doc-stride`); the loss is the mean of the start and end
+  cross-entropies over the global number of windows. Evaluation decodes the best span
+  of each question over its windows (`--max-answer-length`; v2.0: no answer above
+  `--null-score-diff-threshold`) and scores it with SQuAD's exact match and F1.
+  Served on a raw question and context: the answer text, its characters in the
+  context and its score (v2.0: whether there is no answer).
+  """
+
+  name = "squad"
+  data_type = "question_answering"
+  description = "extractive question answering, SQuAD v1.1 and v2.0 (fine-tuning)"
+  settings = (
+      Setting("max_query_length", int, 64, "question tokens kept", minimum=1),
+      Setting("doc_stride", int, 128, "tokens between the starts of a context's windows", minimum=1),
+      Setting("max_answer_length", int, 30, "the longest answer in tokens", minimum=1),
+      Setting("null_score_diff_threshold", float, 0.0, "SQuAD v2.0: no answer when the null score exceeds "
+              "the best span's by more"),
+      # From the training data (SQuAD v2.0 has questions without an answer), not a flag.
+      Setting("unanswerable", bool, False, "some questions have no answer (SQuAD v2.0)", flag=False),
+  )
+  stat_names = ("span_accuracy",)
+  # Raw questions windowed at once in the input pipeline.
+  expand_batch = 64
+
+  @classmethod
+  def check_config(cls, config):
+    if config.seq_length < config.max_query_length + 4:
+      raise ValueError(f"seq_length {config.seq_length} leaves no room for the context after a question of "
+                       f"max_query_length {config.max_query_length} ([CLS] question [SEP] context [SEP]): "
+                       f"raise --seq-length to at least {config.max_query_length + 4} or lower "
+                       "--max-query-length")
+
+  def data_metadata(self, source):
+    return dict(sentence_pair=True, unanswerable=bool(getattr(source, "unanswerable", False)))
+
+  def build(self):
+    from zoo import models
+    check_full_length(self.config, "a span classifier")
+    return models.SpanQA(build_encoder(self.config), name="span_qa")
+
+  # Input pipeline.
+  def _windows(self, text_encoder, questions, contexts, **answers):
+    return windows(text_encoder, questions, contexts, max_query_length=self.config.max_query_length,
+                         doc_stride=self.config.doc_stride, **answers)
+
+  def expand(self, examples, text_encoder):
+    """Each question -> its windows; `example` is the question's index in `examples`."""
+    def windows(index, raw):
+      first = lambda values, empty: tf.pad(values.to_tensor(empty), [[0, 0], [0, 1]],   # noqa: E731
+                                           constant_values=empty)[:, 0]
+      features = self._windows(text_encoder, raw["text_a"], raw["text_b"], answers=first(raw["answers"], ""),
+                               answer_starts=first(tf.cast(raw["answer_starts"], tf.int32), -1))
+      features["example"] = tf.gather(tf.cast(index, tf.int32), features["example"])
+      return features
+
+    batches = examples.enumerate().batch(self.expand_batch)
+    return batches.map(windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+
+  def features(self, raw, text_encoder, seed=None):
+    features = dict(raw)
+    features["weight"] = tf.ones_like(features["example"], tf.float32)
+    return features
+
+  # Loss.
+  def denominators(self, features):
+    return dict(windows=tf.reduce_sum(features["weight"]))
+
+  def loss(self, features, outputs, denominator):
+    from zoo.models import losses
+    return losses.span_loss(features["start_positions"], features["end_positions"], outputs["start_logits"],
+                            outputs["end_logits"], features["weight"], denominator)
+
+  def loss_and_stats(self, features, outputs, denominators):
+    count = denominators["windows"]
+    found = [tf.equal(tf.argmax(outputs[f"{side}_logits"], axis=-1, output_type=tf.int32),
+                      features[f"{side}_positions"]) for side in ("start", "end")]
+    return (self.loss(features, outputs, count),
+            dict(span_accuracy=(weighted_sum(found[0] & found[1], features["weight"]), count)))
+
+  # Evaluation.
+  def prepare_evaluation(self, source):
+    """Keeps the evaluation questions' ids, contexts and gold answers, in the order of the data."""
+    self._reference = []
+    for example in source.dataset:
+      answers = example["answers"]
+      answers = answers.to_list() if hasattr(answers, "to_list") else answers.numpy().tolist()
+      self._reference.append((example["id"].numpy().decode("utf-8"),
+                              example["text_b"].numpy().decode("utf-8", errors="ignore"),
+                              [answer.decode("utf-8") for answer in answers]))
+
+  def eval_outputs(self, features, outputs, denominators):
+    keys = ("token_starts", "token_ends", "max_context", "example", "weight")
+    return (dict(loss=(self.loss(features, outputs, 1.0), denominators["windows"])),
+            dict(start_logits=tf.cast(outputs["start_logits"], tf.float32),
+                 end_logits=tf.cast(outputs["end_logits"], tf.float32),
+                 **{key: features[key] for key in keys}))
+
+  def predictions(self, examples):
+    """`(answers, null score diffs)`: `{id: answer text}` (v2.0: "" for no answer) and `{id: null - best}`."""
+    if getattr(self, "_reference", None) is None:
+      raise RuntimeError("prepare_evaluation(source) must read the evaluation data before metrics")
+    keep = examples["weight"] > 0
+    answers, best, nulls = decode({key: value[keep] for key, value in examples.items()},
+                                        [context for _, context, _ in self._reference],
+                                        max_answer_length=self.config.max_answer_length)
+    differences = nulls - best
+    if self.config.unanswerable:
+      answers = ["" if difference > self.config.null_score_diff_threshold else answer
+                 for answer, difference in zip(answers, differences, strict=True)]
+    ids = [question for question, _, _ in self._reference]
+    return (dict(zip(ids, answers, strict=True)),
+            dict(zip(ids, differences.astype(float).tolist(), strict=True)))
+
+  def metrics(self, stats, examples):
+    results = super().metrics(stats, examples)
+    predictions, differences = self.predictions(examples)
+    golds = {question: answers for question, _, answers in self._reference}
+    self._predictions = (predictions, differences if self.config.unanswerable else None)
+    if self.config.unanswerable:
+      results.update(squad_v2_metrics(golds, predictions, differences))
+    else:
+      results.update(squad_v1_metrics(golds, predictions))
+    results.update(examples=len(golds), windows=int((examples["weight"] > 0).sum()))
+    return results
+
+  def eval_predictions(self):
+    return getattr(self, "_predictions", None)
+
+  # Serving.
+  @property
+  def prediction_fields(self):
+    fields = (("answer", "answer", "text"), ("start", "start", "integer"), ("end", "end", "integer"),
+              ("score", "score", "number"))
+    if self.config.unanswerable:
+      fields += (("no_answer", "no_answer", "flag"), ("null_score_diff", "null_score_diff", "number"))
+    return fields
+
+  def serving_network(self, model):
+    return model
+
+  def serving_outputs(self, network, features, label_names):
+    """`start_logits` and `end_logits` `[B, T]` of the windows."""
+    outputs = network(features, training=False)
+    return {name: tf.cast(outputs[name], tf.float32) for name in ("start_logits", "end_logits")}
+
+  def serving_text_inputs(self):
+    return ("question", "context")
+
+  def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
+    """Per question: `answer`, its characters `start` and `end` in the context (-1: none), `score`
+    (v2.0 also `no_answer` and `null_score_diff`), over all windows of its context."""
+    from zoo.models.encoder_inputs import INPUT_NAMES
+    features = self._windows(text_encoder, texts["question"], texts["context"])
+    logits = from_token_ids(**{name: features[name] for name in INPUT_NAMES})
+    return answers_of(features, logits["start_logits"], logits["end_logits"], texts["context"],
+                            max_answer_length=self.config.max_answer_length,
+                            num_questions=tf.size(texts["question"]), unanswerable=self.config.unanswerable,
+                            null_score_diff_threshold=self.config.null_score_diff_threshold)
+
+  def export_info(self):
+    config = self.config
+    return dict(super().export_info(), max_query_length=config.max_query_length, doc_stride=config.doc_stride,
+                max_answer_length=config.max_answer_length, unanswerable=config.unanswerable,
+                null_score_diff_threshold=config.null_score_diff_threshold)
+

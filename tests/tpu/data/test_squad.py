@@ -22,7 +22,7 @@ def test_squad_json(tmp_path):
   path = tmp_path / "dev.json"
   path.write_text(json.dumps(SQUAD), encoding="utf-8")
   source = data.load(f"squad:{path}")
-  assert (source.task_type, source.num_examples, source.unanswerable) == ("question_answering", 2, True)
+  assert (source.data_type, source.num_examples, source.unanswerable) == ("question_answering", 2, True)
   first, second = _examples(source)
   assert first["text_a"] == b"What is the capital?" and first["text_b"].startswith(b"Paris is")
   assert first["answers"].tolist() == [b"Paris"] and first["answer_starts"].tolist() == [0]
@@ -53,7 +53,7 @@ def test_tfds_squad_with_mock_data(name, unanswerable):
     source = data.load(f"tfds:{name}", "validation")
     examples = _examples(source)
     batch = next(iter(source.dataset.batch(4)))
-  assert source.task_type == "question_answering" and source.unanswerable == unanswerable
+  assert source.data_type == "question_answering" and source.unanswerable == unanswerable
   assert len(examples) == 4 and batch["answers"].shape[0] == 4
   assert all(len(e["answers"]) == len(e["answer_starts"]) for e in examples)
   assert all(len(e["answers"]) == 0 for e in examples if e["is_impossible"])

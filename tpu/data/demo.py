@@ -18,7 +18,10 @@ balanced.
 
 So a bag of words gets far (the polarities are additive: about 90% on validation), the
 first cue word alone does not (later clauses outweigh it: about 68%), and the rest
-needs word order (negation). tests/tpu/test_demo_data.py checks these numbers.
+needs word order (negation). tests/tpu/data/test_demo.py checks these numbers.
+
+As a data source: the spec `demo` (splits "train" and "validation"; its seed is the
+`seed` option of `tpu.data.load`).
 
 Example:
   >>> texts, labels = examples("train", seed=0)
@@ -29,6 +32,11 @@ Example:
 """
 
 import random
+
+from tpu.data.registry import Source
+from tpu.data.registry import check_same_labels
+from tpu.data.registry import from_columns
+from tpu.data.registry import register
 
 LABEL_NAMES = ("negative", "positive")
 SPLIT_SIZES = {"train": 4000, "validation": 500}
@@ -148,3 +156,21 @@ def _clause(rng, cues):
     time_phrase = rng.choice(TIME_PHRASES)
     clause = f"{time_phrase} {clause}" if rng.random() < 0.5 else f"{clause} {time_phrase}"
   return clause
+
+
+@register
+class DemoSource(Source):
+  scheme = "demo"
+  usage = "demo"
+  description = "the synthetic sentiment set of `tpu.data.demo` (no files, no network)"
+  target = "none"
+  options = frozenset({"label_names", "num_classes", "seed"})
+  data_types = ("classification",)
+  splits = tuple(SPLIT_SIZES)
+
+  def load(self, target, split, *, label_names, num_classes, seed):
+    import numpy as np
+    texts, labels = examples(split, seed=seed)
+    source = from_columns([texts], "classification", np.array(labels, np.int64), list(LABEL_NAMES))
+    check_same_labels(self.scheme, source, label_names, num_classes)
+    return source

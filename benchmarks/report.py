@@ -1,0 +1,38 @@
+"""What the benchmark reports share: the machine's description and Markdown tables.
+
+`benchmarks.run` (sections 1 to 6) and `benchmarks.serving` (section 7) both import
+this module and not each other's helpers.
+"""
+
+import os
+import platform
+
+
+def machine_description():
+  """The CPU, cores, memory and the TensorFlow and tf-keras versions, for a report's header."""
+  import tensorflow as tf
+  import tf_keras as keras
+
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo") as cpuinfo:
+      cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+  except (OSError, StopIteration):
+    pass
+  memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+  return (f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB; Python {platform.python_version()}, "
+          f"TensorFlow {tf.__version__}, tf-keras {keras.__version__}; graph mode (no XLA)")
+
+
+def table(header, rows):
+  """A Markdown table.
+
+  Example:
+    >>> print(table(["model", "step (s)"], [["bert_base", "0.5"]]))
+    | model | step (s) |
+    |---|---|
+    | bert_base | 0.5 |
+  """
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+  return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""TFDS sources under tfds.testing.mock_data (no downloads): the common format, splits, options."""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from tpu import data
+
+
+def _examples(source):
+  return [{key: value.numpy() for key, value in example.items()} for example in source.dataset]
+
+
+def _write(tmp_path, name, content):
+  path = tmp_path / name
+  path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+  return str(path)
+
+
+def _at(path, line):
+  """A regex matching the start of a DataError message at FILE:LINE."""
+  return "^" + re.escape(f"{path}:{line}: ")
+
+
+# TFDS, under tfds.testing.mock_data: random text, nothing read from disk or network.
+
+@pytest.mark.parametrize("name, data_type, label_names, pair", [
+    ("glue/sst2", "classification", ["negative", "positive"], False),
+    ("glue/mrpc", "classification", ["not_equivalent", "equivalent"], True),
+    ("glue/stsb", "regression", None, True),
+    ("imdb_reviews", "classification", ["neg", "pos"], False),
+    ("ag_news_subset", "classification", ["World", "Sports", "Business", "Sci/Tech"], True),
+])
+def test_tfds_sources_have_the_common_format(name, data_type, label_names, pair):
+  with tfds.testing.mock_data(num_examples=6):
+    source = data.load(f"tfds:{name}", "train")
+    examples = _examples(source)
+  assert (source.data_type, source.label_names, source.sentence_pair) == (data_type, label_names, pair)
+  assert source.num_classes == (len(label_names) if label_names else 1)
+  assert (source.spec, source.split) == (f"tfds:{name}", "train")
+  spec = source.dataset.element_spec
+  assert sorted(spec) == (["label", "text_a", "text_b"] if pair else ["label", "text_a"])
+  assert all(spec[key].dtype == tf.string and spec[key].shape == () for key in spec if key.startswith("text"))
+  assert spec["label"].shape == ()
+  assert spec["label"].dtype == (tf.int64 if data_type == "classification" else tf.float32)
+  assert len(examples) == 6
+  if label_names:
+    assert all(0 <= example["label"] < len(label_names) for example in examples)
+
+
+def _fake_as_dataset(requested_splits):
+  """A mock `_as_dataset` whose examples say which feature they come from: "<feature> <index>"."""
+
+  def as_dataset(builder, split, decoders=None, read_config=None, **kwargs):
+    del decoders, read_config, kwargs
+    requested_splits.append(split)
+    examples = {}
+    for key, feature in builder.info.features.items():
+      if isinstance(feature, tfds.features.ClassLabel):
+        examples[key] = np.arange(3, dtype=np.int64) % feature.num_classes
+      elif feature.dtype == tf.string:
+        examples[key] = [f"{key} {i}" for i in range(3)]
+      else:
+        examples[key] = np.arange(3).astype(feature.dtype.as_numpy_dtype) / 2
+    return tf.data.Dataset.from_tensor_slices(examples)
+
+  return as_dataset
+
+
+@pytest.mark.parametrize("name, split, tfds_split, text_features", [
+    ("glue/cola", "validation", "validation", ("sentence",)),
+    ("glue/mnli", "validation", "validation_matched", ("premise", "hypothesis")),
+    ("glue/mnli", "validation_mismatched", "validation_mismatched", ("premise", "hypothesis")),
+    ("glue/qqp", "train", "train", ("question1", "question2")),
+    ("glue/qnli", "validation", "validation", ("question", "sentence")),
+    ("glue/rte", "train[:10%]", "train[:10%]", ("sentence1", "sentence2")),
+    ("glue/wnli", "validation", "validation", ("sentence1", "sentence2")),
+    ("glue/stsb", "validation", "validation", ("sentence1", "sentence2")),
+    ("imdb_reviews", "validation", "test", ("text",)),
+    ("ag_news_subset", "validation", "test", ("title", "description")),
+])
+def test_tfds_splits_and_features_map_onto_text_a_text_b(name, split, tfds_split, text_features):
+  requested = []
+  with tfds.testing.mock_data(num_examples=3, as_dataset_fn=_fake_as_dataset(requested)):
+    source = data.load(f"tfds:{name}", split)
+    examples = _examples(source)
+  assert requested == [tfds_split]
+  texts = [(example["text_a"], example.get("text_b")) for example in examples]
+  expected_b = [f"{text_features[1]} {i}".encode() if len(text_features) == 2 else None for i in range(3)]
+  assert texts == list(zip([f"{text_features[0]} {i}".encode() for i in range(3)], expected_b, strict=True))
+  labels = [example["label"] for example in examples]
+  assert labels == ([0.0, 0.5, 1.0] if name == "glue/stsb" else [0, 1, 2 % source.num_classes])
+
+
+@pytest.mark.parametrize("split", ["test", "test_matched", "test[:10%]"])
+def test_glue_test_splits_are_refused(split):
+  with pytest.raises(ValueError, match=r"GLUE test splits carry no labels .* evaluate on split 'validation'"):
+    data.load("tfds:glue/mnli", split)
+
+
+def test_unknown_tfds_datasets_and_splits_name_what_exists():
+  with pytest.raises(ValueError, match=r"tfds:squad is not supported; supported datasets: glue/cola, "):
+    data.load("tfds:squad")
+  with pytest.raises(ValueError, match=r"tfds:glue/sst2 has no split 'dev'; use one of \['train', 'valid"):
+    data.load("tfds:glue/sst2", "dev")
+
+
+def test_tfds_options_choose_columns_drop_labels_and_check_label_names():
+  with tfds.testing.mock_data(num_examples=4):
+    description_only = data.load("tfds:ag_news_subset", text_columns="description")
+    assert not description_only.sentence_pair
+    pretraining = data.load("tfds:glue/mrpc", data_type="text")
+    assert sorted(pretraining.dataset.element_spec) == ["text_a", "text_b"]
+    assert (pretraining.data_type, pretraining.label_names, pretraining.num_classes) == ("text", None, None)
+    with pytest.raises(ValueError, match=r"has label names \['negative', 'positive'\], not the label_names"):
+      data.load("tfds:glue/sst2", label_names=["bad", "good"])
+    with pytest.raises(ValueError, match=r"tfds:glue/sst2 has no feature\(s\) \['title'\]; its features are"):
+      data.load("tfds:glue/sst2", text_columns=["title"])
+    with pytest.raises(ValueError, match=r"is regression data; data_type can be 'regression' or 'text'"):
+      data.load("tfds:glue/stsb", data_type="classification")
+
+
+# Table files: happy paths.

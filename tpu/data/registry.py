@@ -1,0 +1,240 @@
+"""The registry of data sources: what `load("scheme:target")` dispatches on.
+
+A source is a `Source` subclass registered with `@register`: it declares its scheme,
+the spec's form (`usage`), the options of `load` it takes, the data types it yields
+and its splits, and loads a `DataSource`. Nothing outside a source's module names its
+scheme: the training job's help, the evaluation split and the options it passes all
+ask the registry.
+
+This module imports TensorFlow on first use only (`python -m tpu.train --help` lists
+the sources without it).
+"""
+
+import dataclasses
+
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")
+
+# What a source's examples are (`DataSource.data_type`); a task reads one of them (`Task.data_type`).
+DATA_TYPES = ("classification", "regression", "text", "tagging", "question_answering")
+SOURCES = {}
+
+# Every option of `load`, with its default: a source takes the ones it declares in
+# `Source.options`; any other one set to a non-default value is an error.
+OPTION_DEFAULTS = dict(text_columns=None, label_column=None, data_type=None, label_names=None,
+                       num_classes=None, data_dir=None, download=True, shuffle_files=False, seed=0)
+
+
+class DataError(ValueError):
+  """A data file is missing or malformed. The message starts with `FILE:LINE:` (or `FILE:`).
+
+  Attributes:
+    path: the file (or pattern) at fault.
+    line: the 1-based line number, or None when the problem is not on one line.
+  """
+
+  def __init__(self, path, line, message):
+    self.path = path
+    self.line = line
+    location = f"{path}:{line}" if line is not None else f"{path}"
+    super().__init__(f"{location}: {message}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DataSource:
+  """Raw examples of one split and their metadata.
+
+  Attributes:
+    dataset: `tf.data.Dataset` of dicts: "text_a" (tf.string scalar), "text_b" (only if
+      `sentence_pair`), "label" (int64 for classification, float32 for regression, absent
+      for "text"); tagging and question answering add their own fields (`tpu.data.tagged`,
+      `tpu.data.squad`). Not shuffled, not repeated, not batched.
+    data_type: one of `DATA_TYPES`.
+    label_names: class names indexed by label id (classification, tagging), else None.
+    sentence_pair: whether examples have "text_b".
+    num_examples: number of examples, or None when not known without reading everything.
+    spec: the spec it was loaded from, e.g. "tfds:glue/mrpc".
+    split: the split asked for (None for sources of one split).
+    files: the TFRecord shards of pre-tokenized records (then `dataset` is None: the
+      input pipeline reads the files itself), else None.
+    metadata: the shards' `metadata.json` (`tpu.data.records`), else None.
+  """
+
+  dataset: object
+  data_type: str
+  label_names: list | None = None
+  sentence_pair: bool = False
+  num_examples: int | None = None
+  spec: str = ""
+  split: str | None = None
+  files: list | None = None
+  metadata: dict | None = None
+
+  @property
+  def num_classes(self):
+    """Width of the head's output: len(label_names) for classification, 1 for regression, else None."""
+    if self.data_type == "classification":
+      return len(self.label_names)
+    return 1 if self.data_type == "regression" else None
+
+
+class Source:
+  """A kind of data spec. Subclasses set the attributes and implement `load`.
+
+  Attributes:
+    scheme: the spec's prefix, `scheme:target` (or the whole spec when `target` is "none").
+    usage: the spec's form for help texts, e.g. "tsv:PATH".
+    description: one line for help texts.
+    target: "required" (a file, glob or dataset name follows the colon) or "none".
+    options: the `load` options it takes (keys of `OPTION_DEFAULTS`).
+    data_types: the data types it can yield.
+    splits: the splits it has (then "validation" is its evaluation split), or None: a
+      source of one split, which ignores `split`.
+    typed_by_caller: whether the caller says how to read its labels (`data_type`): table
+      files, whose columns could be any task's.
+  """
+
+  scheme = ""
+  usage = ""
+  description = ""
+  target = "required"
+  options = frozenset()
+  data_types = ()
+  splits = None
+  typed_by_caller = False
+
+  def load(self, target, split, **options):
+    """The `DataSource` of `scheme:target`; `options` holds the declared options only."""
+    raise NotImplementedError
+
+  def spec(self, target=""):
+    """The spec string of `target` for this source."""
+    return f"{self.scheme}:{target}" if self.target == "required" else self.scheme
+
+
+def register(cls):
+  """Class decorator: registers a `Source` subclass under its scheme."""
+  if not cls.scheme or cls.scheme in SOURCES:
+    raise ValueError(f"a source needs a new, non-empty scheme; got {cls.scheme!r} (taken: {sorted(SOURCES)})")
+  unknown = set(cls.options) - set(OPTION_DEFAULTS)
+  if unknown or not set(cls.data_types) <= set(DATA_TYPES) or cls.target not in ("required", "none"):
+    raise ValueError(f"source {cls.scheme!r}: options must be among {sorted(OPTION_DEFAULTS)}, data types "
+                     f"among {DATA_TYPES}, target 'required' or 'none'")
+  SOURCES[cls.scheme] = cls()
+  return cls
+
+
+def unregister(scheme):
+  """Removes a source (for tests that register a source of their own)."""
+  SOURCES.pop(scheme)
+
+
+def usages():
+  """The registered spec forms, e.g. ['tfds:NAME[/CONFIG]', 'tsv:PATH', ...]."""
+  return [source.usage for source in SOURCES.values()]
+
+
+def source_of(spec):
+  """The `Source` of a spec; a ValueError lists the registered ones."""
+  scheme = spec.partition(":")[0]
+  if scheme not in SOURCES:
+    raise ValueError(f"unknown data spec {spec!r}: expected one of {', '.join(usages())}")
+  return SOURCES[scheme]
+
+
+def load(spec, split="train", **options):
+  """Returns the `DataSource` of a spec (see `tpu.data` for the specs).
+
+  Args:
+    spec: "scheme:target" (or a bare scheme, for sources without a target).
+    split: "train" or "validation" (and the source's other splits, TFDS slices);
+      ignored by sources of one split.
+    **options: `OPTION_DEFAULTS`' options; each source takes its own (`Source.options`).
+
+  Raises:
+    ValueError: unknown spec, dataset or split; an option that the source does not take.
+    DataError: a file is missing, empty or malformed; the message names file and line.
+  """
+  unknown = sorted(set(options) - set(OPTION_DEFAULTS))
+  if unknown:
+    raise TypeError(f"load() got unknown option(s) {unknown}; the options are {sorted(OPTION_DEFAULTS)}")
+  source = source_of(spec)
+  scheme, _, target = spec.partition(":")
+  if source.target == "none" and target:
+    hint = " (its seed is the seed= option)" if "seed" in source.options else ""
+    raise ValueError(f"data spec {spec!r}: write just {scheme!r}{hint}")
+  if source.target == "required" and not target:
+    raise ValueError(f"data spec {spec!r} names no {source.usage.partition(':')[2].lower() or 'target'} "
+                     f"after '{scheme}:' (expected {source.usage})")
+  unsupported = sorted(name for name, value in options.items()
+                       if value != OPTION_DEFAULTS[name] and name not in source.options)
+  if unsupported:
+    raise ValueError(f"option(s) {', '.join(unsupported)} do not apply to {scheme} specs ({spec!r}); "
+                     f"they take {', '.join(sorted(source.options)) or 'none'}")
+  data_type = options.get("data_type")
+  if data_type is not None and data_type not in DATA_TYPES:
+    raise ValueError(f"data_type must be one of {DATA_TYPES}, got {data_type!r}")
+  label_names = options.get("label_names")
+  if label_names is not None:
+    label_names = [str(name) for name in label_names]
+    num_classes = options.get("num_classes")
+    if num_classes is not None and num_classes != len(label_names):
+      raise ValueError(f"num_classes={num_classes} but {len(label_names)} label_names were given: "
+                       f"{label_names}")
+  taken = {name: options.get(name, OPTION_DEFAULTS[name]) for name in source.options}
+  if "label_names" in taken:
+    taken["label_names"] = label_names
+  result = source.load(target, split, **taken)
+  return dataclasses.replace(result, spec=spec, split=split if source.splits is not None else None)
+
+
+def check_same_labels(spec, source, label_names, num_classes):
+  """Refuses `label_names` / `num_classes` given for a dataset whose classes are fixed but differ."""
+  if label_names is not None and list(label_names) != source.label_names:
+    raise ValueError(f"{spec} has label names {source.label_names}, not the label_names given: {label_names}")
+  if num_classes is not None and num_classes != source.num_classes:
+    raise ValueError(f"{spec} has {source.num_classes} classes, not num_classes={num_classes}")
+
+
+def from_columns(texts, data_type, labels=None, label_names=None):
+  """A DataSource from Python lists of text (one or two) and a numpy array of labels."""
+  tensors = {"text_a": tf.constant(texts[0], tf.string)}
+  if len(texts) == 2:
+    tensors["text_b"] = tf.constant(texts[1], tf.string)
+  if data_type != "text":
+    tensors["label"] = tf.constant(labels)
+  return DataSource(tf.data.Dataset.from_tensor_slices(tensors), data_type, label_names,
+                    sentence_pair=len(texts) == 2, num_examples=len(texts[0]))
+
+
+def text_columns_tuple(text_columns):
+  """One or two column names as a tuple (None stays None); a ValueError otherwise."""
+  if text_columns is None:
+    return None
+  columns = (text_columns,) if isinstance(text_columns, str) else tuple(text_columns)
+  if len(columns) not in (1, 2) or not all(isinstance(column, str) for column in columns):
+    raise ValueError(f"text_columns must be one or two column names, got {text_columns!r}")
+  return columns
+
+
+def read_utf8(path):
+  """The text of a UTF-8 file (a BOM dropped); `DataError` names the file, and the line of a bad byte."""
+  if not tf.io.gfile.exists(path):
+    raise DataError(path, None, "no such file")
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  try:
+    return data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    raise DataError(path, data.count(b"\n", 0, e.start) + 1, f"not valid UTF-8 ({e.reason})") from e
+
+
+def matching_files(pattern):
+  """The files of a local or `gs://` glob, sorted; `DataError` when none matches."""
+  import os
+  pattern = os.path.expanduser(pattern)
+  files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
+  if not files:
+    raise DataError(pattern, None, "no file matches this pattern")
+  return files

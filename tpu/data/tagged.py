@@ -1,0 +1,168 @@
+"""Tagged words (data type "tagging"): `conll:PATH`, `tfds:conll2003` and tagged JSON lines.
+
+- `conll:PATH`: one word per line with its tag in the last whitespace-separated column,
+  blank lines between sentences, `-DOCSTART-` lines skipped;
+- `tfds:conll2003`: tokens and NER tags, the tag names from the dataset; "validation"
+  is its "dev" split;
+- `jsonl:PATH` read with `data_type="tagging"` (`tpu.data.tables`): one object per line
+  with a list of words, key "words", and a list of tags, key "tags" (other keys
+  through `text_columns` / `label_column`).
+
+Elements: {"text_a": the words joined by spaces, "words": string [n], "tags": int64 [n]}.
+
+Files are read and checked in Python; a malformed one raises `DataError` naming the
+file and line: a CoNLL line without a tag column, words and tags of different
+lengths, a tag that is not one of the given `label_names` (pass the train source's
+for the validation file), invalid JSON. Tag names are sorted when not given.
+"""
+
+import json
+import os
+
+from tpu.data import tfds_datasets
+from tpu.data.registry import DataError
+from tpu.data.registry import DataSource
+from tpu.data.registry import Source
+from tpu.data.registry import read_utf8
+from tpu.data.registry import register
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")
+
+TAGGING = "tagging"
+DEFAULT_WORDS_KEY = "words"
+DEFAULT_TAGS_KEY = "tags"
+
+
+@register
+class ConllSource(Source):
+  scheme = "conll"
+  usage = "conll:PATH"
+  description = "CoNLL-style tagged words: a word and its tag (last column) per line"
+  options = frozenset({"data_type", "label_names"})
+  data_types = (TAGGING,)
+
+  def load(self, target, split, *, data_type, label_names):
+    if data_type not in (None, TAGGING):
+      raise ValueError(f"{self.spec(target)} holds {TAGGING} data; data_type {data_type!r} does not apply")
+    path = os.path.expanduser(target)
+    return tagged_source(path, parse_conll(path), label_names)
+
+
+def load_jsonl(path, *, words_key=None, tags_key=None, label_names=None):
+  """The `DataSource` of a JSON-lines file of tagged sentences."""
+  sentences = parse_tagged_jsonl(path, words_key or DEFAULT_WORDS_KEY, tags_key or DEFAULT_TAGS_KEY)
+  return tagged_source(path, sentences, label_names)
+
+
+class _Conll2003:
+  """`tfds:conll2003`: its tokens and NER tags."""
+
+  data_type = TAGGING
+  splits = {"train": "train", "validation": "dev", "dev": "dev", "test": "test"}
+
+  def load(self, name, split, *, label_names, data_dir, download, shuffle_files, data_type=None, **unused):
+    if data_type not in (None, TAGGING):
+      raise ValueError(f"{tfds_datasets.spec_of(name)} holds {TAGGING} data; data_type {data_type!r} does "
+                       "not apply")
+    builder = tfds_datasets.tfds_builder(name, data_dir)
+    dataset, count = tfds_datasets.read(builder, tfds_datasets.split_name(name, split, self.splits), download,
+                                        shuffle_files)
+    names = list(builder.info.features["ner"].feature.names)
+    if label_names is not None and list(label_names) != names:
+      raise ValueError(f"{tfds_datasets.spec_of(name)} has the tags {names}, not the label_names given: "
+                       f"{list(label_names)}")
+
+    def tagged(example):
+      length = tf.minimum(tf.size(example["tokens"]), tf.size(example["ner"]))   # equal but in mock data
+      words = example["tokens"][:length]
+      return dict(text_a=tf.strings.reduce_join(words, separator=" "), words=words,
+                  tags=tf.cast(example["ner"][:length], tf.int64))
+
+    return DataSource(ragged(dataset.map(tagged, num_parallel_calls=tf.data.AUTOTUNE), ("words", "tags")),
+                      TAGGING, names, num_examples=count)
+
+
+tfds_datasets.register_dataset("conll2003", _Conll2003())
+
+
+def parse_conll(path):
+  """[(line, words, tags)] of a CoNLL file, `line` the sentence's first line."""
+  sentences, words, tags, first = [], [], [], None
+  for number, text in enumerate(read_utf8(path).split("\n"), start=1):
+    fields = text.split()
+    if not fields or fields[0] == "-DOCSTART-":
+      if words:
+        sentences.append((first, words, tags))
+      words, tags, first = [], [], None
+      continue
+    if len(fields) < 2:
+      raise DataError(path, number, f"expected a word and its tag (the last column), found {text.strip()!r}")
+    if first is None:
+      first = number
+    words.append(fields[0])
+    tags.append((number, fields[-1]))
+  if words:
+    sentences.append((first, words, tags))
+  if not sentences:
+    raise DataError(path, 1, "no sentences: expected one word and its tag per line, blank lines between "
+                    "sentences")
+  return sentences
+
+
+def parse_tagged_jsonl(path, words_key, tags_key):
+  sentences = []
+  for number, text in enumerate(read_utf8(path).split("\n"), start=1):
+    if not text.strip():
+      continue
+    try:
+      record = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise DataError(path, number, f"invalid JSON: {e.msg} (column {e.colno})") from e
+    if not isinstance(record, dict):
+      raise DataError(path, number, f"expected a JSON object per line, found {type(record).__name__}")
+    for key in (words_key, tags_key):
+      if key not in record:
+        raise DataError(path, number, f"no key {key!r}; the keys are {sorted(record)}")
+      if not isinstance(record[key], list) or not all(isinstance(item, str) for item in record[key]):
+        raise DataError(path, number, f"{key!r} must be a list of strings, got {record[key]!r}")
+    words, tags = record[words_key], record[tags_key]
+    if len(words) != len(tags):
+      raise DataError(path, number, f"{len(words)} words but {len(tags)} tags")
+    if not words:
+      raise DataError(path, number, "a sentence without words")
+    sentences.append((number, words, [(number, tag) for tag in tags]))
+  if not sentences:
+    raise DataError(path, 1, "the file is empty; expected one JSON object per line")
+  return sentences
+
+
+def tagged_source(path, sentences, label_names):
+  if label_names is None:
+    label_names = sorted({tag for _, _, tags in sentences for _, tag in tags})
+  ids = {name: index for index, name in enumerate(label_names)}
+  flat_tags = []
+  for _, _, tags in sentences:
+    for line, tag in tags:
+      if tag not in ids:
+        raise DataError(path, line, f"unknown tag {tag!r}; the tags are {list(label_names)}")
+      flat_tags.append(ids[tag])
+  lengths = [len(words) for _, words, _ in sentences]
+  words = tf.RaggedTensor.from_row_lengths(
+      tf.constant([word for _, sentence, _ in sentences for word in sentence], tf.string), lengths)
+  tags = tf.RaggedTensor.from_row_lengths(tf.constant(flat_tags, tf.int64, shape=[len(flat_tags)]), lengths)
+  texts = tf.constant([" ".join(sentence) for _, sentence, _ in sentences], tf.string)
+  dataset = tf.data.Dataset.from_tensor_slices(dict(text_a=texts, words=words, tags=tags))
+  return DataSource(dataset, TAGGING, list(label_names), num_examples=len(sentences))
+
+
+def ragged(dataset, keys):
+  """The list-valued `keys` of each example as (rank-0-ragged) ragged tensors, as file sources give them.
+
+  Examples with ragged fields batch into `[B, (n)]` ragged tensors with `Dataset.batch`,
+  whatever their lengths.
+  """
+  def one(example):
+    return {key: tf.RaggedTensor.from_tensor(value[tf.newaxis]) if key in keys else value[tf.newaxis]
+            for key, value in example.items()}
+  return dataset.map(one).unbatch()

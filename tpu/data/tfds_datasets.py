@@ -1,0 +1,167 @@
+"""TensorFlow Datasets: `tfds:NAME[/CONFIG][:VERSION]`, the datasets of `DATASETS`.
+
+Text classification and regression: GLUE, imdb_reviews and ag_news_subset, each a
+`TextDataset` mapping its features onto text_a / text_b / label. Tagging
+(`tfds:conll2003`) and question answering (`tfds:squad/v1.1`, `tfds:squad/v2.0`)
+are registered here by their own modules (`tpu.data.tagged`, `tpu.data.squad`), with
+`register_dataset`.
+
+`split` is "train" or "validation", optionally with a TFDS slice ("train[:10%]").
+"validation" means validation_matched for glue/mnli (validation_mismatched is
+available by name) and the labelled test split for imdb_reviews and ag_news_subset,
+which have no validation split. GLUE test splits are refused: their labels are all -1.
+"""
+
+import dataclasses
+import re
+
+from tpu.data.registry import DataSource
+from tpu.data.registry import Source
+from tpu.data.registry import check_same_labels
+from tpu.data.registry import register
+from tpu.data.registry import text_columns_tuple
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")
+
+SCHEME = "tfds"
+TRAIN_VALIDATION = {"train": "train", "validation": "validation"}
+_TEST_AS_VALIDATION = {"train": "train", "validation": "test", "test": "test"}
+
+
+@dataclasses.dataclass(frozen=True)
+class TextDataset:
+  """How one TFDS text dataset maps onto text_a / text_b / label.
+
+  Attributes:
+    text_features: one or two Text feature names (text_a, text_b).
+    data_type: "classification" (ClassLabel label) or "regression" (float label).
+    splits: split name accepted by `load` -> TFDS split name.
+    label_feature: the label feature's name.
+  """
+
+  text_features: tuple
+  data_type: str = "classification"
+  splits: dict = dataclasses.field(default_factory=lambda: dict(TRAIN_VALIDATION))
+  label_feature: str = "label"
+
+  def load(self, name, split, *, text_columns, label_column, data_type, label_names, num_classes, data_dir,
+           download, shuffle_files):
+    builder = tfds_builder(name, data_dir)
+    tfds_split = split_name(name, split, self.splits)
+    features = builder.info.features
+    text_features = text_columns_tuple(text_columns) or self.text_features
+    label_feature = label_column or self.label_feature
+    if data_type not in (None, "text", self.data_type):
+      raise ValueError(f"{spec_of(name)} is {self.data_type} data; data_type can be {self.data_type!r} or "
+                       f"'text' (drop the labels), got {data_type!r}")
+    data_type = data_type or self.data_type
+    wanted = text_features + ((label_feature,) if data_type != "text" else ())
+    missing = [feature for feature in wanted if feature not in features]
+    if missing:
+      raise ValueError(f"{spec_of(name)} has no feature(s) {missing}; its features are {sorted(features)}")
+    names = list(features[label_feature].names) if data_type == "classification" else None
+    dataset, count = read(builder, tfds_split, download, shuffle_files)
+    label_dtype = tf.int64 if data_type == "classification" else tf.float32
+
+    def to_example(example):
+      converted = {"text_a": example[text_features[0]]}
+      if len(text_features) == 2:
+        converted["text_b"] = example[text_features[1]]
+      if data_type != "text":
+        converted["label"] = tf.cast(example[label_feature], label_dtype)
+      return converted
+
+    source = DataSource(dataset.map(to_example, num_parallel_calls=tf.data.AUTOTUNE), data_type, names,
+                        sentence_pair=len(text_features) == 2, num_examples=count)
+    check_same_labels(spec_of(name), source, label_names, num_classes)
+    return source
+
+
+DATASETS = {
+    "glue/cola": TextDataset(("sentence",)),
+    "glue/sst2": TextDataset(("sentence",)),
+    "glue/mrpc": TextDataset(("sentence1", "sentence2")),
+    "glue/qqp": TextDataset(("question1", "question2")),
+    "glue/mnli": TextDataset(("premise", "hypothesis"),
+                             splits={"train": "train", "validation": "validation_matched",
+                                     "validation_matched": "validation_matched",
+                                     "validation_mismatched": "validation_mismatched"}),
+    "glue/qnli": TextDataset(("question", "sentence")),
+    "glue/rte": TextDataset(("sentence1", "sentence2")),
+    "glue/stsb": TextDataset(("sentence1", "sentence2"), data_type="regression"),
+    "glue/wnli": TextDataset(("sentence1", "sentence2")),
+    "imdb_reviews": TextDataset(("text",), splits=_TEST_AS_VALIDATION),
+    "imdb_reviews/plain_text": TextDataset(("text",), splits=_TEST_AS_VALIDATION),
+    "ag_news_subset": TextDataset(("title", "description"), splits=_TEST_AS_VALIDATION),
+}
+
+
+def register_dataset(name, dataset):
+  """Adds a dataset: an object with a `data_type` and `load(name, split, **options)` (`TextDataset`'s)."""
+  if name in DATASETS:
+    raise ValueError(f"{spec_of(name)} is registered already")
+  DATASETS[name] = dataset
+
+
+def spec_of(name):
+  """The spec of a TFDS dataset name, e.g. "tfds:glue/sst2"."""
+  return f"{SCHEME}:{name}"
+
+
+def dataset_name(spec):
+  """The dataset name of a TFDS spec, or None for a spec of another scheme."""
+  scheme, _, name = spec.partition(":")
+  return name if scheme == SCHEME and name else None
+
+
+def tfds_builder(name, data_dir):
+  import tensorflow_datasets as tfds  # slow to import; only TFDS specs need it
+  return tfds.builder(name, data_dir=data_dir)
+
+
+def split_name(name, split, splits):
+  """The TFDS split (with its slice) of a `load` split; errors list the splits."""
+  base, slice_ = re.fullmatch(r"([^\[]*)(\[.*\])?", split).groups()
+  if name.startswith("glue/") and base.startswith("test"):
+    raise ValueError(f"{spec_of(name)}: GLUE test splits carry no labels (every label is -1); "
+                     "evaluate on split 'validation'")
+  if base not in splits:
+    raise ValueError(f"{spec_of(name)} has no split {split!r}; use one of {sorted(splits)}")
+  return splits[base] + (slice_ or "")
+
+
+def read(builder, tfds_split, download, shuffle_files):
+  """(the split's `tf.data.Dataset`, its number of examples or None), prepared first if `download`."""
+  if download:
+    builder.download_and_prepare()
+  dataset = builder.as_dataset(split=tfds_split, shuffle_files=shuffle_files)
+  try:
+    count = int(builder.info.splits[tfds_split].num_examples)
+  except (KeyError, ValueError):   # not generated (e.g. under tfds.testing.mock_data)
+    count = None
+  return dataset, count
+
+
+@register
+class TfdsSource(Source):
+  scheme = SCHEME
+  usage = "tfds:NAME[/CONFIG]"
+  description = "a TensorFlow Datasets dataset (GLUE, imdb_reviews, ag_news_subset, conll2003, squad)"
+  options = frozenset({"text_columns", "label_column", "data_type", "label_names", "num_classes", "data_dir",
+                       "download", "shuffle_files"})
+  data_types = ("classification", "regression", "text", "tagging", "question_answering")
+  splits = ("train", "validation")
+
+  def load(self, target, split, **options):
+    dataset = DATASETS.get(target.partition(":")[0])
+    if dataset is None:
+      others = ", ".join(source.usage for source in _table_sources())
+      raise ValueError(f"{spec_of(target)} is not supported; supported datasets: {', '.join(DATASETS)}. "
+                       f"Other data can be read from {others} files")
+    return dataset.load(target, split, **options)
+
+
+def _table_sources():
+  from tpu.data.registry import SOURCES
+  return [source for source in SOURCES.values() if source.typed_by_caller]

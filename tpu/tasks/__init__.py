@@ -1,0 +1,80 @@
+"""The training tasks. A `Task` owns everything that differs from one task to another.
+
+    mlm       BERT's masked language modelling (pre-training)
+    electra   ELECTRA's generator + replaced-token detection (pre-training)
+    classify  sequence classification, softmax cross-entropy
+    regress   sequence regression, squared error
+    tag       token classification (e.g. named entities), a label per word on its first piece
+    squad     extractive question answering (SQuAD v1.1 and v2.0), answer spans over context windows
+
+`TASKS` (`tpu.tasks.registry`) is the one registry: the command line's `--task`
+choices and flags, config validation, the exporter and `export.predict` all ask it.
+A task knows
+
+- its settings: `settings`, a tuple of `Setting`s (name, type, default, help,
+  validation), which become config.json fields and `python -m tpu.train` flags;
+- its data: the `tpu.data` data type it reads (`data_type`) and the metadata it takes
+  from the training data into the config (`data_metadata`);
+- its model: `build()` (and `encoder(model)`, the part `--init-checkpoint` restores);
+- its features: `expand()` turns each raw example into the examples the model sees (by
+  default itself; SQuAD: its question and context windows), `features()` turns batches
+  of them into the model's inputs;
+- its loss and metrics: `denominators`, `loss_and_stats`, `eval_outputs`, `metrics`;
+- how it serves: `serving_network`, `serving_outputs`, `label_names` and
+  `prediction_fields`, which tell `export.predict` how to print each output.
+
+The modules, one per task family, each task beside its own helpers:
+
+    registry.py     TASKS, register, Setting, get_task
+    base.py         the Task base class and what tasks share (the encoder a config builds)
+    pretraining.py  mlm, electra
+    sequence.py     classify, regress, and GLUE's metrics
+    squad.py        squad: windows, span decoding, SQuAD's official metrics
+    tagging.py      tag: words to pieces and back, CoNLL's entity scores
+
+Adding a task is one new module here: a `Task` subclass decorated with `@register`,
+declaring its settings (and its tests). Every module of this package is imported when
+the package is, so nothing else changes: the flags, the config fields and their
+validation, `--task`'s choices and the export follow from the class.
+
+Losses are exact over the GLOBAL batch under any number of replicas: each replica
+divides its sum of per-example (or per-token) losses by the global count of examples
+(or masked tokens, or real tokens), which the job all-reduces first (`zoo.models.losses`
+with an explicit denominator). Summing the replicas' losses and gradients then gives
+the loss and gradient of one device running the whole batch.
+
+Statistics are pairs `(numerator, denominator)` of sums; summed over replicas and steps,
+`numerator / denominator` is the metric.
+
+This module imports TensorFlow on first use only, so `--help` stays fast.
+
+Example:
+  >>> names()[:4]
+  ('mlm', 'electra', 'classify', 'regress')
+  >>> TASKS["classify"].data_type
+  'classification'
+"""
+
+
+import importlib
+import pkgutil
+
+from tpu.tasks.base import Task
+from tpu.tasks.registry import TASKS
+from tpu.tasks.registry import Setting
+from tpu.tasks.registry import build_model
+from tpu.tasks.registry import declared_settings
+from tpu.tasks.registry import get_task
+from tpu.tasks.registry import names
+from tpu.tasks.registry import register
+from tpu.tasks.registry import settings_of
+from tpu.tasks.registry import task_class
+
+__all__ = ["TASKS", "Setting", "Task", "build_model", "declared_settings", "get_task", "names", "register",
+           "settings_of", "task_class"]
+
+# The task modules register their tasks when imported: every module but the shared ones.
+_SHARED = ("base", "registry")
+for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):
+  if _module not in _SHARED:
+    importlib.import_module(f"{__name__}.{_module}")

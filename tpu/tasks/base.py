@@ -1,0 +1,198 @@
+"""What every task shares: the `Task` base class and the encoder a config builds."""
+
+from tpu.tasks import registry
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")
+
+
+def build_encoder(config, **extra_overrides):
+  """The encoder of `config.model` with the config's overrides, vocabulary and static length."""
+  from zoo import presets
+  overrides = dict(config.model_overrides)
+  if config.dropout is not None:
+    overrides.setdefault("dropout", config.dropout)
+    overrides.setdefault("attention_dropout", config.dropout)
+  overrides.update(extra_overrides)
+  overrides.update(vocab_size=config.vocab_size, seq_length=config.seq_length)
+  return presets.build(config.model, **overrides)
+
+
+def check_full_length(config, what):
+  """Token-level tasks predict every position: an encoder-only Funnel pools the sequence away."""
+  from zoo import presets
+  config_values = {**presets.get(config.model).config, **config.model_overrides}
+  if presets.get(config.model).family == "funnel" and not config_values.get("num_decoder_layers"):
+    choices = [name for name in presets.names() if name.endswith("_decoder")]
+    raise ValueError(f"task {config.task!r} needs {what} with a full-length sequence output; "
+                     f"{config.model} is an encoder-only Funnel. Use a preset with the decoder: "
+                     f"{', '.join(choices)}, or set model_overrides num_decoder_layers")
+
+
+def encoder_serving_outputs(encoder, features):
+  """The encoder's float32 `sequence_output` and `pooled_output` (inference mode)."""
+  outputs = encoder(features, training=False)
+  return {name: tf.cast(outputs[name], tf.float32) for name in ("sequence_output", "pooled_output")}
+
+
+def weighted_sum(values, weights):
+  return tf.reduce_sum(tf.cast(values, tf.float32) * tf.cast(weights, tf.float32))
+
+
+def encode_texts(raw, text_encoder):
+  return text_encoder.encode(raw["text_a"], raw.get("text_b"))
+
+
+
+class Task:
+  """Base class: a pre-training task served as an encoder (its outputs are the encoder's).
+
+  Subclasses set `name`, `data_type` (the `tpu.data` data type they read: "text",
+  "classification", "regression", "tagging", "question_answering"), `settings` (their
+  own `Setting`s) and `stat_names` (the statistics `loss_and_stats` returns), and
+  override what differs. A setting is read as `self.config.<name>`.
+  """
+
+  name = ""
+  data_type = ""
+  description = ""
+  settings = ()
+  stat_names = ()
+  # Whether the input pipeline packs raw text into full-length examples before `features`
+  # (pre-training), instead of one example per text.
+  packs_text = False
+
+  def __init__(self, config):
+    self.config = config
+
+  @classmethod
+  def readers_of(cls, data_type):
+    """Names of the tasks that train on data of `data_type`."""
+    return [name for name, task in registry.TASKS.items() if task.data_type == data_type]
+
+  # Data.
+  def check_source(self, source, spec):
+    """Raises a ValueError when the training data does not fit this task."""
+    if self.data_type != "text" and source.data_type != self.data_type:
+      others = self.readers_of(source.data_type)
+      hint = f": use --task {' or '.join(others)}" if others else ""
+      raise ValueError(f"task {self.name!r} needs {self.data_type} data, but {spec} is "
+                       f"{source.data_type}{hint}")
+
+  def data_metadata(self, source):
+    """Config fields this task takes from the training data (`tpu.data.DataSource`)."""
+    return dict(sentence_pair=source.sentence_pair)
+
+  def eval_load_kwargs(self, train_source):
+    """Extra `tpu.data.load` arguments for the evaluation data, given the training data."""
+    return {}
+
+  @classmethod
+  def check_config(cls, config):
+    """Raises a ValueError for settings this task cannot train with (`TrainConfig.validate` asks,
+    after checking each of the task's `settings` on its own)."""
+
+  @classmethod
+  def derived_settings(cls, config):
+    """`{setting: value}` of settings whose default depends on others (filled in by `validate`)."""
+    return {}
+
+  def prepare_evaluation(self, source):
+    """Reads what `metrics` needs from the evaluation data besides the model's outputs (SQuAD's
+    contexts and gold answers); called once before evaluating."""
+
+  # Model.
+  def build(self):
+    """Returns the Keras model (build it under the strategy's scope)."""
+    raise NotImplementedError
+
+  def encoder(self, model):
+    """The encoder inside `model` (what `--init-checkpoint` restores and `encode` serves)."""
+    return model.checkpoint_items["encoder"]
+
+  # Input pipeline.
+  def expand(self, examples, text_encoder):
+    """Unbatched raw examples -> the unbatched examples `features` gets in batches (default: the same)."""
+    return examples
+
+  def features(self, raw, text_encoder, seed=None):
+    """Batched raw examples (`text_a`, `text_b`?, `label`?) -> the model's features."""
+    return encode_texts(raw, text_encoder)
+
+  # Loss.
+  def denominators(self, features):
+    """Local float32 counts that normalise the loss, all-reduced over replicas by the job."""
+    raise NotImplementedError
+
+  def loss_and_stats(self, features, outputs, denominators):
+    """(this replica's share of the global loss, dict of statistics (numerator, denominator)).
+
+    The statistics are shown beside the loss while training; "loss" is not one of them.
+    """
+    raise NotImplementedError
+
+  def eval_outputs(self, features, outputs, denominators):
+    """(statistic sums, per-example arrays) of one evaluation batch (per-example may be empty)."""
+    _, stats = self.loss_and_stats(features, outputs, denominators)
+    return stats, {}
+
+  def metrics(self, stats, examples):
+    """Final evaluation metrics from summed statistics and concatenated per-example arrays."""
+    return {name: float(numerator / denominator) if denominator else float("nan")
+            for name, (numerator, denominator) in stats.items()}
+
+  def eval_predictions(self):
+    """`(predictions, null_odds or None)` of the last `metrics` call, `{example id: value}`, for tasks
+    whose predictions an outside script scores (SQuAD's official evaluation); None for the others."""
+    return None
+
+  # Serving.
+  def serving_network(self, model):
+    """The Keras model the exported signatures call (its variables are what the export keeps)."""
+    return self.encoder(model)
+
+  def serving_outputs(self, network, features, label_names):
+    """The `serving_default` outputs (float32 or string tensors) for int32 features `[B, T]`.
+
+    Args:
+      network: `serving_network(model)`.
+      features: `input_word_ids`, `input_mask`, `input_type_ids`.
+      label_names: string `[C]` tensor of `label_names()`.
+    """
+    return encoder_serving_outputs(network, features)
+
+  def label_names(self):
+    """The class names the export maps label ids to ([] for tasks without classes)."""
+    return []
+
+  def serving_text_inputs(self):
+    """The names of the string `[B]` inputs of `serving_default` and `encode`."""
+    return ("text", "text_b") if self.config.sentence_pair else ("text",)
+
+  def encode_text(self, texts, text_encoder):
+    """int32 `[B, T]` encoder inputs of the string inputs (a dict keyed by `serving_text_inputs`)."""
+    return text_encoder.encode(*(texts[name] for name in self.serving_text_inputs()))
+
+  def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
+    """The `serving_default` outputs for the string inputs.
+
+    Args:
+      texts: dict of string `[B]` tensors keyed by `serving_text_inputs()`.
+      text_encoder: the run's `zoo.text.TextEncoder`.
+      from_token_ids: the `from_token_ids` signature (`serving_outputs` on int32 `[B, T]` features).
+      label_names: string `[C]` tensor of `label_names()`.
+    """
+    return from_token_ids(**self.encode_text(texts, text_encoder))
+
+  # How `export.predict` shows one example's outputs: (key, signature output, kind), kind is
+  # "text" (a string), "number" (a float), "integer", "flag" (a bool), "list" (a vector), "texts"
+  # (a vector of strings) or "by_label" (a vector as a dict keyed by the label names). An optional
+  # fourth element names an int output holding each example's length: vectors are cut to it
+  # (padding dropped).
+  prediction_fields = (("pooled_output", "pooled_output", "list"),)
+
+  def export_info(self):
+    """Task metadata for the export's `model_info.json`."""
+    return dict(task=self.name)
+
+

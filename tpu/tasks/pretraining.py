@@ -1,0 +1,124 @@
+"""Pre-training tasks: masked language modelling (BERT) and replaced-token detection (ELECTRA)."""
+
+import math
+
+from tpu.tasks.base import Task
+from tpu.tasks.base import build_encoder
+from tpu.tasks.base import check_full_length
+from tpu.tasks.base import encode_texts
+from tpu.tasks.base import weighted_sum
+from tpu.tasks.registry import Setting
+from tpu.tasks.registry import register
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")
+
+
+def generator_overrides(config):
+  """ELECTRA's generator: the model's preset at a quarter of the width (Clark et al., 2020, Sec. 3.2).
+
+  Width, heads and feed-forward width are divided by 4 (heads at least 1); the word
+  embeddings keep the discriminator's width so the two can share them.
+  `config.generator_overrides` replaces these defaults key by key.
+  """
+  from zoo import presets
+  base = {**presets.get(config.model).config, **config.model_overrides}
+  embedding_width = base.get("embedding_width") or base["hidden_size"]
+  defaults = dict(hidden_size=max(1, base["hidden_size"] // 4), num_heads=max(1, base["num_heads"] // 4),
+                  intermediate_size=max(1, base["intermediate_size"] // 4), embedding_width=embedding_width)
+  return {**defaults, **(config.generator_overrides or {})}
+
+
+@register
+class MaskedLMTask(Task):
+  """BERT's masked language modelling (15% of tokens, 80/10/10, optional whole words)."""
+
+  name = "mlm"
+  data_type = "text"
+  description = "masked language modelling (pre-training)"
+  settings = (
+      Setting("max_predictions_per_seq", int, None, "masked-LM predictions per sequence (default: 15% of "
+              "--seq-length, rounded up)", minimum=1),
+      Setting("whole_word_masking", bool, False, "mask whole words"),
+  )
+  stat_names = ("mlm_loss", "mlm_accuracy")
+  packs_text = True
+
+  @classmethod
+  def derived_settings(cls, config):
+    return dict(max_predictions_per_seq=config.max_predictions_per_seq or math.ceil(0.15 * config.seq_length))
+
+  def build(self):
+    from zoo import models
+    check_full_length(self.config, "an encoder")
+    return models.MaskedLMPretrainer(build_encoder(self.config), name="pretrainer")
+
+  def features(self, raw, text_encoder, seed=None):
+    from zoo.text import MaskedLMMasker
+    masker = MaskedLMMasker.from_encoder(
+        text_encoder, max_predictions_per_seq=self.config.max_predictions_per_seq,
+        whole_word=self.config.whole_word_masking)
+    # Packed text and pre-tokenized records arrive as ids; masking is core TensorFlow only.
+    inputs = dict(raw) if "input_word_ids" in raw else encode_texts(raw, text_encoder)
+    return masker(inputs, seed=seed)
+
+  def denominators(self, features):
+    return dict(masked=tf.reduce_sum(features["masked_lm_weights"]))
+
+  def _mlm_stats(self, features, logits, loss, count):
+    correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), features["masked_lm_ids"])
+    return dict(mlm_loss=(loss * count, count),
+                mlm_accuracy=(weighted_sum(correct, features["masked_lm_weights"]), count))
+
+  def loss_and_stats(self, features, outputs, denominators):
+    from zoo.models import losses
+    count = denominators["masked"]
+    logits = outputs["mlm_logits"]
+    loss = losses.masked_lm_loss(features["masked_lm_ids"], logits, features["masked_lm_weights"], count)
+    return loss, self._mlm_stats(features, logits, loss, count)
+
+  def metrics(self, stats, examples):
+    results = super().metrics(stats, examples)
+    return dict(loss=results["mlm_loss"], **results)
+
+
+@register
+class ElectraTask(MaskedLMTask):
+  """ELECTRA: generator MLM loss + λ · replaced-token detection over real tokens."""
+
+  name = "electra"
+  description = "ELECTRA replaced-token detection (pre-training)"
+  settings = MaskedLMTask.settings + (
+      Setting("discriminator_weight", float, 50.0, "λ, the weight of the replaced-token loss", minimum=0),
+      Setting("generator_overrides", dict, None, "the generator's encoder arguments over the defaults "
+              "(a quarter of the discriminator's width)", flag=False, architecture=True),
+  )
+  stat_names = ("mlm_loss", "mlm_accuracy", "disc_loss", "disc_accuracy")
+
+  def build(self):
+    from zoo import models
+    check_full_length(self.config, "a discriminator and a generator")
+    generator = build_encoder(self.config, **generator_overrides(self.config))
+    return models.ElectraPretrainer(generator, build_encoder(self.config),
+                                    discriminator_weight=self.config.discriminator_weight, name="electra")
+
+  def denominators(self, features):
+    return dict(masked=tf.reduce_sum(features["masked_lm_weights"]),
+                tokens=tf.reduce_sum(tf.cast(features["input_mask"], tf.float32)))
+
+  def loss_and_stats(self, features, outputs, denominators):
+    from zoo.models import losses
+    masked, tokens = denominators["masked"], denominators["tokens"]
+    loss = losses.electra_losses(features, outputs, self.config.discriminator_weight, masked, tokens)
+    stats = self._mlm_stats(features, outputs["mlm_logits"], loss["mlm_loss"], masked)
+    labels = tf.cast(outputs["disc_labels"], tf.float32)
+    correct = tf.equal(tf.cast(tf.cast(outputs["disc_logits"], tf.float32) > 0, tf.float32), labels)
+    stats.update(disc_loss=(loss["disc_loss"] * tokens, tokens),
+                 disc_accuracy=(weighted_sum(correct, features["input_mask"]), tokens))
+    return loss["loss"], stats
+
+  def metrics(self, stats, examples):
+    results = Task.metrics(self, stats, examples)
+    return dict(loss=results["mlm_loss"] + self.config.discriminator_weight * results["disc_loss"], **results)
+
+

@@ -1,0 +1,168 @@
+"""A published checkpoint as a zoo model directory: read it in one of `FORMATS`, write the directory.
+
+`convert_to_model_dir(source_format, src, out)` does what `python -m zoo.convert FORMAT SRC
+--out DIR` does: `read_checkpoint` converts the weights and reads the tokenizer
+settings, `write_model_dir` writes them in the layout of `zoo.model_dir` (the one
+training runs use):
+
+- `config.json`: the preset closest to the checkpoint and the overrides that make it
+  exact (`model`, `model_overrides`), `seq_length`, `vocab_size`, `lower_case` and
+  `tokenizer` (the special tokens' names, [CLS]'s token type, the longest word WordPiece
+  splits: the checkpoint's own tokenizer settings), so `python -m tpu.train
+  --init-checkpoint DIR` rebuilds the exact encoder without `--model` and tokenizes as
+  the checkpoint's tokenizer does; written last, so a directory with a config is complete;
+- `checkpoints/ckpt-1.*` and the `checkpoint` state file: `tf.train.Checkpoint(encoder=encoder)`
+  (root `zoo.model_dir.ENCODER_ROOT`; with `masked_lm=` the masked-LM head of a BERT
+  checkpoint that has one) saved by `tf.train.CheckpointManager`, which records it only
+  once it is complete. Directories written before held the encoder under `model`; they
+  still load (`zoo.model_dir.encoder_root`);
+- `vocab.txt`, copied from SRC;
+- `source.json`: the format and path (or hub id and revision) converted from, and the
+  checkpoint's weights left out on purpose (BERT's next-sentence head, TF1 optimizer state,
+  the heads of Funnel's pre-training models).
+
+SRC is a local directory, or for the Hugging Face formats a hub id (`zoo.convert.hub`).
+Nothing here imports TensorFlow before it converts or writes.
+"""
+
+import dataclasses
+import os
+
+from zoo.convert import tokenizer_files
+from zoo.convert.hub import download
+from zoo.convert.hub import is_hub_id
+from zoo.lazy import lazy_module
+from zoo.model_dir import ENCODER_ROOT
+from zoo.model_dir import VOCAB_FILE
+from zoo.model_dir import ModelDir
+
+tf = lazy_module("tensorflow")
+
+FORMATS = ("hf-funnel", "hf-bert", "tf1-bert")
+HF_FORMATS = ("hf-funnel", "hf-bert")
+
+
+@dataclasses.dataclass
+class ConvertedCheckpoint:
+  """What `read_checkpoint` returns: everything `write_model_dir` writes.
+
+  `heads`: `{name: layer}` saved beside the encoder (`masked_lm`); `vocab`: the path of a
+  vocabulary file, its tokens, or None; `source`: the fields of `source.json`.
+  """
+  encoder: object
+  heads: dict
+  lower_case: bool
+  tokenizer: dict
+  vocab: object
+  source: dict
+
+
+def describe(encoder, seq_length, lower_case, tokenizer=None):
+  """The `config.json` settings that rebuild `encoder` with `zoo.presets.build`."""
+  from zoo import presets
+  model, overrides = presets.match(type(encoder).__name__, encoder.get_config())
+  return dict(model=model, model_overrides=overrides, seq_length=seq_length,
+              vocab_size=encoder.get_config()["vocab_size"], lower_case=lower_case, tokenizer=tokenizer)
+
+
+def hf_lower_case(src):
+  """`do_lower_case` of a Hugging Face tokenizer config beside the weights (default True)."""
+  return tokenizer_files.hf_settings(src)[0]
+
+
+def tf1_lower_case(src, flag):
+  """The casing of a TF1 release: the flag, else its directory name (`cased_L-12...`: cased)."""
+  if flag is not None:
+    return flag
+  name = os.path.basename(os.path.normpath(src if os.path.isdir(src) else os.path.dirname(src) or "."))
+  return not name.lower().startswith("cased")
+
+
+def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, residual_attention=False,
+                    running_mean=False, lower_case=None):
+  """Converts the checkpoint `src` of `source_format` (one of `FORMATS`); returns a `ConvertedCheckpoint`.
+
+  Args:
+    source_format: "hf-funnel", "hf-bert" or "tf1-bert".
+    src: a local directory (for "tf1-bert" also a checkpoint prefix), or for the Hugging
+      Face formats a hub id, downloaded into huggingface_hub's cache.
+    seq_length: the static input length of the zoo model.
+    with_decoder: "hf-funnel": build the decoder (True), leave it out (False), or build it
+      when the checkpoint has one (None).
+    residual_attention, running_mean: "hf-bert" and "tf1-bert": RealFormer's residual
+      attention (and its running-mean form).
+    lower_case: "tf1-bert": the casing; None takes it from the directory name.
+
+  Raises:
+    ValueError: an unknown format, or what the converters raise (`ConversionError`, the
+      tokenizer files' errors, a failed download).
+  """
+  if source_format not in FORMATS:
+    raise ValueError(f"unknown checkpoint format {source_format!r}; choose one of {', '.join(FORMATS)}")
+  source = dict(format=source_format)
+  if source_format in HF_FORMATS and is_hub_id(src):
+    src, hub = download(src)
+    source.update(hub)
+  else:
+    source.update(path=os.path.abspath(src))
+  if source_format == "hf-funnel":
+    from zoo.convert.hf_funnel import convert_hf_funnel
+    encoder, dropped = convert_hf_funnel(src, seq_length=seq_length, with_decoder=with_decoder)
+    lower_case, tokenizer = tokenizer_files.hf_settings(src, funnel=True)
+    heads = {}
+  elif source_format == "hf-bert":
+    from zoo.convert.bert import convert_hf_bert
+    converted = convert_hf_bert(src, seq_length, residual_attention, running_mean)
+    encoder, dropped, heads = converted.encoder, converted.dropped, converted.heads
+    lower_case, tokenizer = tokenizer_files.hf_settings(src)
+  else:
+    from zoo.convert.bert import convert_tf1_bert
+    converted = convert_tf1_bert(src, seq_length, residual_attention, running_mean)
+    encoder, dropped, heads = converted.encoder, converted.dropped, converted.heads
+    lower_case, tokenizer = tokenizer_files.google_settings(tf1_lower_case(src, lower_case))
+  if dropped:
+    source.update(dropped=dropped)
+  if source_format in HF_FORMATS:
+    vocab = tokenizer_files.hf_vocab(src)   # vocab.txt, or the fast tokenizer's tokenizer.json
+  else:
+    vocab = os.path.join(src if os.path.isdir(src) else os.path.dirname(src), VOCAB_FILE)
+    vocab = vocab if os.path.exists(vocab) else None
+  return ConvertedCheckpoint(encoder, heads, lower_case, tokenizer, vocab, source)
+
+
+def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None, tokenizer=None,
+                    heads=None):
+  """Writes a converted encoder as a model directory; returns the checkpoint prefix.
+
+  `vocab`: the path of a vocabulary file, or its tokens. `heads`: `{name: layer}` saved
+  beside the encoder (`masked_lm`, as the masked-LM pre-training model names its head).
+  """
+  model_dir = ModelDir(directory)
+  model_dir.makedirs()
+  if isinstance(vocab, str):
+    model_dir.copy_vocab_from(vocab)
+  elif vocab is not None:
+    model_dir.write_vocab(vocab)
+  model_dir.write_source(source)
+  checkpoint = tf.train.Checkpoint(**{ENCODER_ROOT: encoder}, **(heads or {}))
+  prefix = model_dir.checkpoint_manager(checkpoint, max_to_keep=1).save(checkpoint_number=1)
+  # config.json last: a directory with a config is complete.
+  model_dir.write_config(describe(encoder, seq_length, lower_case, tokenizer))
+  return prefix
+
+
+def convert_to_model_dir(source_format, src, out, *, seq_length=512, **options):
+  """Converts the checkpoint `src` of `source_format` into the model directory `out`; returns its checkpoint.
+
+  `options`: `read_checkpoint`'s. What `python -m zoo.convert FORMAT SRC --out OUT` does.
+
+  Raises:
+    ValueError: see `read_checkpoint`.
+    FileNotFoundError: a BERT checkpoint without its vocabulary (`vocab.txt` or `tokenizer.json`).
+  """
+  converted = read_checkpoint(source_format, src, seq_length=seq_length, **options)
+  if converted.vocab is None and source_format != "hf-funnel":
+    raise FileNotFoundError(f"{src}: no vocab.txt (or tokenizer.json) beside the checkpoint")
+  return write_model_dir(converted.encoder, out, seq_length=seq_length, lower_case=converted.lower_case,
+                         source=converted.source, vocab=converted.vocab, tokenizer=converted.tokenizer,
+                         heads=converted.heads)
