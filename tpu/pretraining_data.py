@@ -9,12 +9,13 @@ Input: UTF-8 text files (local or `gs://`, globs) in BERT's pre-training format,
 sentence or paragraph per line and a blank line between documents (a file's end also
 ends a document); or a TFDS text dataset, one document per example (`--text-key`).
 
-Packing (as BERT's, the Funnel authors' and Model Garden's tools do): documents are
-dealt to the shards in turn (document k to shard k mod N). In each shard, the
-WordPiece tokens of its documents are concatenated with `[SEP]` between documents and
-cut into examples of exactly T ids, `[CLS]` + T - 2 tokens + `[SEP]`; only the last
-example of a shard is shorter (padded with `[PAD]`). Every token of the corpus lands in
-an example; a long document spans several.
+Examples (`tpu.data.documents`, the rule the training job's input pipeline uses too):
+the WordPiece tokens of the corpus's documents, in order, are concatenated with
+`[SEP]` between documents and cut into examples of exactly T ids, `[CLS]` + T - 2
+tokens + `[SEP]`; only the corpus's last example is shorter (padded with `[PAD]`).
+Every token of the corpus lands in an example; a long document spans several. The
+examples are dealt to the shards in turn (example k to shard k mod N), so shard sizes
+differ by at most one example.
 
 Output in `--out`:
 
@@ -31,8 +32,8 @@ for a published checkpoint, or a training run): its vocabulary comes with its ca
 and special tokens (a Funnel checkpoint's `<cls>`, `<sep>`, ... and [CLS] token type 2).
 
 Each shard is written under a temporary name and renamed when complete; a rerun with
-the same flags keeps complete shards and writes the rest (their documents are skipped,
-not tokenized). The same input and flags give byte-identical shards. The corpus is
+the same flags keeps complete shards and writes the rest (temporary files of killed
+runs are removed). The same input and flags give byte-identical shards. The corpus is
 streamed: memory stays flat whatever its size. The training job reads the output with
 `--data tfrecord:DIR/*.tfrecord` (core TensorFlow ops only, so it runs on TPU pod hosts).
 """

@@ -4,9 +4,10 @@ Three kinds of input:
 
 - raw text examples (`tpu.data` sources) for fine-tuning: tokenized on the host inside
   tf.data (`zoo.text.TextEncoder`), after batching;
-- raw pre-training text, for tasks that pack (`Task.packs_text`: mlm, electra): the
-  WordPiece tokens of consecutive documents are concatenated, `[SEP]` after each, and
-  cut into full-length examples `[CLS] … [SEP]`, so no token is cut off;
+- raw pre-training text, for tasks that concatenate documents
+  (`Task.concatenates_documents`: the pre-training tasks): the WordPiece tokens of
+  consecutive documents are concatenated, `[SEP]` between two, and cut into
+  full-length examples `[CLS] … [SEP]` (`tpu.data.documents`), so no token is cut off;
 - raw examples a task expands into several (`Task.expand`: SQuAD's question and
   context windows), before batching;
 - pre-tokenized TFRecord shards of `python -m tpu.pretraining_data` (`tpu.data.records`):
@@ -46,13 +47,14 @@ import logging
 
 import tensorflow as tf
 
+from tpu.data import documents
 from tpu.data import records
 from tpu.data.registry import DataSource
 
 log = logging.getLogger("tpu.train")
 
-# Documents tokenized per call of the tokenizer when packing raw text.
-PACK_BATCH = 256
+# Documents tokenized per call of the tokenizer when concatenating raw text.
+TOKENIZE_BATCH = 256
 # Shard files read at once.
 INTERLEAVE_CYCLE = 8
 
@@ -61,34 +63,19 @@ def _pipeline_seed(seed, context):
   return seed + 1_000_003 * (context.input_pipeline_id if context else 0)
 
 
-def pack_text(dataset, text_encoder):
+def concatenated_text(dataset, text_encoder):
   """Raw examples -> full-length examples: `input_word_ids`, `input_mask`, `input_type_ids` int32 `[T]`.
 
-  The tokens of each document (`text_a`, then `text_b` when present) are followed by
-  `[SEP]`, concatenated, and cut into `[CLS]` + T - 2 tokens + `[SEP]`; the last
-  example is shorter, padded with `[PAD]`.
+  Each text (`text_a`, then `text_b` when present) is a document; their tokens are
+  concatenated and cut into examples by `tpu.data.documents.concatenate`.
   """
-  length = text_encoder.seq_length
   keys = [key for key in ("text_a", "text_b") if key in dataset.element_spec]
   texts = dataset.flat_map(lambda example: tf.data.Dataset.from_tensor_slices(
       tf.stack([example[key] for key in keys])))
-  sep = tf.constant([text_encoder.sep_id], tf.int32)
-  tokens = texts.batch(PACK_BATCH).map(text_encoder.tokenize).unbatch()   # [n] per document
-  tokens = tokens.map(lambda ids: tf.concat([ids, sep], axis=0))
-  chunks = tokens.rebatch(length - 2)   # [<= T - 2]
-  return chunks.map(lambda chunk: _example(chunk, length, text_encoder.cls_id, text_encoder.sep_id,
-                                            text_encoder.pad_id, text_encoder.cls_type_id))
-
-
-def _example(chunk, length, cls_id, sep_id, pad_id, cls_type_id=0):
-  chunk = tf.cast(chunk, tf.int32)
-  real = tf.concat([[cls_id], chunk, [sep_id]], axis=0)
-  padding = length - tf.shape(real)[0]
-  ids = tf.pad(real, [[0, padding]], constant_values=pad_id)
-  mask = tf.pad(tf.ones_like(real), [[0, padding]])
-  ids.set_shape([length])
-  mask.set_shape([length])
-  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=records.cls_token_types(ids, cls_type_id))
+  tokens = texts.batch(TOKENIZE_BATCH).map(text_encoder.tokenize).unbatch()   # [n] per document
+  return documents.concatenate(tokens.enumerate(), text_encoder.seq_length, cls_id=text_encoder.cls_id,
+                               sep_id=text_encoder.sep_id, pad_id=text_encoder.pad_id,
+                               cls_type_id=text_encoder.cls_type_id)
 
 
 def _record_files(source, context, seed):
@@ -167,8 +154,8 @@ def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=1000
                                          text_encoder.cls_type_id))
   else:
     examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    if task.packs_text:
-      examples = pack_text(examples, text_encoder)
+    if task.concatenates_documents:
+      examples = concatenated_text(examples, text_encoder)
     examples = task.expand(examples, text_encoder)
     batches = examples.batch(batch_size, drop_remainder=True)
   batches = batches.enumerate()
@@ -205,8 +192,8 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
         lambda serialized: records.parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
                                          text_encoder.cls_type_id))
   else:
-    if task.packs_text:
-      examples = pack_text(examples, text_encoder)
+    if task.concatenates_documents:
+      examples = concatenated_text(examples, text_encoder)
     examples = task.expand(examples, text_encoder)
     batches = examples.batch(batch_size)
   batches = batches.enumerate()

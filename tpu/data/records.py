@@ -20,6 +20,7 @@ import os
 import sys
 import time
 
+from tpu.data import documents
 from tpu.data import tfds_datasets
 from tpu.data.registry import DataError
 from tpu.data.registry import DataSource
@@ -105,64 +106,11 @@ def tfds_lines(name, text_key, split, data_dir):
 
 @dataclasses.dataclass
 class ShardStats:
+  """A shard's examples, its full-length ones, and its tokens (ids other than [CLS], [SEP], [PAD])."""
+
   examples: int = 0
   full_examples: int = 0
   tokens: int = 0
-  documents: int = 0
-
-
-class Packer:
-  """Packs one shard's token stream into examples of T ids and writes them as they fill.
-
-  `add(document, ids)` appends a line's ids; a new document index puts `[SEP]` first
-  (unless the pending example is empty). `finish()` writes the last, padded example.
-  """
-
-  def __init__(self, writer, seq_length, cls_id, sep_id, pad_id):
-    import numpy as np
-    self._np = np
-    self.writer = writer
-    self.seq_length, self.cls_id, self.sep_id, self.pad_id = seq_length, cls_id, sep_id, pad_id
-    self.body = seq_length - 2
-    self.pending = []   # arrays of ids, fewer than `body` in all
-    self.pending_length = 0
-    self.document = None
-    self.stats = ShardStats()
-
-  def add(self, document, ids):
-    if document != self.document:
-      self.document = document
-      self.stats.documents += 1
-      if self.pending_length:
-        self._append(self._np.array([self.sep_id], self._np.int64))
-    self.stats.tokens += len(ids)
-    self._append(ids)
-
-  def _append(self, ids):
-    while len(ids):
-      room = self.body - self.pending_length
-      self.pending.append(ids[:room])
-      self.pending_length += min(room, len(ids))
-      ids = ids[room:]
-      if self.pending_length == self.body:
-        self._write()
-
-  def _write(self):
-    np = self._np
-    example = np.full([self.seq_length], self.pad_id, np.int64)
-    body = np.concatenate(self.pending) if self.pending else np.zeros([0], np.int64)
-    example[0] = self.cls_id
-    example[1:1 + len(body)] = body
-    example[1 + len(body)] = self.sep_id
-    self.writer.write(serialize(example))
-    self.stats.examples += 1
-    self.stats.full_examples += len(body) == self.body
-    self.pending, self.pending_length = [], 0
-
-  def finish(self):
-    if self.pending_length:
-      self._write()
-    self.writer.close()
 
 
 def serialize(ids):
@@ -249,20 +197,12 @@ class _Progress:
     self.bar.close()
 
 
-def _count_shard(path, seq_length, special_ids, pad_id):
-  """ShardStats of a complete shard, read back (a rerun keeps it)."""
-  import numpy as np
+def _remove_stale_temporaries(out, names):
+  """Removes the temporary shard files that killed runs left behind."""
   import tensorflow as tf
-  stats = ShardStats()
-  special = np.array(sorted(special_ids.values()))
-  dataset = tf.data.TFRecordDataset(path, compression_type="GZIP" if path.endswith(".gz") else None)
-  parse = lambda record: tf.io.parse_single_example(   # noqa: E731
-      record, {FEATURE: tf.io.FixedLenFeature([seq_length], tf.int64)})[FEATURE]
-  for ids in dataset.map(parse).batch(1024).as_numpy_iterator():
-    stats.examples += len(ids)
-    stats.full_examples += int((ids != pad_id).all(axis=1).sum())
-    stats.tokens += int((~np.isin(ids, special)).sum())
-  return stats
+  for name in tf.io.gfile.listdir(out):
+    if any(name.startswith(f".{shard}.tmp-") for shard in names):
+      tf.io.gfile.remove(os.path.join(out, name))
 
 
 def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False,
@@ -307,49 +247,56 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   special_ids = encoder.special_ids
   names = [shard_name(index, shards, compress) for index in range(shards)]
   done = [tf.io.gfile.exists(os.path.join(out, name)) for name in names]
+  _remove_stale_temporaries(out, names)
   options = tf.io.TFRecordOptions(compression_type="GZIP" if compress else None)
   temporary = {index: os.path.join(out, f".{names[index]}.tmp-{os.getpid()}")
                for index in range(shards) if not done[index]}
-  packers = {index: Packer(tf.io.TFRecordWriter(path, options), seq_length, encoder.cls_id,
-                           encoder.sep_id, encoder.pad_id) for index, path in temporary.items()}
+  writers = {index: tf.io.TFRecordWriter(path, options) for index, path in temporary.items()}
+  stats = {index: ShardStats() for index in range(shards)}
   bar = _Progress(total, unit) if progress else None
-  documents, complete = 0, False
+  counter = dict(documents=0, error=None)
+  not_tokens = np.array([encoder.cls_id, encoder.sep_id, encoder.pad_id])
+
+  def pieces():
+    last = -1
+    try:
+      for document, line in lines:
+        new = document != last
+        if new:
+          last, counter["documents"] = document, document + 1
+        if bar is not None:
+          bar.update(len(line.encode("utf-8")) + 1 if unit == "B" else int(new), 0)
+        yield document, line
+    except CorpusError as error:   # raised again below, as it is (tf.data would wrap it)
+      counter["error"] = error
+
+  complete = False
   try:
-    batch = []
-
-    def flush():
-      if not batch:
-        return 0
-      ragged = encoder.tokenize(tf.constant([line for _, line in batch]))
-      values, splits = ragged.flat_values.numpy().astype(np.int64), ragged.row_splits.numpy()
-      for row, (document, _) in enumerate(batch):
-        packers[document % shards].add(document, values[splits[row]:splits[row + 1]])
-      count = len(values)
-      batch.clear()
-      return count
-
-    last_document = -1
-    for document, line in lines:
-      tokens, read = 0, len(line.encode("utf-8")) + 1
-      if document != last_document:
-        last_document = document
-        documents = document + 1
-        if unit == "doc":
-          read = 1
-      if document % shards in packers:
-        batch.append((document, line))
-        if len(batch) >= BATCH_LINES:
-          tokens = flush()
+    texts = tf.data.Dataset.from_generator(pieces, output_signature=(
+        tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.string)))
+    tokens = texts.batch(BATCH_LINES).map(lambda documents, batch: (documents, encoder.tokenize(batch)))
+    examples = documents.concatenate(tokens.unbatch(), seq_length, cls_id=encoder.cls_id,
+                                     sep_id=encoder.sep_id, pad_id=encoder.pad_id)
+    for number, batch in enumerate(examples.batch(BATCH_LINES).prefetch(2).as_numpy_iterator()):
+      ids = batch["input_word_ids"].astype(np.int64)
+      real = batch["input_mask"].sum(axis=1)
+      counts = (~np.isin(ids, not_tokens)).sum(axis=1)
+      for row in range(len(ids)):
+        index = (number * BATCH_LINES + row) % shards   # examples dealt to the shards in turn
+        shard = stats[index]
+        shard.examples += 1
+        shard.full_examples += int(real[row] == seq_length)
+        shard.tokens += int(counts[row])
+        if index in writers:
+          writers[index].write(serialize(ids[row]))
       if bar is not None:
-        bar.update(read if unit == "B" or document == last_document else 0, tokens)
-    if bar is not None:
-      bar.update(0, flush())
-    else:
-      flush()
+        bar.update(0, int(counts.sum()))
+    if counter["error"] is not None:
+      raise counter["error"]
     complete = True
   except BaseException:
-    for index, packer in packers.items():
-      packer.writer.close()
+    for index, writer in writers.items():
+      writer.close()
       if tf.io.gfile.exists(temporary[index]):
         tf.io.gfile.remove(temporary[index])
     raise
@@ -357,11 +304,9 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
     if bar is not None:
       bar.close(complete)
 
-  stats = {}
-  for index, packer in packers.items():
-    packer.finish()
-    stats[index] = packer.stats
-  if not any(done) and not any(packer.stats.tokens for packer in packers.values()):
+  for writer in writers.values():
+    writer.close()
+  if not sum(shard.tokens for shard in stats.values()):
     for path in temporary.values():
       tf.io.gfile.remove(path)
     where = ", ".join(sources[:5]) + (" …" if len(sources) > 5 else "")
@@ -369,11 +314,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   for index in range(shards):
     if not done[index]:
       tf.io.gfile.rename(temporary[index], os.path.join(out, names[index]), overwrite=True)
-    else:
-      stats[index] = _count_shard(os.path.join(out, names[index]), seq_length, special_ids,
-                                  encoder.pad_id)
-    # Documents are dealt in turn, so a shard's count follows from the total (also for kept shards).
-    stats[index].documents = documents // shards + (index < documents % shards)
+  documents_read = counter["documents"]
 
   write_atomically(os.path.join(out, "vocab.txt"), "".join(f"{token}\n" for token in encoder.vocab))
   per_shard = [dict(file=names[index], **dataclasses.asdict(stats[index])) for index in range(shards)]
@@ -381,7 +322,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
       format=FORMAT, seq_length=seq_length, lower_case=lower_case, tokenizer=tokenizer_settings(encoder),
       vocab_size=encoder.vocab_size,
       vocab_sha256=vocab_checksum(encoder.vocab), special_ids=special_ids, compress=compress,
-      inputs=list(inputs), documents=documents,
+      inputs=list(inputs), documents=documents_read,
       examples=sum(shard["examples"] for shard in per_shard),
       full_examples=sum(shard["full_examples"] for shard in per_shard),
       tokens=sum(shard["tokens"] for shard in per_shard), shards=per_shard)
@@ -452,11 +393,6 @@ def parse_records(records, seq_length, pad_id, cls_type_id=0):
   parsed = tf.io.parse_example(records, {FEATURE: tf.io.FixedLenFeature([seq_length], tf.int64)})
   ids = tf.cast(parsed[FEATURE], tf.int32)
   return dict(input_word_ids=ids, input_mask=tf.cast(ids != pad_id, tf.int32),
-              input_type_ids=cls_token_types(ids, cls_type_id))
+              input_type_ids=documents.cls_token_types(ids, cls_type_id))
 
 
-def cls_token_types(ids, cls_type_id):
-  """Token types of packed examples: the [CLS] (first) position's type, 0 elsewhere."""
-  import tensorflow as tf
-  first = tf.equal(tf.range(tf.shape(ids)[-1]), 0)
-  return tf.broadcast_to(tf.where(first, cls_type_id, 0), tf.shape(ids))

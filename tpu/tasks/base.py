@@ -58,9 +58,9 @@ class Task:
   description = ""
   settings = ()
   stat_names = ()
-  # Whether the input pipeline packs raw text into full-length examples before `features`
-  # (pre-training), instead of one example per text.
-  packs_text = False
+  # Whether the input pipeline concatenates raw documents into full-length examples before
+  # `features` (pre-training, `tpu.data.documents`), instead of making one example per text.
+  concatenates_documents = False
 
   def __init__(self, config):
     self.config = config

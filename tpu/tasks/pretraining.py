@@ -42,7 +42,7 @@ class MaskedLMTask(Task):
       Setting("whole_word_masking", bool, False, "mask whole words"),
   )
   stat_names = ("mlm_loss", "mlm_accuracy")
-  packs_text = True
+  concatenates_documents = True
 
   @classmethod
   def derived_settings(cls, config):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ from zoo.text import TextEncoder
 from zoo.text import build_vocab
 from zoo.text import write_vocab
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(pathlib.Path(__file__).resolve().parents[3])
 T = 64
 TINY = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=1)
 
@@ -61,40 +62,36 @@ def _records(path):
 
 
 @pytest.mark.slow
-def test_shards_pack_every_token_in_document_order(corpus, tmp_path):
+def test_shards_hold_every_token_in_document_order(corpus, tmp_path):
   folder, docs = corpus
   metadata = _write(folder, tmp_path / "out")
   encoder = TextEncoder(str(folder / "wordpiece.vocab"), seq_length=T)
   cls, sep, pad = encoder.cls_id, encoder.sep_id, encoder.pad_id
-  # The independent reference: each shard's documents (k mod 4) tokenized line by line, [SEP] between.
-  expected_total = 0
-  for shard in range(4):
-    stream = []
-    for index, doc in enumerate(docs):
-      if index % 4 != shard:
-        continue
-      ids = np.concatenate([encoder.tokenize(tf.constant([line])).flat_values.numpy() for line in doc])
-      if stream:
-        stream.append(sep)
-      stream.extend(ids.tolist())
-      expected_total += len(ids)
-    examples = _records(tmp_path / "out" / pretraining_data.shard_name(shard, 4, False))
-    bodies = []
+  # The independent reference: every document tokenized line by line, [SEP] between documents (none
+  # at the start of an example), cut into bodies of T - 2; example k goes to shard k mod 4.
+  stream, expected_total = [], 0
+  for doc in docs:
+    ids = np.concatenate([encoder.tokenize(tf.constant([line])).flat_values.numpy() for line in doc])
+    if stream and len(stream) % (T - 2):
+      stream.append(sep)
+    stream.extend(ids.tolist())
+    expected_total += len(ids)
+  bodies = [stream[start:start + T - 2] for start in range(0, len(stream), T - 2)]
+  shards = [_records(tmp_path / "out" / pretraining_data.shard_name(shard, 4, False)) for shard in range(4)]
+  assert [len(examples) for examples in shards] == [len(bodies[shard::4]) for shard in range(4)]
+  for shard, examples in enumerate(shards):
     for number, ids in enumerate(examples):
       assert ids[0] == cls and len(ids) == T
       real = ids[ids != pad]
       assert real[-1] == sep
-      if number < len(examples) - 1:
-        assert len(real) == T, "only the last example of a shard is shorter"
-      bodies.extend(real[1:-1].tolist())
-    assert bodies == stream
+      assert real[1:-1].tolist() == bodies[shard + 4 * number]
+  assert [shard["examples"] for shard in metadata["shards"]] == [len(examples) for examples in shards]
   assert metadata["tokens"] == expected_total   # every WordPiece token of the corpus is in an example
   assert metadata["full_examples"] >= 0.95 * metadata["examples"]
   assert metadata["documents"] == len(docs)
   assert metadata["special_ids"] == encoder.special_ids and metadata["seq_length"] == T
-  long_doc = [i for i, doc in enumerate(docs) if len(doc) == 1 and len(doc[0].split()) == 6000]
-  assert long_doc and sum(ids.tolist().count(sep) for ids in _records(
-      tmp_path / "out" / pretraining_data.shard_name(long_doc[0] % 4, 4, False))) > 6000 / T
+  assert max(shard["examples"] for shard in metadata["shards"]) - min(
+      shard["examples"] for shard in metadata["shards"]) <= 1
 
 
 @pytest.mark.parametrize("compress", [False, True])
@@ -116,6 +113,7 @@ def test_reruns_are_byte_identical_and_keep_complete_shards(corpus, tmp_path, co
   (tmp_path / "one" / "metadata.json").unlink()
   _write(folder, tmp_path / "one", compress=compress)
   assert os.stat(kept).st_mtime == 1
+  assert not [name for name in os.listdir(tmp_path / "one") if ".tmp-" in name], "stale temporaries stay"
   for name in names:
     assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
 
@@ -248,16 +246,16 @@ def test_training_reads_records_and_refuses_a_mismatch(records, tmp_path):
     train.run(_config(tmp_path / "vocab", records, vocab=str(other)))
 
 
-def test_online_text_is_packed_without_truncation(tmp_path):
+def test_online_text_is_concatenated_without_truncation(tmp_path):
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "alpha", "beta", "gamma", "##s"]
   encoder = TextEncoder(vocab, seq_length=16)
   long_line = " ".join(["alpha", "betas", "gamma"] * 2000)   # 8,000 WordPiece tokens on one line
   (tmp_path / "corpus.txt").write_text(f"{long_line}\ngamma alpha\n")
   source = data.load(f"text:{tmp_path}/corpus.txt")
-  examples = list(pipeline.pack_text(source.dataset, encoder).as_numpy_iterator())
+  examples = list(pipeline.concatenated_text(source.dataset, encoder).as_numpy_iterator())
   body = [int(i) for example in examples for i in example["input_word_ids"][example["input_mask"] > 0][1:-1]]
-  expected = encoder.tokenize(tf.constant([long_line])).flat_values.numpy().tolist() + [3, 7, 5, 3]
-  assert len(expected) == 8000 + 4 and body == expected
+  expected = encoder.tokenize(tf.constant([long_line])).flat_values.numpy().tolist() + [3, 7, 5]
+  assert len(expected) == 8000 + 3 and body == expected
   assert all(example["input_mask"].sum() == 16 for example in examples[:-1])
 
 

@@ -71,4 +71,5 @@ def test_declarations_are_checked():
 def test_sources_with_splits_are_the_ones_evaluated_on_their_validation_split():
   with_splits = sorted(source.scheme for source in data.SOURCES.values() if source.splits)
   assert with_splits == ["demo", "pydocs", "tfds"]
-  assert [source.scheme for source in data.SOURCES.values() if source.typed_by_caller] == ["tsv", "csv", "jsonl"]
+  typed = [source.scheme for source in data.SOURCES.values() if source.typed_by_caller]
+  assert typed == ["tsv", "csv", "jsonl"]

@@ -116,5 +116,6 @@ def test_old_config_files_with_every_tasks_settings_still_load(tmp_path):
 
 def test_derived_settings_are_filled_in():
   assert _config(task="mlm", seq_length=128).validate().max_predictions_per_seq == 20
-  assert _config(task="mlm", seq_length=128, max_predictions_per_seq=5).validate().max_predictions_per_seq == 5
+  given = _config(task="mlm", seq_length=128, max_predictions_per_seq=5)
+  assert given.validate().max_predictions_per_seq == 5
   assert _config(task="electra").validate().to_dict()["discriminator_weight"] == 50.0

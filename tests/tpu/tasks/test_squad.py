@@ -5,6 +5,7 @@ runs that train, evaluate and export, answered in a fresh process."""
 
 import json
 import os
+import pathlib
 import random
 import subprocess
 import sys
@@ -387,7 +388,7 @@ def test_two_replicas_follow_one_device_and_evaluate_the_same(tmp_path):
   """Two replicas hold different numbers of windows of the same global batch: the losses follow
   one device's, and the evaluation (each replica decodes its slice, gathered) gives the same EM/F1."""
   path = _write_json(tmp_path / "squad.json", squad_json(40, seed=4, impossible=0.25))
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  root = str(pathlib.Path(__file__).resolve().parents[3])
   script = textwrap.dedent(f"""
       import json
       import tensorflow as tf
