@@ -1,4 +1,4 @@
-"""Pre-training data: a text corpus as packed, full-length token-id examples in TFRecord shards.
+"""Pre-training data: a text corpus as full-length token-id examples in TFRecord shards.
 
   python -m tpu.pretraining_data --input 'corpus/*.txt' --vocab vocab.txt --seq-length 128 \\
       --out data/pretrain --shards 8

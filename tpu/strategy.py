@@ -87,8 +87,9 @@ class Worker:
   count: int = 1
   is_chief: bool = True
   name: str = "the only worker"
-  task: str = ""   # "/job:worker/task:1"
-  tasks: dict = dataclasses.field(default_factory=dict, compare=False)   # task -> name, every task
+  device: str = ""   # its device job in the cluster, "/job:worker/task:1"
+  # Every worker's name by its device job, for errors that name only the job.
+  names_by_device: dict = dataclasses.field(default_factory=dict, compare=False)
 
   @property
   def multi_worker(self):
@@ -99,13 +100,14 @@ class WorkerLost(RuntimeError):
   """A worker of the cluster stopped answering (killed, crashed, unreachable); the run stops."""
 
 
-_TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
+_DEVICE_JOB = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
 
 
 def lost_worker_message(error, worker):
   """What a TensorFlow error about the cluster means for this worker, naming the lost ones."""
-  mentioned = [f"/job:{job}/task:{index}" for job, index in _TASK.findall(str(error))]
-  lost = [worker.tasks.get(task, task) for task in dict.fromkeys(mentioned) if task != worker.task]
+  mentioned = [f"/job:{job}/task:{index}" for job, index in _DEVICE_JOB.findall(str(error))]
+  lost = [worker.names_by_device.get(device, device) for device in dict.fromkeys(mentioned)
+          if device != worker.device]
   who = ", ".join(lost) if lost else "another worker"
   reason = str(error).strip().splitlines()
   reason = next((line for line in reason if "abort" in line.lower() or "unhealthy" in line.lower()),
@@ -139,15 +141,15 @@ def worker(strategy):
     return Worker()
   task_type, task_id = resolver.task_type, resolver.task_id
   index = task_id + (len(cluster.get("chief", [])) if task_type == "worker" else 0)
-  tasks = {f"/job:{job}/task:{i}": task_name(cluster, job, i)
+  names = {f"/job:{job}/task:{i}": worker_name(cluster, job, i)
            for job in ("chief", "worker") for i in range(len(cluster.get(job, [])))}
   return Worker(index=index, count=count, is_chief=bool(strategy.extended.should_checkpoint),
-                name=task_name(cluster, task_type, task_id), task=f"/job:{task_type}/task:{task_id}",
-                tasks=tasks)
+                name=worker_name(cluster, task_type, task_id), device=f"/job:{task_type}/task:{task_id}",
+                names_by_device=names)
 
 
-def task_name(cluster, task_type, task_id):
-  """'worker 1 (127.0.0.1:2345)': a task of the cluster named with its address."""
+def worker_name(cluster, task_type, task_id):
+  """'worker 1 (127.0.0.1:2345)': a worker of the cluster (TF_CONFIG's task) named with its address."""
   addresses = cluster.get(task_type, [])
   if isinstance(addresses, dict):
     addresses = [addresses[key] for key in sorted(addresses)]

@@ -14,6 +14,8 @@ import tf_keras as keras
 
 from tpu.optimization import make_optimizer
 from tpu.tasks import get_task
+from zoo.model_dir import MODEL_ROOT
+from zoo.model_dir import OPTIMIZER_ROOT
 
 
 class TrainingError(RuntimeError):
@@ -43,7 +45,8 @@ class Trainer:
         self.model = self.task.build()
         self.optimizer, self.schedule = make_optimizer(config)
         items = dict(getattr(self.model, "checkpoint_items", {}))
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **items)
+        roots = {MODEL_ROOT: self.model, OPTIMIZER_ROOT: self.optimizer}
+        self.checkpoint = tf.train.Checkpoint(**roots, **items)
         self.encoder = items.get("encoder")
         self.variables = self.model.trainable_variables
     finally:

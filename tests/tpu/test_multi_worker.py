@@ -116,16 +116,17 @@ def training_records(model_dir):
 
 
 def latest_step(model_dir):
-  latest = tf.train.latest_checkpoint(str(model_dir / "checkpoints"))
+  latest = tf.train.latest_checkpoint(ModelDir(str(model_dir)).checkpoint_dir)
   return int(latest.rsplit("-", 1)[1]) if latest else None
 
 
 def assert_one_set_of_files(model_dir, runs=1):
   entries = sorted(os.listdir(model_dir))
   assert [entry for entry in entries if entry.startswith(".") or "tmp" in entry or "worker" in entry] == []
-  checkpoints = os.listdir(model_dir / "checkpoints")
+  checkpoints = os.listdir(ModelDir(str(model_dir)).checkpoint_dir)
   assert all(name == "checkpoint" or name.startswith("ckpt-") for name in checkpoints), checkpoints
-  assert len(os.listdir(model_dir / "train")) == runs   # one summary file per run: the chief's
+  # One summary file per run: the chief's.
+  assert len(os.listdir(ModelDir(str(model_dir)).summaries_dir("train"))) == runs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,9 +140,9 @@ def test_worker_of_a_single_process_strategy_is_the_chief():
 
 def test_a_lost_worker_is_named_with_its_address():
   cluster = {"worker": ["127.0.0.1:1111", "127.0.0.1:2222"]}
-  tasks = {f"/job:worker/task:{i}": strategies.task_name(cluster, "worker", i) for i in range(2)}
-  me = strategies.Worker(index=0, count=2, name=tasks["/job:worker/task:0"], task="/job:worker/task:0",
-                         tasks=tasks)
+  names = {f"/job:worker/task:{i}": strategies.worker_name(cluster, "worker", i) for i in range(2)}
+  me = strategies.Worker(index=0, count=2, name=names["/job:worker/task:0"], device="/job:worker/task:0",
+                         names_by_device=names)
   error = tf.errors.UnavailableError(None, None, (
       "Graph execution error:\nCollective ops is aborted by: Error reported from /job:worker/task:1: The "
       "following tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"))
@@ -226,7 +227,7 @@ def test_two_workers_follow_one_device_and_write_one_model_dir(tmp_path, monkeyp
   assert sorted(os.listdir(model_dir)) == ["checkpoints", "config.json", "eval", "eval_results.json",
                                           "export", "history.jsonl", "train", "vocab.txt"]
   assert_one_set_of_files(model_dir)
-  assert len(os.listdir(model_dir / "export")) == 1
+  assert len(ModelDir(str(model_dir)).export_versions()) == 1
   assert [record["step"] for record in training_records(model_dir)] == [1, 2, 3, 4, 5, 6]
   assert latest_step(model_dir) == 6
 
@@ -240,7 +241,7 @@ def test_two_workers_follow_one_device_and_write_one_model_dir(tmp_path, monkeyp
 
   monkeypatch.setattr(pipeline, "train_input_fn", one_device_input_fn)
   baseline = tmp_path / "one"
-  one_results = train.run(tiny_config(baseline, vocab=str(model_dir / "vocab.txt")),
+  one_results = train.run(tiny_config(baseline, vocab=ModelDir(str(model_dir)).vocab_path),
                           strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
   one = np.array([record["loss"] for record in training_records(baseline)])
   two = np.array([record["loss"] for record in training_records(model_dir)])

@@ -26,6 +26,7 @@ from tpu.data import pipeline
 from tpu.prepare import prepare
 from tpu.trainer import Trainer
 from tpu.trainer import TrainingError
+from zoo.model_dir import ModelDir
 from zoo.text import TextEncoder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -129,10 +130,11 @@ def test_classify_run_writes_model_dir_and_resumes_under_xla_and_bfloat16(tmp_pa
   assert 0 <= results["accuracy"] <= 1 and -1 <= results["mcc"] <= 1
   saved = TrainConfig.from_model_dir(str(model_dir))
   assert (saved.num_classes, saved.label_names, saved.sentence_pair) == (2, ["negative", "positive"], False)
-  assert os.path.exists(model_dir / "vocab.txt") and os.listdir(model_dir / "train")
-  assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith("ckpt-4")
+  run_dir = ModelDir(str(model_dir))
+  assert os.path.exists(run_dir.vocab_path) and os.listdir(run_dir.summaries_dir("train"))
+  assert tf.train.latest_checkpoint(run_dir.checkpoint_dir).endswith("ckpt-4")
   assert [record["step"] for record in history(model_dir) if "loss" in record] == [2, 4]
-  with open(model_dir / train.EVAL_RESULTS_FILE) as file:
+  with open(ModelDir(str(model_dir)).eval_results_path) as file:
     assert json.load(file)["accuracy"] == results["accuracy"]
 
   # The same command with more steps continues from step 4; here with the step XLA-compiled
@@ -185,12 +187,13 @@ def test_mlm_pretraining_then_fine_tuning_from_it(tmp_path):
                        init_checkpoint=str(pretrain_dir), vocab_size=999)
   prepared = prepare(config)
   config, vocab, _ = prepared.config, prepared.vocab, prepared.evaluation
-  with open(pretrain_dir / "vocab.txt") as file:
+  with open(ModelDir(str(pretrain_dir)).vocab_path) as file:
     assert vocab == file.read().split()
   trainer = Trainer(config, tf.distribute.get_strategy())
   restore_encoder(trainer.encoder, str(pretrain_dir))
-  reader = tf.train.load_checkpoint(str(pretrain_dir / "checkpoints"))
-  saved = [reader.get_tensor(name) for name, _ in tf.train.list_variables(str(pretrain_dir / "checkpoints"))
+  checkpoints = ModelDir(str(pretrain_dir)).checkpoint_dir
+  reader = tf.train.load_checkpoint(checkpoints)
+  saved = [reader.get_tensor(name) for name, _ in tf.train.list_variables(checkpoints)
            if name.endswith("VARIABLE_VALUE") and "OPTIMIZER" not in name]
   for variable in trainer.encoder.trainable_weights:   # every weight holds its pre-trained value
     value = variable.numpy()
@@ -240,7 +243,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     train.run(config)
   bad_step = int(re.search(r"steps (\d+)", str(error.value)).group(1))
   assert bad_step > 1   # the seeded shuffle puts the bad row after the first step
-  latest = tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints"))
+  latest = tf.train.latest_checkpoint(ModelDir(str(tmp_path / "run")).checkpoint_dir)
   assert latest.endswith(f"ckpt-{bad_step - 1}") and latest in str(error.value)
 
 
@@ -264,7 +267,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
   model_dir = tmp_path / "run"
   config = write(tmp_path / "config.json", json.dumps(tiny_config(model_dir, steps=60, checkpoint_every=5)
                                                        .to_dict()))
-  checkpoints = model_dir / "checkpoints"
+  checkpoints = ModelDir(str(model_dir)).checkpoint_dir
   first = run_job(["--config", config])   # killed hard after its first checkpoint
   # A checkpoint counts once the manager has recorded it: its files come first, then the
   # `checkpoint` state file that resuming reads.
@@ -299,7 +302,7 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
     train.run(config)
   last_step = history(model_dir)[-1]["step"]
   assert 3 <= last_step < 1000
-  assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{last_step}")
+  assert tf.train.latest_checkpoint(ModelDir(str(model_dir)).checkpoint_dir).endswith(f"ckpt-{last_step}")
   assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # the handler is removed again
 
 
@@ -325,6 +328,7 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path, source):
       tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
       from tpu import train
       from tpu.config import TrainConfig
+      from zoo.model_dir import ModelDir
       losses = {{}}
       for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
                              ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
@@ -334,8 +338,7 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path, source):
                              seq_length=16,
                              vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
         train.run(config, strategy=strategy)
-        with open(model_dir + "/history.jsonl") as file:
-          losses[name] = [json.loads(line)["loss"] for line in file]
+        losses[name] = [record["loss"] for record in ModelDir(model_dir).read_history()]
       print(json.dumps(losses))
   """)
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")

@@ -94,7 +94,7 @@ def _read_records(files, compression):
 
 
 def _examples(source, task, text_encoder, *, training, seed, context=None):
-  """Unbatched examples of a source for `task`: raw text dicts, or packed/record feature dicts."""
+  """Unbatched examples of a source for `task`: raw text dicts, or serialized records (then True)."""
   if source.files:   # pre-tokenized shards: files are shuffled and read interleaved
     files, shard_examples = _record_files(source, context, seed) if training else (
         tf.data.Dataset.from_tensor_slices(source.files), False)

@@ -1,7 +1,7 @@
 """Pre-tokenized records: the shard format, its writer and the `tfrecord:GLOB` source.
 
 `write_pretraining_data` (the command `python -m tpu.pretraining_data`) turns a text
-corpus into packed, full-length token-id examples in TFRecord shards with a
+corpus into full-length token-id examples in TFRecord shards with a
 `metadata.json` beside them; `tfrecord:DIR/*.tfrecord` reads them back for the training
 job (`tpu.data.pipeline` parses them with core TensorFlow ops only, so the pipeline
 runs on TPU pod hosts).
@@ -10,7 +10,7 @@ Format (`FORMAT`): each record is a `tf.train.Example` with one int64 feature
 `input_word_ids` of length T; `metadata.json` holds T, the casing, the tokenizer's
 special tokens and [CLS] token type, the vocabulary's size and SHA-256, the
 special-token ids and the counts per shard and in all; `vocab.txt` is the vocabulary.
-See `tpu/pretraining_data.py` for the packing rules.
+See `tpu/pretraining_data.py` for how examples are made.
 """
 
 import dataclasses
@@ -348,7 +348,7 @@ def read_metadata(folder):
 class RecordsSource(Source):
   scheme = "tfrecord"
   usage = "tfrecord:GLOB"
-  description = "pre-tokenized, packed shards of `python -m tpu.pretraining_data` (one folder's)"
+  description = "pre-tokenized shards of `python -m tpu.pretraining_data` (one folder's)"
   options = frozenset({"data_type"})
   data_types = ("text",)
 

@@ -60,6 +60,7 @@ import importlib
 import pkgutil
 
 from tpu.tasks.base import Task
+from tpu.tasks.base import build_encoder
 from tpu.tasks.registry import TASKS
 from tpu.tasks.registry import Setting
 from tpu.tasks.registry import build_model
@@ -70,8 +71,8 @@ from tpu.tasks.registry import register
 from tpu.tasks.registry import settings_of
 from tpu.tasks.registry import task_class
 
-__all__ = ["TASKS", "Setting", "Task", "build_model", "declared_settings", "get_task", "names", "register",
-           "settings_of", "task_class"]
+__all__ = ["TASKS", "Setting", "Task", "build_encoder", "build_model", "declared_settings", "get_task",
+           "names", "register", "settings_of", "task_class"]
 
 # The task modules register their tasks when imported: every module but the shared ones.
 _SHARED = ("base", "registry")

@@ -58,7 +58,7 @@ class MaskedLMTask(Task):
     masker = MaskedLMMasker.from_encoder(
         text_encoder, max_predictions_per_seq=self.config.max_predictions_per_seq,
         whole_word=self.config.whole_word_masking)
-    # Packed text and pre-tokenized records arrive as ids; masking is core TensorFlow only.
+    # Concatenated documents and pre-tokenized records arrive as ids; masking is core TensorFlow only.
     inputs = dict(raw) if "input_word_ids" in raw else encode_texts(raw, text_encoder)
     return masker(inputs, seed=seed)
 

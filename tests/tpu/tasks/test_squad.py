@@ -396,6 +396,7 @@ def test_two_replicas_follow_one_device_and_evaluate_the_same(tmp_path):
       tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
       from tpu import train
       from tpu.config import TrainConfig
+      from zoo.model_dir import ModelDir
       results = {{}}
       for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
                              ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
@@ -405,8 +406,8 @@ def test_two_replicas_follow_one_device_and_evaluate_the_same(tmp_path):
                              eval_batch_size=6, seq_length=48, vocab_size=400, dropout=0.0, export=False,
                              learning_rate=3e-3, warmup_steps=0, max_query_length=12, doc_stride=16)
         metrics = train.run(config, strategy=strategy)
-        with open(model_dir + "/history.jsonl") as file:
-          losses = [json.loads(line)["loss"] for line in file if "learning_rate" in line]
+        history = ModelDir(model_dir).read_history()
+        losses = [record["loss"] for record in history if "learning_rate" in record]
         results[name] = dict(losses=losses, metrics=metrics)
       print(json.dumps(results))
   """)
