@@ -249,6 +249,8 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   done = [tf.io.gfile.exists(os.path.join(out, name)) for name in names]
   _remove_stale_temporaries(out, names)
   options = tf.io.TFRecordOptions(compression_type="GZIP" if compress else None)
+  # Shards are streamed into a temporary file beside their name and renamed when complete: a shard
+  # can be gigabytes, which `zoo.model_dir.write_atomically` (content in memory) cannot take.
   temporary = {index: os.path.join(out, f".{names[index]}.tmp-{os.getpid()}")
                for index in range(shards) if not done[index]}
   writers = {index: tf.io.TFRecordWriter(path, options) for index, path in temporary.items()}
