@@ -1,7 +1,7 @@
 """Pre-training data: a text corpus as full-length token-id examples in TFRecord shards.
 
   python -m tpu.pretraining_data --input 'corpus/*.txt' --vocab vocab.txt --seq-length 128 \\
-      --out data/pretrain --shards 8
+      --out shards/pretrain --shards 8
   python -m tpu.pretraining_data --input tfds:wikipedia/20230601.en --text-key text \\
       --vocab vocab.txt --seq-length 512 --out gs://bucket/wiki512 --shards 256 --compress
 

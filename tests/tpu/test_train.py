@@ -44,8 +44,7 @@ def tiny_config(model_dir, **changes):
 
 
 def history(model_dir):
-  with open(os.path.join(model_dir, train.HISTORY_FILE)) as file:
-    return [json.loads(line) for line in file]
+  return ModelDir(str(model_dir)).read_history()
 
 
 def write(path, text):
@@ -293,7 +292,7 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
   config = tiny_config(model_dir, steps=10_000, checkpoint_every=1000)
 
   def preempt():
-    while not (os.path.exists(model_dir / train.HISTORY_FILE) and len(history(model_dir)) >= 3):
+    while not (os.path.exists(ModelDir(str(model_dir)).history_path) and len(history(model_dir)) >= 3):
       time.sleep(0.02)
     os.kill(os.getpid(), signal.SIGTERM)
 

@@ -17,6 +17,14 @@ POSITION_ENCODINGS = (ABSOLUTE, *RELATIVE_POSITION_ENCODINGS)
 
 # Funnel pooling of hidden states (Funnel paper, Sec. 2.2).
 POOLING_TYPES = ("mean", "max")
+# What a pooling window does with padding. "zoo": a window is real if any of its tokens
+# is, and mean/max read only its real tokens (outputs never depend on padding). "authors":
+# the window's mask is the minimum of its tokens' and mean/max run over every token of the
+# window, padding included (the published checkpoints were trained so: the authors' code
+# and Hugging Face's port).
+ZOO_POOLING = "zoo"
+AUTHORS_POOLING = "authors"
+POOLING_SEMANTICS = (ZOO_POOLING, AUTHORS_POOLING)
 
 # Activation names -> Keras activations ("gelu_approximate" is the tanh form, which
 # Hugging Face calls "gelu_new").

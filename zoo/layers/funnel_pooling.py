@@ -9,10 +9,18 @@ stays out of the pooling: the sequence is read as `[cls, cls, x1, x2, ...]` so t
 so lengths stay powers of two (512 -> 256 -> 128). Without `separate_cls`,
 `truncate_seq` has no effect and an odd length leaves a last window of one token.
 
-Mask convention: a pooled token is real when **any** token of its window is real, and
-mean/max pooling read only the real tokens of a window. Outputs at real positions
-therefore never depend on padding. For padding aligned to windows this equals pooling
-with the mask's minimum (as in Hugging Face's Funnel).
+Padding (`semantics`, `constants.POOLING_SEMANTICS`):
+
+- "zoo" (the default): a pooled token is real when **any** token of its window is
+  real, and mean/max pooling read only the real tokens of a window. Outputs at real
+  positions therefore never depend on padding.
+- "authors": a pooled token is real only when **every** token of its window is (the
+  mask's minimum), and mean/max run over the whole window, padding included: what the
+  authors' code and Hugging Face's port compute, so what the published checkpoints
+  were trained with.
+
+The two agree when padding is aligned to the windows (every window wholly real or
+wholly padding); they differ where a window holds the last real token and a pad.
 
 Positions: a pooled token sits at the position of the first token of its window;
 with `separate_cls`, [cls] keeps its place on the new grid, one stride before the
@@ -23,12 +31,15 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.layers.constants import AUTHORS_POOLING
+from zoo.layers.constants import POOLING_SEMANTICS
 from zoo.layers.constants import POOLING_TYPES
+from zoo.layers.constants import ZOO_POOLING
 from zoo.layers.constants import check_choice
 
 # All pooling modes of `pool_sequence`: the pooling types plus "first" (stride
-# selection, for ids) and "any" (for masks).
-POOLING_MODES = POOLING_TYPES + ("first", "any")
+# selection, for ids), "any" and "all" (for masks: the window's maximum or minimum).
+POOLING_MODES = POOLING_TYPES + ("first", "any", "all")
 
 
 def _window_view(tensor, axis, separate_cls, truncate_seq):
@@ -81,9 +92,11 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
     tensor: any tensor; `axis` is the sequence axis (1 for `[B, T, D]` or `[B, T]`,
       2 or 3 for a `[B, N, T, S]` attention carry).
     mode: "mean" or "max" for values, "first" (take the first token of each window,
-      for ids and positions) or "any" (for 0/1 masks).
-    input_mask: optional `[B, T]` mask of real tokens; "mean" and "max" then read only
-      the real tokens of a window (a window with none pools to 0).
+      for ids and positions), "any" or "all" (for 0/1 masks: real if any, or every,
+      token of the window is).
+    input_mask: optional `[B, T]` mask of real tokens; "mean", "max" and "any" then
+      read only the real tokens of a window (a window with none pools to 0). Leave it
+      out for the authors' semantics (every token of the window counts).
 
   Returns:
     The pooled tensor, `axis` shortened to `T'`.
@@ -102,6 +115,9 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
   weights = _broadcast_along(weights, axis, tensor.shape.rank)
   if mode == "any":
     return tf.cast(tf.reduce_max(tf.cast(paired, tf.float32) * weights, axis=axis + 1), tensor.dtype)
+  if mode == "all":   # a tail slot (no token) does not count
+    values = tf.where(weights > 0, tf.cast(paired, tf.float32), 1.0)
+    return tf.cast(tf.reduce_min(values, axis=axis + 1), tensor.dtype)
   weights = tf.cast(weights, paired.dtype)
   if mode == "mean":
     total = tf.reduce_sum(paired * weights, axis=axis + 1)
@@ -169,10 +185,13 @@ class FunnelPooling(keras.layers.Layer):
     pooling_type: "mean" or "max" (`constants.POOLING_TYPES`).
     separate_cls: keep [cls] out of the pooling.
     truncate_seq: with `separate_cls`, drop the last token so lengths halve exactly.
+    semantics: what a window does with padding, "zoo" or "authors"
+      (`constants.POOLING_SEMANTICS`, see the module docstring).
 
   Call arguments:
     inputs: tensor to pool.
-    input_mask: optional `[B, T]` mask (1 = real); the pooling reads real tokens only.
+    input_mask: optional `[B, T]` mask (1 = real); with the zoo's semantics the pooling
+      reads real tokens only, with the authors' it is not used.
     axis: the sequence axis of `inputs` (default 1).
     mode: overrides `pooling_type` for this call: "any" for masks, "first" for ids
       (what `pool_mask` and `pool_ids` use).
@@ -187,22 +206,27 @@ class FunnelPooling(keras.layers.Layer):
     (TensorShape([2, 4, 16]), TensorShape([2, 4]))
   """
 
-  def __init__(self, pooling_type="mean", separate_cls=True, truncate_seq=True, **kwargs):
+  def __init__(self, pooling_type="mean", separate_cls=True, truncate_seq=True, semantics=ZOO_POOLING,
+               **kwargs):
     # Pooling keeps the dtype it is given: a float32 attention carry stays float32
     # under mixed precision, and masks and ids stay integers.
     super().__init__(autocast=False, **kwargs)
     check_choice("pooling_type", pooling_type, POOLING_TYPES)
+    check_choice("semantics", semantics, POOLING_SEMANTICS)
     self.pooling_type = pooling_type
     self.separate_cls = separate_cls
     self.truncate_seq = truncate_seq
+    self.semantics = semantics
 
   def call(self, inputs, input_mask=None, axis=1, mode=None):
+    if self.semantics == AUTHORS_POOLING:
+      input_mask = None   # every token of a window counts, padding included
     return pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls,
                          self.truncate_seq, input_mask=input_mask)
 
   def pool_mask(self, input_mask):
-    """`[B, T]` mask -> `[B, T']`: a window is real if any of its tokens is."""
-    return self(input_mask, mode="any")
+    """`[B, T]` mask -> `[B, T']`: a window is real if any (zoo) or every (authors) token of it is."""
+    return self(input_mask, mode="all" if self.semantics == AUTHORS_POOLING else "any")
 
   def pool_ids(self, ids):
     """`[B, T]` ids (e.g. segment ids) -> `[B, T']`, the first id of each window."""
@@ -215,7 +239,7 @@ class FunnelPooling(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(pooling_type=self.pooling_type, separate_cls=self.separate_cls,
-                  truncate_seq=self.truncate_seq)
+                  truncate_seq=self.truncate_seq, semantics=self.semantics)
     return config
 
 

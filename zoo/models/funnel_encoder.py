@@ -16,8 +16,10 @@ from zoo.layers import TransformerBlock
 from zoo.layers import pool_positions
 from zoo.layers import pooled_length
 from zoo.layers.constants import FACTORIZED
+from zoo.layers.constants import POOLING_SEMANTICS
 from zoo.layers.constants import POOLING_TYPES
 from zoo.layers.constants import RELATIVE_POSITION_ENCODINGS
+from zoo.layers.constants import ZOO_POOLING
 from zoo.layers.constants import check_choice
 from zoo.models.encoder_inputs import ClsSegmentIds
 from zoo.models.encoder_inputs import EncoderModel
@@ -52,8 +54,12 @@ class FunnelEncoder(EncoderModel):
   runs through the encoder: at a block boundary the carry is pooled with the hidden
   states (`carry_at_pooling="pool"`) or restarted (`"reset"`).
 
-  Masks: a pooled token is real when any token of its window is; mean and max pooling
-  read only the real tokens, so outputs at real positions do not depend on padding.
+  Padding (`pooling_semantics`): with the zoo's (the default) a pooled token is real
+  when any token of its window is, and mean and max pooling read only the real
+  tokens, so outputs at real positions do not depend on padding. With the authors'
+  (what published checkpoints were trained with, and what `zoo.convert` writes) a
+  pooled token is real only when every token of its window is, and pooling runs over
+  the whole window; the residual-attention carry is pooled the same way.
 
   Inputs are Model Garden's dict of int32 `[B, seq_length]` tensors; outputs a dict:
   `sequence_output` (decoder output `[B, T, D]` with a decoder, else the last block's
@@ -71,6 +77,8 @@ class FunnelEncoder(EncoderModel):
     dropout, attention_dropout, activation_dropout: dropout rates.
     embedding_width: embedding width, projected to D when different (default D).
     pooling_type: "mean" or "max" (`zoo.layers.constants.POOLING_TYPES`).
+    pooling_semantics: what a pooling window does with padding, "zoo" or "authors"
+      (`zoo.layers.constants.POOLING_SEMANTICS`; `zoo.layers.FunnelPooling`).
     pool_q_only: pool only the queries of a pooled block's first layer.
     separate_cls: keep [cls] out of the pooling (and out of the relative terms).
     truncate_seq: drop the last token before pooling, so lengths halve exactly.
@@ -110,6 +118,7 @@ class FunnelEncoder(EncoderModel):
                activation_dropout=0.0,
                embedding_width=None,
                pooling_type="mean",
+               pooling_semantics=ZOO_POOLING,
                pool_q_only=True,
                separate_cls=True,
                truncate_seq=True,
@@ -132,7 +141,8 @@ class FunnelEncoder(EncoderModel):
         block_repeats=block_repeats, num_heads=num_heads, head_size=head_size,
         intermediate_size=intermediate_size, activation=activation, dropout=dropout,
         attention_dropout=attention_dropout, activation_dropout=activation_dropout,
-        embedding_width=embedding_width, pooling_type=pooling_type, pool_q_only=pool_q_only,
+        embedding_width=embedding_width, pooling_type=pooling_type, pooling_semantics=pooling_semantics,
+        pool_q_only=pool_q_only,
         separate_cls=separate_cls, truncate_seq=truncate_seq, position_encoding=position_encoding,
         use_segment_bias=use_segment_bias, num_decoder_layers=num_decoder_layers,
         decoder_residual_layer=decoder_residual_layer, residual_attention=residual_attention,
@@ -161,7 +171,8 @@ class FunnelEncoder(EncoderModel):
         layer_norm_epsilon=layer_norm_epsilon, initializer=initializer, name="embeddings")
     blocks = [[transformer_block(f"block_{b}_layer_{i}", residual_attention) for i in range(size)]
               for b, size in enumerate(block_sizes)]
-    pooling = FunnelPooling(pooling_type, separate_cls, truncate_seq, name="pooling")
+    pooling = FunnelPooling(pooling_type, separate_cls, truncate_seq, semantics=pooling_semantics,
+                            name="pooling")
     decoder = [transformer_block(f"decoder_layer_{i}", False) for i in range(num_decoder_layers)]
     pooler = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=initializer,
                                 name="pooler")
@@ -248,6 +259,7 @@ class FunnelEncoder(EncoderModel):
   @staticmethod
   def _check_config(config):
     check_choice("pooling_type", config["pooling_type"], POOLING_TYPES)
+    check_choice("pooling_semantics", config["pooling_semantics"], POOLING_SEMANTICS)
     check_choice("carry_at_pooling", config["carry_at_pooling"], CARRY_AT_POOLING)
     check_choice("position_encoding", config["position_encoding"], RELATIVE_POSITION_ENCODINGS)
     if len(config["block_repeats"]) != len(config["block_sizes"]):

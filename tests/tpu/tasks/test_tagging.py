@@ -17,6 +17,7 @@ from tpu import train
 from tpu.config import TrainConfig
 from tpu.data import DataError
 from tpu.tasks import tagging
+from zoo.model_dir import ModelDir
 from zoo.text import TextEncoder
 
 TINY_DECODER = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1],
@@ -247,7 +248,6 @@ def test_tag_on_tfds_conll2003_mock_data_resumes_under_xla_and_bfloat16(tmp_path
     first = train.run(config)
     second = train.run(config.replace(steps=4, jit_compile=True, mixed_precision="bfloat16"))
   assert first["examples"] == second["examples"] == 12 and np.isfinite(second["loss"])
-  with open(tmp_path / "run" / train.HISTORY_FILE) as file:
-    records = [json.loads(line) for line in file]
+  records = ModelDir(str(tmp_path / "run")).read_history()
   assert [record["step"] for record in records if "learning_rate" in record] == [1, 2, 3, 4]   # resumed at 2
   assert TrainConfig.from_model_dir(str(tmp_path / "run")).num_classes == 9

@@ -2,7 +2,9 @@
 
 Each case builds a tiny random `FunnelModel` / `FunnelBaseModel`, saves it with
 `save_pretrained`, converts the directory and compares the zoo model's
-`sequence_output` with Hugging Face's `last_hidden_state` at real positions.
+`sequence_output` with Hugging Face's `last_hidden_state` at real positions, for every
+real length from 1 to T in one batch (the converted encoder keeps the authors'
+padding semantics).
 """
 
 import itertools
@@ -58,22 +60,20 @@ def hf_reference(model, inputs, output_hidden_states=False):
 
 
 def make_inputs(separate_cls, seed=0):
-  """Three rows: no padding, and two with padding aligned to the pooling windows.
+  """One row per real length 1 .. T: every way padding can split the pooling windows.
 
-  Windows of the last of 3 blocks cover 4 tokens, after [cls] with `separate_cls`
-  (real lengths 9 and 13) or from token 0 without (8 and 12). Padded positions get
-  real word ids, so only the mask hides them.
+  Padded positions get real word ids, so only the mask hides them. `separate_cls` is
+  unused: the lengths cover both window grids.
   """
+  del separate_cls
   rng = np.random.default_rng(seed)
-  mask = np.ones([3, LENGTH], np.int32)
-  offset = 1 if separate_cls else 0
-  mask[1, 8 + offset:] = 0
-  mask[2, 12 + offset:] = 0
-  types = np.zeros([3, LENGTH], np.int32)
+  lengths = np.arange(1, LENGTH + 1)
+  mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype(np.int32)
+  types = np.zeros([LENGTH, LENGTH], np.int32)
   types[:, 6:] = 1
   types[:, 0] = 2
-  return dict(input_word_ids=rng.integers(1, VOCAB, size=[3, LENGTH]).astype(np.int32), input_mask=mask,
-              input_type_ids=types)
+  return dict(input_word_ids=rng.integers(1, VOCAB, size=[LENGTH, LENGTH]).astype(np.int32),
+              input_mask=mask, input_type_ids=types)
 
 
 def hf_pooled_mask(mask, steps, separate_cls, truncate_seq):
@@ -91,8 +91,8 @@ def hf_pooled_mask(mask, steps, separate_cls, truncate_seq):
 def max_difference(actual, expected, mask, config):
   """Largest |zoo - HF| over real positions of `[B, T or T', D]` outputs (shapes must agree).
 
-  Pooled outputs (length below the input's) are compared where Hugging Face's pooled
-  mask is real.
+  Pooled outputs (length below the input's) are compared at the positions Hugging
+  Face's pooled mask keeps, which always include the first ([cls]).
   """
   actual, expected = np.asarray(actual), np.asarray(expected)
   assert actual.shape == expected.shape

@@ -183,6 +183,42 @@ def test_masked_max_ignores_a_larger_pad_token():
   np.testing.assert_array_equal(output[0, :, 0], [0.0, -5.0, 0.0])
 
 
+def _pool_min_mask_reference(mask, separate_cls, truncate_seq):
+  """The authors' pooled mask: real only when every token of the window is."""
+  windows = _windows(mask.shape[1], separate_cls, truncate_seq)
+  return np.array([[int(all(row[i] for i in window)) for window in windows] for row in mask])
+
+
+@pytest.mark.parametrize("length", [8, 9, 7])
+@pytest.mark.parametrize("flags", FLAGS, ids=FLAG_IDS)
+@pytest.mark.parametrize("pooling_type", ["mean", "max"])
+def test_authors_semantics_pool_whole_windows_and_take_the_mask_minimum(pooling_type, flags, length):
+  """The published checkpoints' pooling: padding inside a window is averaged (or maxed) in."""
+  mask = _masks(length)
+  hidden = _hidden(mask.shape[0], length)
+  layer = FunnelPooling(pooling_type, *flags, semantics="authors")
+  output = layer(hidden, input_mask=mask).numpy()   # the mask does not change the values
+  np.testing.assert_allclose(output, _pool_reference(hidden, 1, pooling_type, *flags), atol=1e-6, rtol=0)
+  pooled_mask = layer.pool_mask(tf.constant(mask)).numpy()
+  np.testing.assert_array_equal(pooled_mask, _pool_min_mask_reference(mask, *flags))
+  # The carry (float32 [B, N, T, S]) follows the same rule along either axis.
+  carry = np.random.default_rng(3).normal(size=(mask.shape[0], 2, length, length)).astype(np.float32)
+  for axis in (2, 3):
+    np.testing.assert_allclose(layer(carry, input_mask=mask, axis=axis).numpy(),
+                               _pool_reference(carry, axis, pooling_type, *flags), atol=1e-6, rtol=0)
+  # Both semantics agree when every window is wholly real or wholly padding.
+  aligned = np.ones_like(mask)
+  zoo = FunnelPooling(pooling_type, *flags)
+  np.testing.assert_array_equal(zoo(hidden, input_mask=aligned).numpy(),
+                                layer(hidden, input_mask=aligned).numpy())
+  np.testing.assert_array_equal(zoo.pool_mask(aligned).numpy(), layer.pool_mask(aligned).numpy())
+
+
+def test_unknown_semantics_name_the_choices():
+  with pytest.raises(ValueError, match=r"semantics must be one of \('zoo', 'authors'\), got 'hf'"):
+    FunnelPooling("mean", semantics="hf")
+
+
 # --- 3. Masks, ids, positions ----------------------------------------------------------
 
 @pytest.mark.parametrize("length", [8, 9, 7, 2])
@@ -377,12 +413,13 @@ def test_unknown_pooling_mode():
 # --- 8. Standard checks ----------------------------------------------------------------
 
 # Flags vary so that a config missing one of them changes the outputs.
-@pytest.mark.parametrize("pooling_type,separate_cls,truncate_seq",
-                         [("mean", True, True), ("max", True, False), ("max", False, True)])
-def test_funnel_pooling_standard_checks(pooling_type, separate_cls, truncate_seq, tmp_path):
+@pytest.mark.parametrize("pooling_type,separate_cls,truncate_seq,semantics",
+                         [("mean", True, True, "zoo"), ("max", True, False, "zoo"),
+                          ("max", False, True, "zoo"), ("mean", True, True, "authors")])
+def test_funnel_pooling_standard_checks(pooling_type, separate_cls, truncate_seq, semantics, tmp_path):
   x = np.random.default_rng(11).normal(size=(2, 8, 16)).astype(np.float32)
   m = np.array([[1] * 8, [1] * 5 + [0] * 3], np.int32)
-  run_layer_checks(lambda: FunnelPooling(pooling_type, separate_cls, truncate_seq),
+  run_layer_checks(lambda: FunnelPooling(pooling_type, separate_cls, truncate_seq, semantics=semantics),
                    {"hidden": x, "mask": m},
                    lambda layer, inp: layer(inp["hidden"], input_mask=inp["mask"]), tmp_path)
 

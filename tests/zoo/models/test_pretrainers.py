@@ -13,10 +13,10 @@ from tests.zoo.models.test_heads import masked_lm_reference
 from tests.zoo.models.test_heads import small_encoder
 from zoo.models import TransformerEncoder
 from zoo.models import pretrainers
+from zoo.models.losses import replaced_token_loss
 from zoo.models.pretrainers import ElectraPretrainer
 from zoo.models.pretrainers import MaskedLMPretrainer
 from zoo.models.pretrainers import masked_lm_loss
-from zoo.models.pretrainers import replaced_token_loss
 
 LENGTH, MASK_ID = SMALL["max_sequence_length"], 3
 # Row 1 has two padded tokens and one padded prediction (weight 0 at position 0).
