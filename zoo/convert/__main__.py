@@ -30,6 +30,12 @@ def _add_common(sub, src_help):
                    help="static input length of the zoo model (default: %(default)s)")
 
 
+def _add_revision(sub):
+  sub.add_argument("--revision", metavar="REV",
+                   help="a hub id's branch, tag or commit (default: main); only that revision's files of one "
+                        "weight format are downloaded, model.safetensors before pytorch_model.bin")
+
+
 def _add_realformer(sub):
   sub.add_argument("--residual-attention", action="store_true",
                    help="RealFormer: the checkpoint was trained with residual attention (the official "
@@ -45,9 +51,10 @@ def parser():
   hub = "; or a Hugging Face hub id, downloaded into huggingface_hub's cache"
   funnel = formats.add_parser(
       "hf-funnel", help="a Hugging Face FunnelModel or FunnelBaseModel checkpoint",
-      description="Convert a Hugging Face Funnel checkpoint directory (config.json and model.safetensors, "
-                  "with its vocab.txt and tokenizer files) into a zoo model directory.")
+      description="Convert a Hugging Face Funnel checkpoint directory (config.json and model.safetensors or "
+                  "pytorch_model.bin, with its vocab.txt and tokenizer files) into a zoo model directory.")
   _add_common(funnel, "Hugging Face checkpoint directory" + hub)
+  _add_revision(funnel)
   decoder = funnel.add_mutually_exclusive_group()
   decoder.add_argument("--with-decoder", dest="with_decoder", action="store_const", const=True,
                        help="build the decoder (default: when the checkpoint has one)")
@@ -55,9 +62,11 @@ def parser():
                        help="leave the decoder out, dropping its weights")
   bert = formats.add_parser(
       "hf-bert", help="a Hugging Face BertModel or BertForPreTraining checkpoint",
-      description="Convert a Hugging Face BERT checkpoint directory (config.json and model.safetensors, with "
+      description="Convert a Hugging Face BERT checkpoint directory (config.json and model.safetensors or "
+                  "pytorch_model.bin, with "
                   "its vocab.txt and tokenizer files) into a zoo TransformerEncoder model directory.")
   _add_common(bert, "Hugging Face checkpoint directory" + hub)
+  _add_revision(bert)
   _add_realformer(bert)
   tf1 = formats.add_parser(
       "tf1-bert", help="Google's TF1 BERT or RealFormer checkpoint (bert_model.ckpt)",
@@ -77,8 +86,10 @@ def parser():
 def _options(args):
   """The format's own flags, as `zoo.convert.model_dir_writer.read_checkpoint` options."""
   if args.format == "hf-funnel":
-    return dict(with_decoder=args.with_decoder)
+    return dict(with_decoder=args.with_decoder, revision=args.revision)
   options = dict(residual_attention=args.residual_attention, running_mean=args.running_mean)
+  if args.format == "hf-bert":
+    options.update(revision=args.revision)
   if args.format == "tf1-bert":
     options.update(lower_case=args.lower_case)
   return options

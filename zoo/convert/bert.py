@@ -3,8 +3,9 @@
 Two layouts of the same weights:
 
 - Hugging Face (`load_hf_bert`): a `BertModel` or `BertForPreTraining` directory as
-  `save_pretrained` writes it, `config.json` and `model.safetensors` (or its shards),
-  read with safetensors' numpy API. Names `embeddings.word_embeddings.weight`,
+  `save_pretrained` writes it, `config.json` and `model.safetensors` (or its shards, or
+  `pytorch_model.bin` of older repositories: `zoo.convert.weights`). Names
+  `embeddings.word_embeddings.weight`,
   `encoder.layer.N.attention.self.query.weight` (torch `Linear`: `[out, in]`), with
   `bert.` in front in a `BertFor...` model.
 - Google's TF1 release (`load_tf1_bert`): `bert_config.json` and the checkpoint prefix
@@ -38,6 +39,7 @@ from zoo.convert.hf_funnel import ACTIVATIONS as HF_ACTIVATIONS
 from zoo.convert.hf_funnel import ConversionError
 from zoo.convert.hf_funnel import check_weights
 from zoo.convert.hf_funnel import read_hf_weights
+from zoo.convert.hf_funnel import weights_source
 from zoo.models import TransformerEncoder
 
 HF_CONFIG_FILE = "config.json"
@@ -314,7 +316,7 @@ def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean
                for name, value in weights.items()}
   heads = [name for name in weights if name.startswith("cls.")]
   model = TransformerEncoder(**arguments)
-  source = os.path.join(path, "model.safetensors")
+  source = weights_source(path)
   has_pooler = assign_weights(model, weights, "hf", source, heads)
   head, used = masked_lm_head(model, weights, "hf", arguments["activation"], source)
   return _with_heads(model, heads, used, has_pooler, head, source)

@@ -1,8 +1,9 @@
 """Hugging Face Funnel checkpoints (`FunnelModel`, `FunnelBaseModel`) -> zoo `FunnelEncoder`.
 
-Reads a checkpoint directory as `save_pretrained` writes it: `config.json` and
-`model.safetensors` (or shards listed in `model.safetensors.index.json`), through
-safetensors' numpy API, so no torch is needed.
+Reads a checkpoint directory as `save_pretrained` writes it: `config.json` and the
+weights, `model.safetensors` (through safetensors' numpy API, so no torch is needed) or,
+in repositories from before safetensors, `pytorch_model.bin`, single or sharded
+(`zoo.convert.weights`).
 
 Axes: V vocabulary, D model width, N heads, H head width, F feed-forward width.
 
@@ -21,7 +22,9 @@ reproduce Hugging Face's outputs at real tokens:
   Face's tokenizer does. With `separate_cls` the [cls] pairs carry no segment term in
   either, so only `separate_cls=False` models see the difference.
 - Hugging Face's `q_head` has no bias: the zoo's query bias is set to 0.
-- The zoo's `pooler` has no Hugging Face counterpart and keeps its initial values.
+- The zoo's `pooler` has no Hugging Face counterpart: it is initialised from a fixed
+  seed (truncated normal of `initializer_range`, zero bias), so a conversion is the
+  same bytes every time.
 - In training, Hugging Face's `hidden_dropout` also drops entries of its sinusoid
   tables; the zoo's `dropout` does not. Inference is unaffected.
 
@@ -32,8 +35,8 @@ import json
 import os
 
 import numpy as np
-from safetensors import numpy as safetensors_numpy
 
+from zoo.convert import weights as weight_formats
 from zoo.layers.constants import AUTHORS_POOLING
 from zoo.models import FunnelEncoder
 
@@ -158,25 +161,21 @@ def zoo_config(hf_config, seq_length=512, with_decoder=False, source=CONFIG_FILE
 
 
 def read_hf_weights(path):
-  """`{name: float32 array}` from `model.safetensors` or its sharded index."""
-  single = os.path.join(path, WEIGHTS_FILE)
-  index = os.path.join(path, WEIGHTS_INDEX_FILE)
-  if os.path.isfile(single):
-    files = [single]
-  elif os.path.isfile(index):
-    with open(index, encoding="utf-8") as f:
-      files = [os.path.join(path, name) for name in sorted(set(json.load(f)["weight_map"].values()))]
-  else:
-    raise ConversionError(f"{path}: no {WEIGHTS_FILE} or {WEIGHTS_INDEX_FILE}; save the model with "
-                          "save_pretrained(..., safe_serialization=True)")
-  weights = {}
-  for file in files:
-    try:
-      tensors = safetensors_numpy.load_file(file)
-    except Exception as e:   # safetensors raises its own error types
-      raise ConversionError(f"{file}: cannot be read as safetensors ({e})") from e
-    weights.update({name: np.asarray(value, np.float32) for name, value in tensors.items()})
-  return weights
+  """`{name: float32 array}` of a Hugging Face checkpoint directory, in any of its weight formats
+  (`zoo.convert.weights`: `model.safetensors` or `pytorch_model.bin`, single or sharded)."""
+  try:
+    return weight_formats.read_weights(path)
+  except weight_formats.WeightsError as error:
+    raise ConversionError(str(error)) from None
+
+
+def weights_source(path):
+  """The weight file (or shard index) of a checkpoint directory, for messages."""
+  try:
+    weights_format, files = weight_formats.weight_files(path)
+  except weight_formats.WeightsError:
+    return os.path.join(path, WEIGHTS_FILE)
+  return files[0] if len(files) == 1 else os.path.join(path, weights_format[1])
 
 
 def _linear(input_axes):
@@ -291,11 +290,23 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
   for bias in query_biases:
     bias.assign(np.zeros(bias.shape, np.float32))
 
+  pooler_layer = model.get_layer("pooler")
+  initialize_deterministically(pooler_layer, float(config.get("initializer_range", 0.1)))
   assigned = {id(v) for _, v, _ in entries} | {id(v) for v in query_biases}
-  pooler = {id(v) for v in model.get_layer("pooler").weights}
+  pooler = {id(v) for v in pooler_layer.weights}
   left = [v.name for v in model.weights if id(v) not in assigned | pooler]
   if left:   # a FunnelEncoder variable this converter does not know about
     raise ConversionError(f"{source}: no Hugging Face weight for zoo variable(s) {', '.join(left)}")
+
+
+def initialize_deterministically(dense, stddev, seed=0):
+  """A dense layer the checkpoint has no weights for, initialised from a fixed seed: a truncated
+  normal kernel of `stddev` and a zero bias, so every conversion of a checkpoint writes the
+  same bytes."""
+  import tensorflow as tf
+  kernel = tf.random.stateless_truncated_normal(dense.kernel.shape, seed=[seed, 0], stddev=stddev)
+  dense.kernel.assign(tf.cast(kernel, dense.kernel.dtype))
+  dense.bias.assign(tf.zeros_like(dense.bias))
 
 
 # Heads of Hugging Face's Funnel pre-training models (FunnelForMaskedLM, FunnelForPreTraining:
@@ -325,7 +336,7 @@ def convert_hf_funnel(path, seq_length=512, with_decoder=None):
   config = zoo_config(hf_config, seq_length, with_decoder, source=os.path.join(path, CONFIG_FILE))
   model = FunnelEncoder(**config)
   skip = () if with_decoder else ("decoder.",)
-  assign_hf_weights(model, weights, config, source=os.path.join(path, WEIGHTS_FILE), skip_prefixes=skip)
+  assign_hf_weights(model, weights, config, source=weights_source(path), skip_prefixes=skip)
   return model, dropped
 
 

@@ -7,9 +7,10 @@
 import os
 import re
 
-# What a Hugging Face conversion reads from a hub repository.
-HUB_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",
-             "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+from zoo.convert import weights as weight_formats
+
+# What a Hugging Face conversion reads from a hub repository besides the weights.
+HUB_FILES = ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
 
 
 def is_hub_id(src):
@@ -20,6 +21,9 @@ def is_hub_id(src):
 def download(repo_id, revision=None):
   """The local snapshot of a hub repository's checkpoint files: `(directory, source fields)`.
 
+  Only one weight format is fetched: safetensors when the revision has it, else
+  `pytorch_model.bin` (single or sharded), with the config and tokenizer files.
+
   Raises:
     ValueError: huggingface_hub is not installed, or the download failed (offline without
       a cached copy, an unknown repository, ...).
@@ -29,9 +33,17 @@ def download(repo_id, revision=None):
   except ImportError:
     raise ValueError(f"{repo_id} is no local directory, and huggingface_hub (needed to download it) is not "
                      "installed: pip install huggingface_hub") from None
-  try:
-    path = huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=list(HUB_FILES))
-  except Exception as error:   # hub errors: offline without a cached copy, unknown repository, ...
-    raise ValueError(f"{repo_id}: no local directory of that name, and downloading it from the Hugging Face "
-                     f"hub failed ({type(error).__name__}: {error})") from None
+  path = None
+  for weights_format in weight_formats.FORMATS:
+    patterns = list(HUB_FILES) + list(weight_formats.HUB_PATTERNS[weights_format])
+    try:
+      path = huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=patterns)
+    except Exception as error:   # hub errors: offline without a cached copy, unknown repository, ...
+      raise ValueError(f"{repo_id}: no local directory of that name, and downloading it from the Hugging "
+                       f"Face hub failed ({type(error).__name__}: {error})") from None
+    try:
+      weight_formats.weight_files(path)
+      break
+    except weight_formats.WeightsError:
+      continue   # this revision has no weights in that format: the next one
   return path, dict(hub_id=repo_id, revision=os.path.basename(os.path.normpath(path)))

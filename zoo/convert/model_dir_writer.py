@@ -79,7 +79,7 @@ def tf1_lower_case(src, flag):
 
 
 def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, residual_attention=False,
-                    running_mean=False, lower_case=None):
+                    running_mean=False, lower_case=None, revision=None):
   """Converts the checkpoint `src` of `source_format` (one of `FORMATS`); returns a `ConvertedCheckpoint`.
 
   Args:
@@ -92,6 +92,7 @@ def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, re
     residual_attention, running_mean: "hf-bert" and "tf1-bert": RealFormer's residual
       attention (and its running-mean form).
     lower_case: "tf1-bert": the casing; None takes it from the directory name.
+    revision: a hub id's branch, tag or commit (the Hugging Face formats; None: main).
 
   Raises:
     ValueError: an unknown format, or what the converters raise (`ConversionError`, the
@@ -99,9 +100,11 @@ def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, re
   """
   if source_format not in FORMATS:
     raise ValueError(f"unknown checkpoint format {source_format!r}; choose one of {', '.join(FORMATS)}")
+  if revision is not None and not (source_format in HF_FORMATS and is_hub_id(src)):
+    raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
   source = dict(format=source_format)
   if source_format in HF_FORMATS and is_hub_id(src):
-    src, hub = download(src)
+    src, hub = download(src, revision)
     source.update(hub)
   else:
     source.update(path=os.path.abspath(src))
