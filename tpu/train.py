@@ -15,7 +15,8 @@ several workers, or one device) through the same code. What it writes to MODEL_D
   history.jsonl       one JSON line per logged training step and per evaluation
   eval_results.json   the final evaluation metrics
   eval_predictions.json  the final evaluation's predictions where an outside script
-                      scores them (SQuAD's answers; eval_null_odds.json for v2.0)
+                      scores them (SQuAD's answers, eval_null_odds.json for v2.0; the
+                      tags of every evaluation sentence)
   export/<version>/   the SavedModel for serving (`export.saved_model`)
 
 With `--init-checkpoint DIR` (a pre-training run or a `python -m zoo.convert` output)

@@ -10,14 +10,23 @@
 
 Elements: {"text_a": the words joined by spaces, "words": string [n], "tags": int64 [n]}.
 
+Tag schemes (`TAG_SCHEMES`): every tag is "O" or a prefix and a type, "B-PER". IOB1 and
+IOB2 use B- and I- (in IOB2 every entity starts with B-; in IOB1 only one that follows
+an entity of its type does), IOBES adds E- (end) and S- (single), BILOU L- (last) and
+U- (unit). `detect_scheme` tells them apart from the tags of a corpus; the source
+records it (`TaggedSource.tag_scheme`; `tfds:conll2003` is IOB2).
+
 Files are read and checked in Python; a malformed one raises `DataError` naming the
 file and line: a CoNLL line without a tag column, words and tags of different
-lengths, a tag that is not one of the given `label_names` (pass the train source's
-for the validation file), invalid JSON. Tag names are sorted when not given.
+lengths, a tag with an unknown prefix, a file that mixes IOBES's and BILOU's prefixes,
+a tag that is not one of the given `label_names` (pass the train source's for the
+validation file), invalid JSON. Tag names are sorted when not given.
 """
 
+import dataclasses
 import json
 import os
+import re
 
 from tpu.data import tfds_datasets
 from tpu.data.registry import DataError
@@ -32,6 +41,53 @@ tf = lazy_module("tensorflow")
 TAGGING = "tagging"
 DEFAULT_WORDS_KEY = "words"
 DEFAULT_TAGS_KEY = "tags"
+OUTSIDE = "O"
+# The schemes and the prefixes each uses (besides "O").
+TAG_SCHEMES = {"iob1": "BI", "iob2": "BI", "iobes": "BIES", "bilou": "BILU"}
+_TAG = re.compile(r"([BIESLU])-(.+)")
+_KNOWN_PREFIXES = "tags are O or B-, I-, E-, S-, L-, U- followed by a type (IOB1, IOB2, IOBES, BILOU)"
+
+
+def split_tag(tag):
+  """`(prefix, type)` of a tag: `("B", "PER")` for "B-PER", `("O", None)` for "O"; None for other tags."""
+  if tag == OUTSIDE:
+    return OUTSIDE, None
+  match = _TAG.fullmatch(tag)
+  return (match.group(1), match.group(2)) if match else None
+
+
+def detect_scheme(sentences):
+  """The tag scheme of sentences of tag strings (see the module docstring).
+
+  Raises:
+    ValueError: a tag with an unknown prefix, or IOBES's and BILOU's prefixes mixed.
+  """
+  prefixes = set()
+  starts_inside = False
+  for tags in sentences:
+    previous = (OUTSIDE, None)
+    for tag in tags:
+      split = split_tag(tag)
+      if split is None:
+        raise ValueError(f"tag {tag!r} has an unknown prefix: {_KNOWN_PREFIXES}")
+      prefixes.add(split[0])
+      if split[0] == "I" and (previous[0] not in "BI" or previous[1] != split[1]):
+        starts_inside = True
+      previous = split
+  if prefixes & set("ES") and prefixes & set("LU"):
+    raise ValueError(f"the tags mix IOBES's E-/S- and BILOU's L-/U- prefixes ({sorted(prefixes - {'O'})})")
+  if prefixes & set("ES"):
+    return "iobes"
+  if prefixes & set("LU"):
+    return "bilou"
+  return "iob1" if starts_inside else "iob2"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TaggedSource(DataSource):
+  """A `DataSource` of tagged words; `tag_scheme` is the scheme of its tags (`TAG_SCHEMES`)."""
+
+  tag_scheme: str = "iob2"
 
 
 @register
@@ -79,8 +135,8 @@ class _Conll2003:
       return dict(text_a=tf.strings.reduce_join(words, separator=" "), words=words,
                   tags=tf.cast(example["ner"][:length], tf.int64))
 
-    return DataSource(ragged(dataset.map(tagged, num_parallel_calls=tf.data.AUTOTUNE), ("words", "tags")),
-                      TAGGING, names, num_examples=count)
+    return TaggedSource(ragged(dataset.map(tagged, num_parallel_calls=tf.data.AUTOTUNE), ("words", "tags")),
+                        TAGGING, names, num_examples=count, tag_scheme="iob2")
 
 
 tfds_datasets.register_dataset("conll2003", _Conll2003())
@@ -138,6 +194,14 @@ def parse_tagged_jsonl(path, words_key, tags_key):
 
 
 def tagged_source(path, sentences, label_names):
+  for _, _, tags in sentences:
+    for line, tag in tags:
+      if split_tag(tag) is None:
+        raise DataError(path, line, f"tag {tag!r} has an unknown prefix: {_KNOWN_PREFIXES}")
+  try:
+    scheme = detect_scheme([[tag for _, tag in tags] for _, _, tags in sentences])
+  except ValueError as error:
+    raise DataError(path, None, str(error)) from None
   if label_names is None:
     label_names = sorted({tag for _, _, tags in sentences for _, tag in tags})
   ids = {name: index for index, name in enumerate(label_names)}
@@ -153,7 +217,7 @@ def tagged_source(path, sentences, label_names):
   tags = tf.RaggedTensor.from_row_lengths(tf.constant(flat_tags, tf.int64, shape=[len(flat_tags)]), lengths)
   texts = tf.constant([" ".join(sentence) for _, sentence, _ in sentences], tf.string)
   dataset = tf.data.Dataset.from_tensor_slices(dict(text_a=texts, words=words, tags=tags))
-  return DataSource(dataset, TAGGING, list(label_names), num_examples=len(sentences))
+  return TaggedSource(dataset, TAGGING, list(label_names), num_examples=len(sentences), tag_scheme=scheme)
 
 
 def ragged(dataset, keys):

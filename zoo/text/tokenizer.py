@@ -217,6 +217,16 @@ class TextEncoder(tf.Module):
     with self.name_scope:
       return split_words(texts, self.lower_case)
 
+  def split_words_with_offsets(self, texts):
+    """string `[B]` -> (words `[B, (words)]`, starts, ends int64 `[B, (words)]`): the words of
+    `split_words` with the byte range `[start, end)` of each in the text (in
+    `zoo.text.normalize.valid_utf8(texts)`, the text itself when it is valid UTF-8)."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank != 1:
+      raise ValueError(f"TextEncoder takes a batch of strings of shape [B], got shape {texts.shape}")
+    with self.name_scope:
+      return split_words_with_offsets(texts, self.lower_case)
+
   def tokenize(self, texts) -> tf.RaggedTensor:
     """string `[B]` -> int32 `[B, (tokens)]` WordPiece ids, no special tokens, no truncation."""
     words = self.split_words(texts)

@@ -1,7 +1,10 @@
-"""The tag task: BIO entity metrics against a hand-computed set, word/first-piece alignment,
-tagged-word sources (CoNLL files, jsonl, tfds:conll2003 mock data) and their errors, the
-exact loss over replicas, and a run that trains, evaluates and exports."""
+"""The tag task: entity metrics against a hand-computed set and against seqeval in every tag
+scheme, sentence windows against a Python reference, tagged-word sources (CoNLL files, jsonl,
+tfds:conll2003 mock data) and their errors, the exact loss over replicas, and a run on
+sentences longer than the sequence that trains, scores every gold entity as seqeval does,
+and exports."""
 
+import itertools
 import json
 import os
 import re
@@ -10,6 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from seqeval import metrics as seqeval_metrics
+from seqeval import scheme as seqeval_scheme
 
 from tpu import data
 from tpu import tasks
@@ -61,23 +66,107 @@ def test_spans_follow_conlleval():
   assert tagging.spans(["X", "B-A-B", "I-A-B"]) == [("A-B", 1, 3)]   # a non-BIO tag is outside
   with pytest.raises(ValueError, match="sentence 0: 2 gold tags but 1 predicted"):
     tagging.entity_metrics([["O", "O"]], [["O"]])
+  with pytest.raises(ValueError, match="unknown tag scheme 'bio'"):
+    tagging.spans(["O"], scheme="bio")
 
 
-def test_sentences_of_reads_missing_predictions_as_outside():
-  names = ["B-PER", "I-PER", "O"]
-  gold, predicted = tagging.sentences_of([[0, 1, 2, -1]], [[0, -1, 2, 1]], names)
-  assert gold == [["B-PER", "I-PER", "O"]] and predicted == [["B-PER", "O", "O"]]
+SEQEVAL_SCHEMES = {"iobes": seqeval_scheme.IOBES, "bilou": seqeval_scheme.BILOU}
 
 
-def test_each_word_is_labelled_on_its_first_piece():
+def _random_sentences(scheme, count, seed):
+  """Random tag sequences of a scheme's prefixes, ill-formed ones included (as a model predicts)."""
+  rng = np.random.default_rng(seed)
+  prefixes = data.tagged.TAG_SCHEMES[scheme]
+  tags = ["O"] + [f"{prefix}-{kind}" for prefix in prefixes for kind in ("PER", "LOC")]
+  return [[str(rng.choice(tags)) for _ in range(int(rng.integers(1, 12)))] for _ in range(count)]
+
+
+@pytest.mark.parametrize("scheme", ["iob1", "iob2", "iobes", "bilou"])
+def test_entity_scores_equal_seqeval(scheme):
+  """seqeval's default mode for IOB1/IOB2, strict mode with the scheme for IOBES/BILOU."""
+  kwargs = dict(mode="strict", scheme=SEQEVAL_SCHEMES[scheme]) if scheme in SEQEVAL_SCHEMES else {}
+  for seed in range(20):
+    gold = _random_sentences(scheme, 30, seed)
+    noise = np.random.default_rng(seed + 100)
+    other = _random_sentences(scheme, 30, seed + 200)
+    predicted = [[g if noise.random() < 0.7 else o for g, o in zip(sentence, itertools.cycle(alternative))]
+                 for sentence, alternative in zip(gold, other, strict=True)]
+    ours = tagging.entity_metrics(gold, predicted, scheme)
+    for name in ("precision", "recall", "f1"):
+      expected = getattr(seqeval_metrics, f"{name}_score")(gold, predicted, zero_division=0, **kwargs)
+      assert ours[name] == pytest.approx(expected, abs=1e-12), (scheme, seed, name)
+    for tags in gold + predicted:   # the entities themselves, sentence by sentence
+      if scheme in SEQEVAL_SCHEMES:
+        entities = seqeval_scheme.Tokens(tags, SEQEVAL_SCHEMES[scheme]).entities
+        expected = [(entity.tag, entity.start, entity.end) for entity in entities]
+      else:
+        found = seqeval_metrics.sequence_labeling.get_entities(tags)
+        expected = [(kind, start, end + 1) for kind, start, end in found]
+      assert sorted(tagging.spans(tags, scheme)) == sorted(expected), (scheme, tags)
+
+
+def test_schemes_are_detected_and_unknown_prefixes_refused():
+  detect = data.tagged.detect_scheme
+  assert detect([["B-PER", "I-PER", "O", "B-LOC"]]) == "iob2"
+  assert detect([["I-PER", "I-PER", "B-PER", "O", "I-LOC"]]) == "iob1"
+  assert detect([["B-PER", "E-PER", "S-LOC"]]) == "iobes"
+  assert detect([["U-PER", "B-LOC", "L-LOC"]]) == "bilou"
+  with pytest.raises(ValueError, match="mix IOBES's E-/S- and BILOU's L-/U- prefixes"):
+    detect([["S-PER", "U-LOC"]])
+  with pytest.raises(ValueError, match="tag 'M-PER' has an unknown prefix"):
+    detect([["M-PER"]])
+
+
+def test_sentence_predictions_take_each_word_from_its_max_context_window():
+  windows = dict(example=np.array([0, 0, 1]), word_index=np.array([[0, 1, -1], [1, 2, -1], [0, -1, -1]]),
+                 word_predictions=np.array([[5, 6, -1], [7, 8, -1], [9, -1, -1]]),
+                 max_context=np.array([[True, False, False], [True, True, False], [True, False, False]]))
+  predicted = tagging.sentence_predictions(windows, [4, 1])
+  assert [p.tolist() for p in predicted] == [[5, 7, 8, -1], [9]]   # word 3 had no piece: no prediction
+
+
+def _reference_windows(piece_counts, slots, stride):
+  """Python reference: per window of one sentence, [(word, position, max context)]."""
+  firsts = list(itertools.accumulate([0] + piece_counts))[:len(piece_counts)]
+  length = sum(piece_counts)
+  count = 1 if length <= slots else -(-(length - slots) // stride) + 1
+  windows = []
+  for k in range(count):
+    start = k * stride
+    used = min(slots, length - start)
+    held = [(w, first - start + 1) for w, first in enumerate(firsts)
+            if piece_counts[w] and start <= first < start + used]
+    windows.append((used, held))
+  best = {}
+  for k, (used, held) in enumerate(windows):
+    for w, position in held:
+      score = min(position - 1, used - position) + 0.01 * used
+      if w not in best or score > best[w][0]:
+        best[w] = (score, k)
+  return [[(w, position, best[w][1] == k) for w, position in held] for k, (_, held) in enumerate(windows)]
+
+
+def test_windows_match_a_python_reference():
   encoder = TextEncoder(VOCAB, seq_length=8)
-  words = tf.ragged.constant([["The", "dogs", "run", "U.S."], ["dog", "", "paris"]])
-  features = tagging.encode_words(encoder, words, 6)
-  # [CLS] the dog ##s run u . [SEP] : "U.S." splits into u . s . and is cut after its first piece.
-  assert features["input_word_ids"].numpy().tolist()[0] == [2, 5, 6, 7, 8, 10, 9, 3]
-  assert features["word_positions"].numpy().tolist() == [[1, 2, 4, 5, 0, 0], [1, 0, 2, 0, 0, 0]]
-  longer = tagging.encode_words(encoder, tf.ragged.constant([["the"] * 9]), 4)
-  assert longer["word_positions"].numpy().tolist() == [[1, 2, 3, 4]]
+  rng = np.random.default_rng(0)
+  vocabulary = ["The", "dogs", "run", "U.S.", "paris", "in", "", "dog"]
+  sentences = [[str(w) for w in rng.choice(vocabulary, size=int(rng.integers(0, 14)))] for _ in range(12)]
+  features = tagging.word_windows(encoder, tf.ragged.constant(sentences, dtype=tf.string), stride=3)
+  pieces = {word: len(encoder.tokenize(tf.constant([word])).flat_values) for word in vocabulary}
+  got = {}
+  columns = [features[key].numpy() for key in ("word_index", "word_positions", "max_context")]
+  for k, sentence in enumerate(features["example"].numpy()):
+    held = [(int(w), int(p), bool(m)) for w, p, m in zip(*(column[k] for column in columns), strict=True)
+            if w >= 0]
+    got.setdefault(int(sentence), []).append(held)
+  for index, sentence in enumerate(sentences):
+    assert got[index] == _reference_windows([pieces[w] for w in sentence], 6, 3), sentence
+  # Each window is [CLS] its pieces [SEP]: "U.S." is u . s . and a word's first piece holds its position.
+  first = tagging.word_windows(encoder, tf.ragged.constant([["The", "dogs", "U.S."]]), stride=3)
+  assert first["input_word_ids"].numpy().tolist()[0] == [2, 5, 6, 7, 10, 9, 11, 3]
+  assert first["word_positions"].numpy().tolist()[0] == [1, 2, 4, 0, 0, 0]
+  with pytest.raises(ValueError, match=r"stride must be in \[1, 6\]"):
+    tagging.word_windows(encoder, tf.ragged.constant([["the"]]), stride=7)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,6 +220,7 @@ def test_conll_and_jsonl_sources(tmp_path):
      dict(data_type="tagging"), 3, "no key 'tags'"),
     ("a.jsonl", '{"words": "a b", "tags": ["O"]}\n', dict(data_type="tagging"), 1,
      "'words' must be a list of strings"),
+    ("a.conll", "EU B-ORG\nParis M-LOC\n", {}, 2, r"tag 'M-LOC' has an unknown prefix: tags are O or B-, I-"),
 ])
 def test_malformed_tagging_files_name_file_and_line(tmp_path, name, content, kwargs, line, message):
   path = _write(tmp_path, name, content)
@@ -182,13 +272,13 @@ def test_tag_loss_is_exact_over_replicas(tmp_path):
   np.testing.assert_allclose(shares, expected, rtol=1e-5)
 
 
-def _tagged_corpus(tmp_path, count=24):
+def _tagged_corpus(tmp_path, count=24, longest=7, name="tags.conll"):
   rng = np.random.default_rng(0)
   names = ["paris", "london", "rome"]
   lines = []
   for i in range(count):
     words, tags = [], []
-    for _ in range(int(rng.integers(2, 7))):
+    for _ in range(int(rng.integers(2, longest))):
       if rng.random() < 0.3:
         words += [str(rng.choice(names)).capitalize(), "city"]
         tags += ["B-LOC", "I-LOC"]
@@ -196,45 +286,69 @@ def _tagged_corpus(tmp_path, count=24):
         words.append(str(rng.choice(["the", "a", "visit", "we", "saw", f"w{i % 5}", "U.S."])))
         tags.append("O")
     lines.append("\n".join(f"{w} {t}" for w, t in zip(words, tags, strict=True)))
-  return _write(tmp_path, "tags.conll", "\n\n".join(lines) + "\n")
+  return _write(tmp_path, name, "\n\n".join(lines) + "\n")
 
 
 @pytest.mark.slow
-def test_tag_run_trains_evaluates_and_exports(tmp_path):
+def test_tag_run_on_long_sentences_scores_every_gold_entity_and_exports(tmp_path):
   corpus = _tagged_corpus(tmp_path)
-  config = _tag_config(tmp_path / "run", data=f"conll:{corpus}", eval_data=f"conll:{corpus}", export=True,
-                       steps=6, steps_per_execution=2, num_classes=None, label_names=None)
+  # Sentences of up to 38 words (U.S. alone is four pieces) against windows of 14 pieces.
+  long_corpus = _tagged_corpus(tmp_path, count=10, longest=30, name="long.conll")
+  config = _tag_config(tmp_path / "run", data=f"conll:{corpus}", eval_data=f"conll:{long_corpus}",
+                       export=True, steps=6, steps_per_execution=2, num_classes=None, label_names=None,
+                       tag_stride=5)
   results = train.run(config)
-  expected = {"loss", "precision", "recall", "f1", "token_accuracy", "entities", "examples", "export"}
-  assert expected <= set(results)
-  assert results["examples"] == 24 and 0 <= results["f1"] <= 1 and np.isfinite(results["loss"])
+  assert {"loss", "precision", "recall", "f1", "token_accuracy", "entities", "examples", "windows",
+          "export"} <= set(results)
+  assert results["examples"] == 10 and results["windows"] > 20 and np.isfinite(results["loss"])
   saved = TrainConfig.from_model_dir(str(tmp_path / "run"))
   assert saved.label_names == ["B-LOC", "I-LOC", "O"] and saved.num_classes == 3
+  assert (saved.tag_scheme, saved.tag_stride) == ("iob2", 5)
 
-  # The export: raw text in, the encoder's words with one tag each, as the Keras model predicts them.
+  # Every word of every sentence was predicted, and the run's scores are seqeval's over all gold entities.
+  gold = [[tag for _, tag in sentence] for _, _, sentence in data.tagged.parse_conll(long_corpus)]
+  with open(ModelDir(str(tmp_path / "run")).eval_predictions_path) as file:
+    predictions = json.load(file)
+  predicted = [predictions[str(index)] for index in range(len(gold))]
+  assert [len(p) for p in predicted] == [len(g) for g in gold] and max(len(g) for g in gold) > 30
+  assert results["entities"] == sum(tag.startswith("B-") for sentence in gold for tag in sentence)
+  for name in ("precision", "recall", "f1"):
+    assert results[name] == pytest.approx(getattr(seqeval_metrics, f"{name}_score")(gold, predicted,
+                                                                                     zero_division=0))
+
+  # The export: every word of the raw text as it is written, its characters and its tag, from the
+  # same windows and max-context choice as the evaluation.
   loaded = tf.saved_model.load(results["export"])
   serve = loaded.signatures["serving_default"]
   assert sorted(serve.structured_input_signature[1]) == ["text"]
-  outputs = serve(text=tf.constant(["We saw Paris city!", "", "rome " * 30]))
-  assert outputs["num_words"].numpy().tolist() == [5, 0, 14]   # 16 - [CLS] - [SEP]
-  assert outputs["words"].numpy()[0].tolist() == [b"we", b"saw", b"paris", b"city", b"!"] + [b""] * 9
+  text = "We saw Paris city! À Rome " + "rome " * 30
+  outputs = serve(text=tf.constant(["We saw Paris city!", "", text]))
+  assert outputs["num_words"].numpy().tolist() == [5, 0, 37]
+  words = [w.decode() for w in outputs["words"].numpy()[2, :37]]
+  starts, ends = outputs["starts"].numpy()[2, :37], outputs["ends"].numpy()[2, :37]
+  assert words[:7] == ["We", "saw", "Paris", "city", "!", "À", "Rome"]
+  assert [text[a:b] for a, b in zip(starts, ends, strict=True)] == words
+  assert outputs["words"].numpy()[0].tolist()[5:] == [b""] * 32 and outputs["starts"].numpy()[0, 5] == -1
+  names = np.array(saved.label_names)
   from tpu.serving import restore_model
-  from zoo.model_dir import ModelDir
   model = restore_model(saved, ModelDir(str(tmp_path / "run")).latest_checkpoint())
   encoder = TextEncoder(ModelDir(str(tmp_path / "run")).read_vocab(), seq_length=16)
-  features = tagging.encode_words(encoder, tf.ragged.constant([["we", "saw", "paris", "city", "!"]]), 5)
-  probabilities = tf.nn.softmax(model({k: features[k] for k in model.input}, training=False)).numpy()
-  expected = probabilities[0, features["word_positions"].numpy()[0]]   # [5, C]
-  np.testing.assert_allclose(outputs["tag_probabilities"].numpy()[0, :5], expected.max(-1), atol=1e-5)
-  assert outputs["tag_ids"].numpy()[0, :5].tolist() == expected.argmax(-1).tolist()
-  names = np.array(saved.label_names)
-  assert outputs["tags"].numpy()[0, :5].astype(str).tolist() == names[expected.argmax(-1)].tolist()
-  tokens = loaded.signatures["from_token_ids"](**{k: features[k] for k in model.input})
-  np.testing.assert_allclose(tokens["probabilities"].numpy(), probabilities, atol=1e-5)
+  split = encoder.split_words(tf.constant([text]))
+  windows = tagging.word_windows(encoder, split, stride=5)
+  probabilities = tf.nn.softmax(model({k: windows[k] for k in model.input}, training=False)).numpy()
+  by_word = {}
+  word_index, positions = windows["word_index"].numpy(), windows["word_positions"].numpy()
+  for k in range(len(windows["example"])):
+    for slot in np.nonzero(windows["max_context"].numpy()[k])[0]:
+      by_word[int(word_index[k, slot])] = probabilities[k, positions[k, slot]]
+  expected = np.stack([by_word[w] for w in range(37)])
+  np.testing.assert_allclose(outputs["tag_probabilities"].numpy()[2, :37], expected.max(-1), atol=1e-5)
+  assert outputs["tags"].numpy()[2, :37].astype(str).tolist() == names[expected.argmax(-1)].tolist()
 
   from export import predict
   result = predict.load(os.path.dirname(results["export"])).predict(["We saw Paris city!"])[0]
-  assert result["text"] == "We saw Paris city!" and result["words"] == ["we", "saw", "paris", "city", "!"]
+  assert result["text"] == "We saw Paris city!" and result["words"] == ["We", "saw", "Paris", "city", "!"]
+  assert result["starts"] == [0, 3, 7, 13, 17] and result["ends"] == [2, 6, 12, 17, 18]
   assert len(result["tags"]) == len(result["probabilities"]) == 5 and set(result["tags"]) <= set(names)
 
   from export import serving_ops
