@@ -20,6 +20,9 @@ import threading
 
 import tensorflow as tf
 
+from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
+from zoo.model_dir import GENERATOR_ROOT
+from zoo.model_dir import HEAD_ROOTS
 from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
@@ -53,22 +56,43 @@ def restore_encoder(encoder, path):
 
 
 def restore_heads(model, path):
-  """Restores `model`'s masked-LM head (root `masked_lm`) from a checkpoint that holds one; True if it did.
+  """Restores the heads of `model` that the checkpoint `path` holds (`zoo.model_dir.HEAD_ROOTS`:
+  the masked-LM head, ELECTRA's discriminator head); returns their roots.
 
-  A converted BERT checkpoint with its pre-training head, or a masked-LM pre-training run,
-  holds one; then a masked-LM run starts from the head as well as from the encoder.
+  A converted BERT checkpoint with its pre-training head, a converted Funnel masked-LM or
+  discriminator checkpoint, or a pre-training run holds one; then a pre-training run
+  starts from the head as well as from the encoder.
   """
-  head = dict(getattr(model, "checkpoint_items", {})).get(MASKED_LM_ROOT)
+  items = dict(getattr(model, "checkpoint_items", {}))
   prefix = find_checkpoint(path)
-  if head is None or MASKED_LM_ROOT not in checkpoint_roots(prefix):
-    return False
+  roots = [root for root in HEAD_ROOTS if root in items and root in checkpoint_roots(prefix)]
+  for root in roots:
+    try:
+      restored = tf.train.Checkpoint(**{root: items[root]}).read(prefix)
+      restored.assert_existing_objects_matched().expect_partial()
+    except (AssertionError, ValueError) as error:
+      raise ValueError(f"--init-checkpoint {prefix}: its {root} does not fit this model's (the head's "
+                       f"settings, mlm_transform and head_activation, come from its config.json): "
+                       f"{error}") from None
+  return roots
+
+
+def restore_generator(model, path):
+  """Restores an ELECTRA model's generator (its encoder and masked-LM head) from the encoder and
+  the masked-LM head of a checkpoint (a masked-LM run or a converted masked-LM model of the
+  generator's size); returns the checkpoint prefix."""
+  items = dict(model.checkpoint_items)
+  prefix = find_checkpoint(path)
+  roots = checkpoint_roots(prefix)
+  objects = {encoder_root(prefix): items[GENERATOR_ROOT]}
+  if MASKED_LM_ROOT in roots:
+    objects[MASKED_LM_ROOT] = items[GENERATOR_MASKED_LM_ROOT]
   try:
-    checkpoint = tf.train.Checkpoint(**{MASKED_LM_ROOT: head})
-    checkpoint.read(prefix).assert_existing_objects_matched().expect_partial()
+    tf.train.Checkpoint(**objects).read(prefix).assert_existing_objects_matched().expect_partial()
   except (AssertionError, ValueError) as error:
-    raise ValueError(f"--init-checkpoint {prefix}: its masked-LM head does not fit this model's: "
-                     f"{error}") from None
-  return True
+    raise ValueError(f"generator_checkpoint {prefix} does not fit this run's generator (its size comes "
+                     f"from generator_overrides): {error}") from None
+  return prefix
 
 
 class Checkpoints:
@@ -96,8 +120,12 @@ class Checkpoints:
     elif init_checkpoint:
       prefix = restore_encoder(self.trainer.encoder, init_checkpoint)
       log.info("encoder initialised from %s", prefix)
-      if restore_heads(self.trainer.model, prefix):
-        log.info("masked-LM head initialised from %s", prefix)
+      for root in restore_heads(self.trainer.model, prefix):
+        log.info("%s initialised from %s", root, prefix)
+    if not self.latest:
+      generator = self.trainer.task.initialise(self.trainer.model)
+      if generator:
+        log.info("generator initialised from %s", generator)
 
   def next_due(self, step):
     """The next step at which a checkpoint is due."""

@@ -281,6 +281,13 @@ def apply_init_checkpoint(config, init):
     raise ValueError(f"--init-checkpoint {config.init_checkpoint} holds a {init.model} encoder that --model "
                      f"{config.model} (with its overrides) does not match: {details}. Omit --model to use "
                      "the checkpoint's encoder")
+  # The heads' settings of the checkpoint (its masked-LM head's shape, their activation), where
+  # this run's task has them and does not set them.
+  own = tasks.settings_of(config.task) if config.task in tasks.TASKS else {}
+  adopted = {name: value for name, value in init.settings.items()
+             if name in own and own[name].architecture and name not in config.settings}
+  if adopted:
+    config = config.replace(**adopted)
   if init.lower_case is not None:
     if config.lower_case is None:
       config = config.replace(lower_case=init.lower_case)

@@ -167,10 +167,17 @@ def adopt_records_tokenizer(config, train):
 
 
 def resolve_config(config):
-  """The validated config, with the encoder of `--init-checkpoint`'s model directory when it has one."""
+  """The validated config, with the encoder of `--init-checkpoint`'s model directory when it has one
+  (and the masked-LM head's shape of a `generator_checkpoint` model directory)."""
   init_dir = init_model_dir(config)
   if init_dir is not None:
     config = apply_init_checkpoint(config, TrainConfig.from_model_dir(init_dir))
+  generator = config.settings.get("generator_checkpoint")
+  generator_dir = containing_model_dir(generator) if generator else None
+  if generator_dir is not None and "mlm_transform" not in config.settings:
+    saved = TrainConfig.from_model_dir(generator_dir).settings
+    if "mlm_transform" in saved:
+      config = config.replace(mlm_transform=saved["mlm_transform"])
   return config.validate(), init_dir
 
 

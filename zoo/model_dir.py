@@ -83,6 +83,13 @@ MODEL_ROOT = "model"            # a training run's task model
 ENCODER_ROOT = "encoder"        # the encoder: training runs and converted checkpoints
 MASKED_LM_ROOT = "masked_lm"    # a masked-LM head: masked-LM runs, converted BERT checkpoints with one
 OPTIMIZER_ROOT = "optimizer"    # a training run's optimizer
+# ELECTRA's discriminator head (its dense layer and logits): ELECTRA runs, converted Funnel discriminators.
+DISCRIMINATOR_HEAD_ROOT = "discriminator_head"
+# The heads a run starts from when its init checkpoint holds them.
+HEAD_ROOTS = (MASKED_LM_ROOT, DISCRIMINATOR_HEAD_ROOT)
+# An ELECTRA run's generator encoder and its masked-LM head.
+GENERATOR_ROOT = "generator"
+GENERATOR_MASKED_LM_ROOT = "generator_masked_lm"
 # Where converted directories written before the converters used ENCODER_ROOT hold the encoder.
 LEGACY_CONVERTED_ENCODER_ROOT = MODEL_ROOT
 

@@ -106,6 +106,11 @@ class Task:
     """Returns the Keras model (build it under the strategy's scope)."""
     raise NotImplementedError
 
+  def initialise(self, model):
+    """Initialises what `--init-checkpoint` does not, on a run's start (not on a resume); returns
+    a description for the log, or None."""
+    return None
+
   def encoder(self, model):
     """The encoder inside `model` (what `--init-checkpoint` restores and `encode` serves)."""
     return model.checkpoint_items["encoder"]

@@ -40,6 +40,12 @@ class MaskedLMTask(Task):
       Setting("max_predictions_per_seq", int, None, "masked-LM predictions per sequence (default: 15% of "
               "--seq-length, rounded up)", minimum=1),
       Setting("whole_word_masking", bool, False, "mask whole words"),
+      # The heads' shape: a converted checkpoint records its own (--init-checkpoint passes them on).
+      Setting("mlm_transform", bool, True, "the masked-LM head's dense and layer norm (BERT's; Funnel's "
+              "published heads have none)", flag=False, architecture=True),
+      Setting("head_activation", str, "gelu", "activation of the masked-LM transform and of the "
+              "discriminator's dense layer (zoo.layers.constants.ACTIVATIONS)", flag=False,
+              architecture=True),
   )
   stat_names = ("mlm_loss", "mlm_accuracy")
   concatenates_documents = True
@@ -51,7 +57,8 @@ class MaskedLMTask(Task):
   def build(self):
     from zoo import models
     check_full_length(self.config, "an encoder")
-    return models.MaskedLMPretrainer(build_encoder(self.config), name="pretrainer")
+    return models.MaskedLMPretrainer(build_encoder(self.config), activation=self.config.head_activation,
+                                     mlm_transform=self.config.mlm_transform, name="pretrainer")
 
   def features(self, raw, text_encoder, seed=None):
     from zoo.text import MaskedLMMasker
@@ -92,6 +99,8 @@ class ElectraTask(MaskedLMTask):
       Setting("discriminator_weight", float, 50.0, "λ, the weight of the replaced-token loss", minimum=0),
       Setting("generator_overrides", dict, None, "the generator's encoder arguments over the defaults "
               "(a quarter of the discriminator's width)", flag=False, architecture=True),
+      Setting("generator_checkpoint", str, None, "a model directory (or checkpoint) whose encoder and "
+              "masked-LM head start the generator (default: a new generator)"),
   )
   stat_names = ("mlm_loss", "mlm_accuracy", "disc_loss", "disc_accuracy")
 
@@ -100,7 +109,16 @@ class ElectraTask(MaskedLMTask):
     check_full_length(self.config, "a discriminator and a generator")
     generator = build_encoder(self.config, **generator_overrides(self.config))
     return models.ElectraPretrainer(generator, build_encoder(self.config),
-                                    discriminator_weight=self.config.discriminator_weight, name="electra")
+                                    discriminator_weight=self.config.discriminator_weight,
+                                    activation=self.config.head_activation,
+                                    mlm_transform=self.config.mlm_transform, name="electra")
+
+  def initialise(self, model):
+    """The generator from `generator_checkpoint`, when given; returns what was restored, for the log."""
+    if not self.config.generator_checkpoint:
+      return None
+    from tpu.checkpointing import restore_generator
+    return restore_generator(model, self.config.generator_checkpoint)
 
   def denominators(self, features):
     return dict(masked=tf.reduce_sum(features["masked_lm_weights"]),

@@ -31,6 +31,7 @@ reproduce Hugging Face's outputs at real tokens:
 Repeated blocks run each layer's repeats back to back (`L0 L0 L1 L1`) in both.
 """
 
+import dataclasses
 import json
 import os
 
@@ -38,6 +39,8 @@ import numpy as np
 
 from zoo.convert import weights as weight_formats
 from zoo.layers.constants import AUTHORS_POOLING
+from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
+from zoo.model_dir import MASKED_LM_ROOT
 from zoo.models import FunnelEncoder
 
 CONFIG_FILE = "config.json"
@@ -309,35 +312,113 @@ def initialize_deterministically(dense, stddev, seed=0):
   dense.bias.assign(tf.zeros_like(dense.bias))
 
 
-# Heads of Hugging Face's Funnel pre-training models (FunnelForMaskedLM, FunnelForPreTraining:
-# ELECTRA's discriminator), whose encoder sits under `funnel.`; the zoo's heads differ.
-PRETRAINING_HEADS = ("lm_head.", "discriminator_predictions.")
+# Heads of Hugging Face's Funnel pre-training models, whose encoder sits under `funnel.`:
+# FunnelForMaskedLM's one linear layer to the vocabulary, tied to the word embeddings, and
+# FunnelForPreTraining's ELECTRA discriminator (a dense layer with the encoder's activation,
+# then one logit per token).
+MASKED_LM_HEAD = "lm_head."
+DISCRIMINATOR_HEAD = "discriminator_predictions."
+PRETRAINING_HEADS = (MASKED_LM_HEAD, DISCRIMINATOR_HEAD)
+
+
+@dataclasses.dataclass
+class ConvertedFunnel:
+  """`encoder`; `heads`, `{checkpoint root: head}`; `settings`, the config.json settings the heads
+  need (`tpu.tasks` settings of mlm and electra); `dropped`, weights left out on purpose."""
+
+  encoder: object
+  heads: dict
+  settings: dict
+  dropped: list
 
 
 def convert_hf_funnel(path, seq_length=512, with_decoder=None):
-  """`(FunnelEncoder, names of the dropped head weights)`; see `load_hf_funnel`.
+  """A `ConvertedFunnel` of a Hugging Face Funnel directory; see `load_hf_funnel`.
 
   A `FunnelForMaskedLM` or `FunnelForPreTraining` checkpoint converts its `funnel.`
-  encoder; the weights of its head are dropped and named. Hugging Face's masked-LM head
-  is one linear layer to the vocabulary and its ELECTRA discriminator a dense layer
-  without layer norm: the zoo's `MaskedLMHead` and `ElectraPretrainer` have other
-  parameters, so neither carries over.
+  encoder and its head: the masked-LM head into a `zoo.models.MaskedLMHead` without
+  transform (root `masked_lm`, setting `mlm_transform: false`), the discriminator into
+  the head `zoo.models.ElectraPretrainer` keeps (root `discriminator_head`, setting
+  `head_activation`, the encoder's activation).
   """
   hf_config = read_hf_config(path)
   weights = read_hf_weights(path)
-  dropped = []
+  head_weights = {}
   if any(name.startswith("funnel.") for name in weights):
-    dropped = sorted(name for name in weights if name.startswith(PRETRAINING_HEADS))
+    head_weights = {name: value for name, value in weights.items() if name.startswith(PRETRAINING_HEADS)}
     weights = {name[len("funnel."):] if name.startswith("funnel.") else name: value
-               for name, value in weights.items() if name not in dropped}
+               for name, value in weights.items() if name not in head_weights}
   has_decoder = any(name.startswith("decoder.") for name in weights)
   if with_decoder is None:
     with_decoder = has_decoder or "FunnelModel" in (hf_config.get("architectures") or ())
   config = zoo_config(hf_config, seq_length, with_decoder, source=os.path.join(path, CONFIG_FILE))
   model = FunnelEncoder(**config)
   skip = () if with_decoder else ("decoder.",)
-  assign_hf_weights(model, weights, config, source=weights_source(path), skip_prefixes=skip)
-  return model, dropped
+  source = weights_source(path)
+  assign_hf_weights(model, weights, config, source=source, skip_prefixes=skip)
+  heads, settings, dropped = {}, {}, []
+  if any(name.startswith(MASKED_LM_HEAD) for name in head_weights):
+    heads[MASKED_LM_ROOT], settings = _masked_lm_head(model, head_weights, hf_config, source, with_decoder)
+  elif any(name.startswith(DISCRIMINATOR_HEAD) for name in head_weights):
+    heads[DISCRIMINATOR_HEAD_ROOT] = _discriminator_head(model, head_weights, config, source, with_decoder)
+    settings = dict(head_activation=config["activation"])
+  if not with_decoder:
+    dropped = sorted(name for name in head_weights)   # a head without the full-length output it reads
+    heads, settings = {}, {}
+  return ConvertedFunnel(model, heads, settings, dropped)
+
+
+def _masked_lm_head(encoder, weights, hf_config, source, with_decoder):
+  """FunnelForMaskedLM's `lm_head`: logits = decoder output · word embeddingsᵀ + bias."""
+  import tensorflow as tf
+
+  from zoo.models.heads import MaskedLMHead
+  if not with_decoder:
+    return None, {}
+  table = encoder.get_embedding_table()
+  tied = weights.get(MASKED_LM_HEAD + "weight")
+  if tied is not None and not np.array_equal(tied, table.numpy()):
+    raise ConversionError(f"{source}: lm_head.weight is not tied to the word embeddings "
+                          "(tie_word_embeddings=false): the zoo's masked-LM head shares the embedding table")
+  if not hf_config.get("tie_word_embeddings", True) and tied is None:
+    raise ConversionError(f"{source}: tie_word_embeddings is false but lm_head.weight is missing")
+  bias = weights.get(MASKED_LM_HEAD + "bias")
+  if bias is None or bias.shape != (table.shape[0],):
+    raise ConversionError(f"{source}: lm_head.bias must be a vector of the vocabulary size {table.shape[0]}, "
+                          f"got {None if bias is None else bias.shape}")
+  head = MaskedLMHead(table, transform=False, name="masked_lm")
+  head(tf.zeros([1, 1, table.shape[1]]), masked_positions=tf.zeros([1, 1], tf.int32))
+  head.bias.assign(bias)
+  return head, dict(mlm_transform=False)
+
+
+def _discriminator_head(encoder, weights, config, source, with_decoder):
+  """FunnelForPreTraining's `discriminator_predictions`: dense (activation), then one logit."""
+  import tensorflow as tf
+  import tf_keras as keras
+
+  from zoo.models.pretrainers import discriminator_head
+  from zoo.models.pretrainers import head_activation
+  width = config["hidden_size"]
+  transform = keras.layers.Dense(width, activation=head_activation(config["activation"]),
+                                 name="discriminator_transform")
+  logits = keras.layers.Dense(1, dtype="float32", name="discriminator_logits")
+  logits(transform(tf.zeros([1, width])))
+  names = {f"{DISCRIMINATOR_HEAD}dense.weight": (transform.kernel, (width, width)),
+           f"{DISCRIMINATOR_HEAD}dense.bias": (transform.bias, (width,)),
+           f"{DISCRIMINATOR_HEAD}dense_prediction.weight": (logits.kernel, (1, width)),
+           f"{DISCRIMINATOR_HEAD}dense_prediction.bias": (logits.bias, (1,))}
+  problems = [f"{name}: missing" if name not in weights else f"{name} has shape {weights[name].shape}, "
+              f"expected {shape}" for name, (_, shape) in names.items()
+              if name not in weights or weights[name].shape != shape]
+  unexpected = sorted(set(weights) - set(names))
+  if problems or unexpected:
+    raise ConversionError(f"{source}: the discriminator head does not convert: "
+                          + "; ".join(problems + [f"unexpected {name}" for name in unexpected]))
+  for name, (variable, _) in names.items():
+    value = weights[name]
+    variable.assign(value.T if name.endswith("weight") else value)   # torch Linear: [out, in]
+  return discriminator_head(transform, logits)
 
 
 def load_hf_funnel(path, seq_length=512, with_decoder=None):
@@ -370,4 +451,4 @@ def load_hf_funnel(path, seq_length=512, with_decoder=None):
       encoder = load_hf_funnel("funnel", seq_length=128)   # zoo, no torch needed
       outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types))
   """
-  return convert_hf_funnel(path, seq_length, with_decoder)[0]
+  return convert_hf_funnel(path, seq_length, with_decoder).encoder

@@ -46,8 +46,11 @@ HF_FORMATS = ("hf-funnel", "hf-bert")
 class ConvertedCheckpoint:
   """What `read_checkpoint` returns: everything `write_model_dir` writes.
 
-  `heads`: `{name: layer}` saved beside the encoder (`masked_lm`); `vocab`: the path of a
-  vocabulary file, its tokens, or None; `source`: the fields of `source.json`.
+  `heads`: `{name: layer}` saved beside the encoder (`masked_lm`, `discriminator_head`);
+  `vocab`: the path of a vocabulary file, its tokens, or None; `source`: the fields of
+  `source.json`; `settings`: the config.json settings its heads need (the masked-LM
+  head's `mlm_transform`, their `head_activation`), which a pre-training run with
+  `--init-checkpoint` takes.
   """
   encoder: object
   heads: dict
@@ -55,6 +58,7 @@ class ConvertedCheckpoint:
   tokenizer: dict
   vocab: object
   source: dict
+  settings: dict = dataclasses.field(default_factory=dict)
 
 
 def describe(encoder, seq_length, lower_case, tokenizer=None):
@@ -108,11 +112,12 @@ def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, re
     source.update(hub)
   else:
     source.update(path=os.path.abspath(src))
+  settings = {}
   if source_format == "hf-funnel":
     from zoo.convert.hf_funnel import convert_hf_funnel
-    encoder, dropped = convert_hf_funnel(src, seq_length=seq_length, with_decoder=with_decoder)
+    funnel = convert_hf_funnel(src, seq_length=seq_length, with_decoder=with_decoder)
+    encoder, dropped, heads, settings = funnel.encoder, funnel.dropped, funnel.heads, funnel.settings
     lower_case, tokenizer = tokenizer_files.hf_settings(src, funnel=True)
-    heads = {}
   elif source_format == "hf-bert":
     from zoo.convert.bert import convert_hf_bert
     converted = convert_hf_bert(src, seq_length, residual_attention, running_mean)
@@ -123,6 +128,8 @@ def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, re
     converted = convert_tf1_bert(src, seq_length, residual_attention, running_mean)
     encoder, dropped, heads = converted.encoder, converted.dropped, converted.heads
     lower_case, tokenizer = tokenizer_files.google_settings(tf1_lower_case(src, lower_case))
+  if heads and source_format != "hf-funnel":   # BERT's masked-LM transform: the encoder's activation
+    settings = dict(head_activation=encoder.get_config()["activation"])
   if dropped:
     source.update(dropped=dropped)
   if source_format in HF_FORMATS:
@@ -130,11 +137,11 @@ def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, re
   else:
     vocab = os.path.join(src if os.path.isdir(src) else os.path.dirname(src), VOCAB_FILE)
     vocab = vocab if os.path.exists(vocab) else None
-  return ConvertedCheckpoint(encoder, heads, lower_case, tokenizer, vocab, source)
+  return ConvertedCheckpoint(encoder, heads, lower_case, tokenizer, vocab, source, settings)
 
 
 def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None, tokenizer=None,
-                    heads=None):
+                    heads=None, settings=None):
   """Writes a converted encoder as a model directory; returns the checkpoint prefix.
 
   `vocab`: the path of a vocabulary file, or its tokens. `heads`: `{name: layer}` saved
@@ -150,7 +157,7 @@ def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab
   checkpoint = tf.train.Checkpoint(**{ENCODER_ROOT: encoder}, **(heads or {}))
   prefix = model_dir.checkpoint_manager(checkpoint, max_to_keep=1).save(checkpoint_number=1)
   # config.json last: a directory with a config is complete.
-  model_dir.write_config(describe(encoder, seq_length, lower_case, tokenizer))
+  model_dir.write_config(dict(describe(encoder, seq_length, lower_case, tokenizer), **(settings or {})))
   return prefix
 
 
@@ -168,4 +175,4 @@ def convert_to_model_dir(source_format, src, out, *, seq_length=512, **options):
     raise FileNotFoundError(f"{src}: no vocab.txt (or tokenizer.json) beside the checkpoint")
   return write_model_dir(converted.encoder, out, seq_length=seq_length, lower_case=converted.lower_case,
                          source=converted.source, vocab=converted.vocab, tokenizer=converted.tokenizer,
-                         heads=converted.heads)
+                         heads=converted.heads, settings=converted.settings)

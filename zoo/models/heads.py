@@ -120,9 +120,14 @@ class MaskedLMHead(nlp_layers.MaskedLM):
   - `masked_positions` may be a numpy array as well as a tensor.
   Its layer-norm epsilon is Model Garden's fixed 1e-12 (BERT's).
 
+  With `transform=False` there is no dense and no layer norm: `logits = x · tableᵀ +
+  output_bias`, the head of Funnel-Transformer's published masked-LM models (one linear
+  layer tied to the word embeddings; Hugging Face's `FunnelForMaskedLM`).
+
   Args:
     embedding_table: the encoder's word-embedding table `[V, E]`.
     activation: activation of the transform dense (BERT: "gelu").
+    transform: the dense and layer norm before the vocabulary projection (BERT's).
     initializer: initializer of the transform dense kernel.
     output: "logits", or "predictions" for log-probabilities.
 
@@ -144,18 +149,34 @@ class MaskedLMHead(nlp_layers.MaskedLM):
   """
 
   def __init__(self, embedding_table=None, activation="gelu", initializer="glorot_uniform",
-               output="logits", dtype="float32", **kwargs):
+               output="logits", transform=True, dtype="float32", **kwargs):
     super().__init__(embedding_table=embedding_table, activation=activation, initializer=initializer,
                      output=output, dtype=dtype, **kwargs)
+    self.transform = transform
 
   def build(self, input_shape):
     if self.embedding_table is None:
       raise ValueError("MaskedLMHead needs the encoder's word-embedding table: "
                        "MaskedLMHead(embedding_table=encoder.get_embedding_table(), ...)")
-    super().build(input_shape)
+    if self.transform:
+      super().build(input_shape)
+      return
+    if self.embedding_table.shape[1] != input_shape[-1]:
+      raise ValueError(f"a MaskedLMHead without transform needs the encoder's width {input_shape[-1]} to "
+                       f"equal the embedding width {self.embedding_table.shape[1]}")
+    self._vocab_size = self.embedding_table.shape[0]
+    self.bias = self.add_weight("output_bias/bias", shape=(self._vocab_size,), initializer="zeros",
+                                trainable=True)
+    keras.layers.Layer.build(self, input_shape)
 
   def call(self, sequence_output, masked_positions):
-    return super().call(sequence_output, tf.convert_to_tensor(masked_positions, tf.int32))
+    masked_positions = tf.convert_to_tensor(masked_positions, tf.int32)
+    if self.transform:
+      return super().call(sequence_output, masked_positions)
+    picked = tf.gather(tf.cast(sequence_output, self.compute_dtype), masked_positions, batch_dims=1)
+    table = tf.cast(self.embedding_table, self.compute_dtype)   # [V, E]
+    logits = tf.nn.bias_add(tf.einsum("bpe,ve->bpv", picked, table), self.bias)   # [B, P, V]
+    return logits if self._output_type == "logits" else tf.nn.log_softmax(logits)
 
   def get_config(self):
     # Model Garden's MaskedLM.get_config raises (the table is shared), so chain past it.
@@ -164,6 +185,7 @@ class MaskedLMHead(nlp_layers.MaskedLM):
         activation=keras.activations.serialize(keras.activations.get(self.activation)),
         initializer=keras.initializers.serialize(self.initializer),
         output=self._output_type,
+        transform=self.transform,
     )
     return config
 

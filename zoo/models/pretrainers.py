@@ -14,6 +14,12 @@ loss; losses are computed in float32.
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.layers.constants import ACTIVATIONS
+from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
+from zoo.model_dir import ENCODER_ROOT
+from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
+from zoo.model_dir import GENERATOR_ROOT
+from zoo.model_dir import MASKED_LM_ROOT
 from zoo.models.heads import EncoderHead
 from zoo.models.heads import MaskedLMHead
 from zoo.models.heads import deserialize_encoders
@@ -22,6 +28,20 @@ from zoo.models.heads import full_length_sequence
 from zoo.models.heads import truncated_normal
 from zoo.models.losses import electra_losses
 from zoo.models.losses import masked_lm_loss
+
+
+def head_activation(activation):
+  """A head's activation: a name of `zoo.layers.constants.ACTIVATIONS` ("gelu_approximate" is the
+  tanh form), else whatever Keras takes."""
+  return ACTIVATIONS.get(activation, activation) if isinstance(activation, str) else activation
+
+
+def discriminator_head(transform, logits):
+  """ELECTRA's discriminator head as a checkpoint item: its two dense layers, `transform`
+  (`[.., D] -> [.., D]` with the activation) and `logits` (`-> [.., 1]`)."""
+  head = tf.Module(name=DISCRIMINATOR_HEAD_ROOT)
+  head.transform, head.logits = transform, logits
+  return head
 
 
 def masked_lm_inputs():
@@ -51,8 +71,11 @@ class MaskedLMPretrainer(EncoderHead):
 
   Args:
     encoder: an encoder with a full-length `sequence_output` and `get_embedding_table()`.
-    activation: activation of the MLM transform (BERT: "gelu").
+    activation: activation of the MLM transform (BERT: "gelu"; a name of
+      `zoo.layers.constants.ACTIVATIONS`, or a Keras activation).
     initializer_range: stddev of the truncated-normal initializer of the MLM transform.
+    mlm_transform: the head's dense and layer norm (BERT's); False for the single
+      tied projection of Funnel's published masked-LM models (`MaskedLMHead`).
 
   Example:
     >>> encoder = TransformerEncoder(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2,
@@ -65,12 +88,13 @@ class MaskedLMPretrainer(EncoderHead):
     (TensorShape([2, 2, 50]), tf.float32)
   """
 
-  def __init__(self, encoder, activation="gelu", initializer_range=0.02, **kwargs):
-    config = dict(activation=activation, initializer_range=initializer_range)
+  def __init__(self, encoder, activation="gelu", initializer_range=0.02, mlm_transform=True, **kwargs):
+    config = dict(activation=activation, initializer_range=initializer_range, mlm_transform=mlm_transform)
 
     # Layers.
-    masked_lm = MaskedLMHead(encoder.get_embedding_table(), activation=activation,
-                             initializer=truncated_normal(initializer_range), name="masked_lm")
+    masked_lm = MaskedLMHead(encoder.get_embedding_table(), activation=head_activation(activation),
+                             initializer=truncated_normal(initializer_range), transform=mlm_transform,
+                             name="masked_lm")
 
     # The functional graph.
     inputs = encoder_inputs_like(encoder)
@@ -90,7 +114,7 @@ class MaskedLMPretrainer(EncoderHead):
 
   @property
   def checkpoint_items(self):
-    return dict(encoder=self.encoder, masked_lm=self.masked_lm)
+    return {ENCODER_ROOT: self.encoder, MASKED_LM_ROOT: self.masked_lm}
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
     if y is not None or sample_weight is not None:
@@ -199,6 +223,8 @@ class ElectraPretrainer(keras.Model):
     share_embeddings: tie the generator's word embeddings to the discriminator's.
     discriminator_weight: λ.
     activation: activation of the MLM transform and of the discriminator's dense layer.
+    mlm_transform: the generator's masked-LM head has BERT's dense and layer norm
+      (`MaskedLMHead`; False: the single tied projection of Funnel's masked-LM models).
     initializer_range: stddev of the truncated-normal initializer of the heads.
 
   Example:
@@ -217,9 +243,9 @@ class ElectraPretrainer(keras.Model):
   """
 
   def __init__(self, generator, discriminator, share_embeddings=True, discriminator_weight=50.0,
-               activation="gelu", initializer_range=0.02, **kwargs):
+               activation="gelu", initializer_range=0.02, mlm_transform=True, **kwargs):
     config = dict(share_embeddings=share_embeddings, discriminator_weight=discriminator_weight,
-                  activation=activation, initializer_range=initializer_range)
+                  activation=activation, initializer_range=initializer_range, mlm_transform=mlm_transform)
     table, generator_table = discriminator.get_embedding_table(), generator.get_embedding_table()
     if generator_table.shape[0] != table.shape[0]:
       raise ValueError(f"generator and discriminator need the same vocabulary, got "
@@ -236,11 +262,12 @@ class ElectraPretrainer(keras.Model):
       generator.get_embedding_layer().embeddings = table   # Keras puts it in the old variable's place
 
     # Layers.
-    masked_lm = MaskedLMHead(generator.get_embedding_table(), activation=activation,
-                             initializer=truncated_normal(initializer_range), name="generator_masked_lm")
+    masked_lm = MaskedLMHead(generator.get_embedding_table(), activation=head_activation(activation),
+                             initializer=truncated_normal(initializer_range), transform=mlm_transform,
+                             name="generator_masked_lm")
     sampler = ReplacedTokenSampler(name="sampler")
     disc_width = discriminator.output["sequence_output"].shape[-1]
-    disc_transform = keras.layers.Dense(disc_width, activation=activation,
+    disc_transform = keras.layers.Dense(disc_width, activation=head_activation(activation),
                                         kernel_initializer=truncated_normal(initializer_range),
                                         name="discriminator_transform")
     disc_scores = keras.layers.Dense(1, kernel_initializer=truncated_normal(initializer_range),
@@ -272,13 +299,17 @@ class ElectraPretrainer(keras.Model):
     self.discriminator = discriminator
     self.discriminator_weight = discriminator_weight
     self.masked_lm = masked_lm
+    self.disc_transform, self.disc_scores = disc_transform, disc_scores
     self.loss_tracker = keras.metrics.Mean(name="loss")
     self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
     self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
 
   @property
   def checkpoint_items(self):
-    return dict(encoder=self.discriminator)
+    """The discriminator (the encoder a run keeps) and its head, the generator and its head."""
+    return {ENCODER_ROOT: self.discriminator,
+            DISCRIMINATOR_HEAD_ROOT: discriminator_head(self.disc_transform, self.disc_scores),
+            GENERATOR_ROOT: self.generator, GENERATOR_MASKED_LM_ROOT: self.masked_lm}
 
   def compute_losses(self, x, y_pred):
     """The loss and its two terms (float32 scalars) for features `x` and outputs `y_pred`."""

@@ -187,3 +187,71 @@ def test_masked_lm_pre_training_starts_from_the_checkpoints_head(tmp_path):
   assert bias, "the run saved no masked-LM head"
   expected = model.cls.predictions.bias.detach().numpy()
   np.testing.assert_allclose(tf.train.load_checkpoint(prefix).get_tensor(bias[0]), expected, atol=1e-6)
+
+
+def _hf_logits(model, inputs):
+  with torch.no_grad():
+    return model(input_ids=torch.from_numpy(inputs["input_word_ids"]).long(),
+                 attention_mask=torch.from_numpy(inputs["input_mask"]).long(),
+                 token_type_ids=torch.from_numpy(inputs["input_type_ids"]).long()).logits.numpy()
+
+
+@pytest.mark.slow
+def test_funnel_pre_training_continues_from_the_published_heads(tmp_path):
+  """mlm from a converted FunnelForMaskedLM and electra from a converted FunnelForPreTraining (its
+  generator from the masked-LM model): after a step at a negligible learning rate, the runs' heads
+  give Hugging Face's logits on raw text of every length."""
+  from tpu.serving import restore_model
+  from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
+  config = transformers.FunnelConfig(**{**FUNNEL_TINY, **BLOCKS, "vocab_size": 60, "hidden_act": "gelu_new"})
+  tokenizer = transformers.FunnelTokenizer(vocab_file(str(tmp_path), FUNNEL_SPECIAL, 60))
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("".join(f"{line}\n" for line in LONG * 20))
+  texts = [" ".join(["dog", "film", "good"][i % 3] for i in range(words)) for words in range(LENGTH)] + LONG
+  converted = {}
+  classes = dict(mlm=transformers.FunnelForMaskedLM, electra=transformers.FunnelForPreTraining)
+  for name, model_class in classes.items():
+    torch.manual_seed(4)
+    model = model_class(config).eval()
+    src = tmp_path / name
+    model.save_pretrained(src, safe_serialization=True)
+    tokenizer.save_pretrained(src)
+    out = str(tmp_path / f"converted-{name}")
+    assert main(["hf-funnel", str(src), "--out", out, "--seq-length", str(LENGTH)]) == 0
+    converted[name] = (out, model)
+  width = dict(hidden_size=FUNNEL_TINY["d_model"], num_heads=FUNNEL_TINY["n_head"],
+               head_size=FUNNEL_TINY["d_head"], intermediate_size=FUNNEL_TINY["d_inner"],
+               embedding_width=FUNNEL_TINY["d_model"])
+  runs = dict(mlm=dict(), electra=dict(generator_checkpoint=converted["mlm"][0], generator_overrides=width))
+  for name, extra in runs.items():
+    out, model = converted[name]
+    run_dir = str(tmp_path / f"run-{name}")
+    run = TrainConfig(model_dir=run_dir, task=name, data=f"text:{corpus}", steps=1, batch_size=4,
+                      seq_length=LENGTH, init_checkpoint=out, checkpoint_every=1, learning_rate=1e-12,
+                      export=False, dropout=0.0, **extra)
+    train.run(run)
+    saved = TrainConfig.from_model_dir(run_dir)
+    trained = restore_model(saved, ModelDir(run_dir).latest_checkpoint())
+    encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=LENGTH, return_tensors="np")
+    inputs = dict(input_word_ids=encoded["input_ids"].astype(np.int32),
+                  input_mask=encoded["attention_mask"].astype(np.int32),
+                  input_type_ids=np.where(np.arange(LENGTH) == 0, 2, 0).astype(np.int32)[None].repeat(
+                      len(texts), 0))   # FunnelTokenizer's: [CLS] 2, one segment 0
+    real = inputs["input_mask"] > 0
+    expected = _hf_logits(model, inputs)
+    if name == "mlm":
+      assert saved.mlm_transform is False
+      positions = np.tile(np.arange(LENGTH, dtype=np.int32), [len(texts), 1])
+      actual = trained(dict(inputs, masked_lm_positions=positions), training=False)["mlm_logits"].numpy()
+      # The generator of the electra run is this masked-LM model: its head gives the same logits.
+    else:
+      assert saved.head_activation == "gelu_approximate" and saved.mlm_transform is False
+      head = trained.checkpoint_items[DISCRIMINATOR_HEAD_ROOT]
+      sequence = trained.discriminator(inputs, training=False)["sequence_output"]
+      actual = head.logits(head.transform(sequence))[:, :, 0].numpy()
+      generator_logits = trained.masked_lm(trained.generator(inputs, training=False)["sequence_output"],
+                                           masked_positions=np.tile(np.arange(LENGTH, dtype=np.int32),
+                                                                    [len(texts), 1])).numpy()
+      mlm_expected = _hf_logits(converted["mlm"][1], inputs)
+      assert np.abs(generator_logits - mlm_expected)[real].max() < TOLERANCE
+    assert np.abs(actual - expected)[real].max() < TOLERANCE, name

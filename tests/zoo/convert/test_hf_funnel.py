@@ -336,21 +336,46 @@ def test_cli_help(capsys):
   assert "--seq-length" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("model_class, head", [
-    (transformers.FunnelForMaskedLM, "lm_head."),
-    (transformers.FunnelForPreTraining, "discriminator_predictions."),
-])
-def test_pre_training_models_convert_their_encoder_and_list_the_head(tmp_path, model_class, head):
+@pytest.mark.parametrize("model_class", [transformers.FunnelForMaskedLM, transformers.FunnelForPreTraining])
+def test_pre_training_models_convert_their_encoder_and_their_head(tmp_path, model_class):
+  """The masked-LM head's logits and the discriminator's logits equal Hugging Face's (real tokens, every
+  real length), through the zoo's pre-training models built as a run builds them."""
+  from zoo import models
   from zoo.convert.hf_funnel import convert_hf_funnel
+  from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
+  from zoo.model_dir import MASKED_LM_ROOT
   torch.manual_seed(0)
-  model = model_class(transformers.FunnelConfig(**{**TINY, **BLOCKS})).eval()
+  model = model_class(transformers.FunnelConfig(**{**TINY, **BLOCKS, "hidden_act": "gelu_new"})).eval()
   model.save_pretrained(tmp_path / "hf", safe_serialization=True)
-  encoder, dropped = convert_hf_funnel(str(tmp_path / "hf"), seq_length=LENGTH)
-  assert dropped and all(name.startswith(head) for name in dropped)
+  converted = convert_hf_funnel(str(tmp_path / "hf"), seq_length=LENGTH)
+  assert converted.dropped == []
   inputs = make_inputs(separate_cls=True)
-  actual = encoder(inputs, training=False)["sequence_output"]
+  real = inputs["input_mask"] > 0
+  actual = converted.encoder(inputs, training=False)["sequence_output"]
   expected = hf_reference(model.funnel, inputs).last_hidden_state
   assert max_difference(actual, expected, inputs["input_mask"], model.config) < TOLERANCE
+  with torch.no_grad():
+    hf_logits = model(input_ids=torch.from_numpy(inputs["input_word_ids"]).long(),
+                      attention_mask=torch.from_numpy(inputs["input_mask"]).long(),
+                      token_type_ids=torch.from_numpy(inputs["input_type_ids"]).long()).logits.numpy()
+  if model_class is transformers.FunnelForMaskedLM:
+    assert converted.settings == dict(mlm_transform=False) and list(converted.heads) == [MASKED_LM_ROOT]
+    pretrainer = models.MaskedLMPretrainer(converted.encoder, mlm_transform=False)
+    tf.train.Checkpoint(masked_lm=pretrainer.masked_lm).read(
+        tf.train.Checkpoint(masked_lm=converted.heads[MASKED_LM_ROOT]).write(str(tmp_path / "head")))
+    positions = np.tile(np.arange(LENGTH, dtype=np.int32), [LENGTH, 1])
+    logits = pretrainer(dict(inputs, masked_lm_positions=positions), training=False)["mlm_logits"].numpy()
+    assert logits.shape == hf_logits.shape == (LENGTH, LENGTH, VOCAB)
+  else:
+    assert converted.settings == dict(head_activation="gelu_approximate")
+    assert list(converted.heads) == [DISCRIMINATOR_HEAD_ROOT]
+    generator = converted.encoder.__class__.from_config(dict(converted.encoder.get_config(), name="generator"))
+    electra = models.ElectraPretrainer(generator, converted.encoder, activation="gelu_approximate")
+    tf.train.Checkpoint(head=electra.checkpoint_items[DISCRIMINATOR_HEAD_ROOT]).read(
+        tf.train.Checkpoint(head=converted.heads[DISCRIMINATOR_HEAD_ROOT]).write(str(tmp_path / "head")))
+    disc_sequence = converted.encoder(inputs, training=False)["sequence_output"]
+    logits = electra.disc_scores(electra.disc_transform(disc_sequence))[:, :, 0].numpy()
+  assert np.abs(logits - hf_logits)[real].max() < TOLERANCE
 
   classifier = transformers.FunnelForSequenceClassification(transformers.FunnelConfig(**{**TINY, **BLOCKS}))
   classifier.save_pretrained(tmp_path / "classifier", safe_serialization=True)
