@@ -44,7 +44,7 @@ REJECTIONS = [
      constants.RELATIVE_POSITION_ENCODINGS),
     ("funnel_pooling_type", lambda: FunnelPooling("min"), constants.POOLING_TYPES),
     ("pool_sequence_mode", lambda: pool_sequence([[1.0, 2.0]], mode="min"),
-     (*constants.POOLING_TYPES, "first", "any")),
+     (*constants.POOLING_TYPES, "first", "any", "all")),
     ("funnel_encoder_pooling_type", lambda: FunnelEncoder(**SMALL_FUNNEL, pooling_type="min"),
      constants.POOLING_TYPES),
     ("funnel_encoder_position_encoding", lambda: FunnelEncoder(**SMALL_FUNNEL, position_encoding="absolute"),
@@ -52,6 +52,8 @@ REJECTIONS = [
     ("transformer_encoder_position_encoding",
      lambda: TransformerEncoder(**SMALL_TRANSFORMER, position_encoding="rotary"),
      constants.POSITION_ENCODINGS),
+    ("funnel_encoder_pooling_semantics",
+     lambda: FunnelPooling("mean", semantics="min"), constants.POOLING_SEMANTICS),
     ("transformer_encoder_activation", lambda: TransformerEncoder(**SMALL_TRANSFORMER, activation="tanh"),
      tuple(constants.ACTIVATIONS)),
 ]
