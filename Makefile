@@ -34,11 +34,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check zoo tpu export benchmarks tests
-	$(PY) -m pytest -n $(PYTEST_WORKERS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 # Everything but the tests marked slow.
 test-fast: $(STAMP)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow"
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check zoo tpu export benchmarks tests

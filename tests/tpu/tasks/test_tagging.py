@@ -356,12 +356,12 @@ def test_tag_run_on_long_sentences_scores_every_gold_entity_and_exports(tmp_path
 
 
 @pytest.mark.slow
-def test_tag_on_tfds_conll2003_mock_data_resumes_under_xla_and_bfloat16(tmp_path):
+def test_tag_on_tfds_conll2003_mock_data(tmp_path):
+  """TFDS's CoNLL-2003 trains and evaluates (the job's resume under XLA and bfloat16 is checked once,
+  for every task, by the classify and squad runs)."""
   with tfds.testing.mock_data(num_examples=12):
     config = _tag_config(tmp_path / "run", data="tfds:conll2003", steps=2, num_classes=None, label_names=None)
-    first = train.run(config)
-    second = train.run(config.replace(steps=4, jit_compile=True, mixed_precision="bfloat16"))
-  assert first["examples"] == second["examples"] == 12 and np.isfinite(second["loss"])
-  records = ModelDir(str(tmp_path / "run")).read_history()
-  assert [record["step"] for record in records if "learning_rate" in record] == [1, 2, 3, 4]   # resumed at 2
-  assert TrainConfig.from_model_dir(str(tmp_path / "run")).num_classes == 9
+    results = train.run(config)
+  assert results["examples"] == 12 and np.isfinite(results["loss"])
+  saved = TrainConfig.from_model_dir(str(tmp_path / "run"))
+  assert (saved.num_classes, saved.tag_scheme) == (9, "iob2")
