@@ -369,7 +369,8 @@ def test_pre_training_models_convert_their_encoder_and_their_head(tmp_path, mode
   else:
     assert converted.settings == dict(head_activation="gelu_approximate")
     assert list(converted.heads) == [DISCRIMINATOR_HEAD_ROOT]
-    generator = converted.encoder.__class__.from_config(dict(converted.encoder.get_config(), name="generator"))
+    generator_config = dict(converted.encoder.get_config(), name="generator")
+    generator = converted.encoder.__class__.from_config(generator_config)
     electra = models.ElectraPretrainer(generator, converted.encoder, activation="gelu_approximate")
     tf.train.Checkpoint(head=electra.checkpoint_items[DISCRIMINATOR_HEAD_ROOT]).read(
         tf.train.Checkpoint(head=converted.heads[DISCRIMINATOR_HEAD_ROOT]).write(str(tmp_path / "head")))
