@@ -354,6 +354,17 @@ class ModelDir:
     return tf.train.CheckpointManager(checkpoint, directory or self.checkpoint_dir, max_to_keep=max_to_keep,
                                       step_counter=step_counter)
 
+  def write_checkpoint(self, checkpoint, number=1):
+    """Writes `checkpoint` once as `checkpoints/ckpt-<number>` (a converted checkpoint); returns its prefix.
+
+    The state file that records it (written last, atomically) holds no timestamps, unlike
+    `CheckpointManager`'s: the same weights give the same bytes, file for file.
+    """
+    name = f"ckpt-{number}"
+    prefix = checkpoint.write(os.path.join(self.checkpoint_dir, name))
+    tf.compat.v1.train.update_checkpoint_state(self.checkpoint_dir, name, all_model_checkpoint_paths=[name])
+    return prefix
+
   # history.jsonl, eval_results.json, source.json
   def append_history(self, record):
     """Appends one JSON line (an append, not atomic: a partial last line is skipped on reading)."""

@@ -155,7 +155,7 @@ def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab
     model_dir.write_vocab(vocab)
   model_dir.write_source(source)
   checkpoint = tf.train.Checkpoint(**{ENCODER_ROOT: encoder}, **(heads or {}))
-  prefix = model_dir.checkpoint_manager(checkpoint, max_to_keep=1).save(checkpoint_number=1)
+  prefix = model_dir.write_checkpoint(checkpoint)
   # config.json last: a directory with a config is complete.
   model_dir.write_config(dict(describe(encoder, seq_length, lower_case, tokenizer), **(settings or {})))
   return prefix

@@ -55,16 +55,17 @@ def _write_layout(model, folder, layout):
 def _contents(directory):
   """`{entry: bytes}` of a model directory's files and checkpoint variables.
 
-  Left out: `source.json` (it names the source) and the checkpoint's bookkeeping (the
-  `checkpoint` state file holds timestamps; the index holds the object graph, whose
-  Keras names count the models built in this process); every variable's bytes are in.
+  Left out: `source.json` (it names the source) and the checkpoint's own files, whose index
+  holds the object graph with Keras names that count the models built in this process
+  (conversions in separate processes write the same bytes there too); every variable's
+  bytes are in, and so is the `checkpoint` state file.
   """
   import tensorflow as tf
   contents = {}
   for root, _, names in os.walk(directory):
     for name in names:
       relative = os.path.relpath(os.path.join(root, name), directory)
-      if relative != "source.json" and not relative.startswith("checkpoints"):
+      if relative != "source.json" and not relative.startswith("checkpoints/ckpt-"):
         with open(os.path.join(root, name), "rb") as file:
           contents[relative] = file.read()
   prefix = tf.train.latest_checkpoint(os.path.join(directory, "checkpoints"))
