@@ -62,12 +62,12 @@ class _FullLengthCheck(keras.layers.Layer):
       return tf.identity(sequence_output)
 
 
-def full_length_sequence(encoder_outputs, word_ids, head_name, name="full_length_check"):
-  """The encoder's `sequence_output` `[B, T, D]`, checked to have the input's length T.
+def full_length_sequence(encoded, word_ids, head_name, name="full_length_check"):
+  """The `sequence_output` `[B, T, D]` of an encoder's outputs `encoded`, checked to have the input's length T.
 
   The check is made here when both lengths are static, else at run time by a layer `name`.
   """
-  sequence_output = encoder_outputs["sequence_output"]
+  sequence_output = encoded["sequence_output"]
   length, expected = sequence_output.shape[1], word_ids.shape[1]
   if length is None or expected is None:
     return _FullLengthCheck(head_name, name=name)(sequence_output, word_ids)

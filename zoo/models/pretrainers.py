@@ -99,11 +99,11 @@ class MaskedLMPretrainer(EncoderHead):
     # The functional graph.
     inputs = encoder_inputs_like(encoder)
     positions = keras.Input(shape=(None,), dtype=tf.int32, name="masked_lm_positions")
-    encoder_outputs = encoder(inputs)
-    sequence_output = full_length_sequence(encoder_outputs, inputs["input_word_ids"], "MaskedLMPretrainer")
+    encoded = encoder(inputs)
+    sequence_output = full_length_sequence(encoded, inputs["input_word_ids"], "MaskedLMPretrainer")
     outputs = dict(mlm_logits=masked_lm(sequence_output, masked_positions=positions),   # [B, P, V]
-                   sequence_output=encoder_outputs["sequence_output"],
-                   pooled_output=encoder_outputs["pooled_output"])
+                   sequence_output=encoded["sequence_output"],
+                   pooled_output=encoded["pooled_output"])
     super().__init__(inputs=dict(inputs, masked_lm_positions=positions), outputs=outputs, **kwargs)
 
     # The config.
