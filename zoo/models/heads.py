@@ -63,7 +63,7 @@ class _FullLengthCheck(keras.layers.Layer):
 
 
 def full_length_sequence(encoded, word_ids, head_name, name="full_length_check"):
-  """The `sequence_output` `[B, T, D]` of an encoder's outputs `encoded`, checked to have the input's length T.
+  """The `sequence_output` `[B, T, D]` of the encoder's outputs `encoded`, checked to be of length T.
 
   The check is made here when both lengths are static, else at run time by a layer `name`.
   """
