@@ -64,6 +64,7 @@ tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
 CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_STATE_FILE = "checkpoint"   # in checkpoints/: which checkpoints there are
 TRAIN_SUMMARIES = "train"
 EVAL_SUMMARIES = "eval"
 HISTORY_FILE = "history.jsonl"
@@ -362,7 +363,9 @@ class ModelDir:
     """
     name = f"ckpt-{number}"
     prefix = checkpoint.write(os.path.join(self.checkpoint_dir, name))
-    tf.compat.v1.train.update_checkpoint_state(self.checkpoint_dir, name, all_model_checkpoint_paths=[name])
+    # The `CheckpointState` text proto `tf.train.latest_checkpoint` reads, paths relative to the folder.
+    write_atomically(os.path.join(self.checkpoint_dir, CHECKPOINT_STATE_FILE),
+                     f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
     return prefix
 
   # history.jsonl, eval_results.json, source.json
