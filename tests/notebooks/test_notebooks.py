@@ -47,7 +47,7 @@ CI_PARAMETERS = {
     "02_pretrain_realformer.ipynb": dict({key: value for key, value in _PRETRAINING.items()
                                           if key != "DEMO_CORPUS"},
                                          CORPUS="pydocs", SEEDS=[0, 1], EVAL_BATCH_SIZE=250, STEPS=12,
-                                         EVAL_EVERY=6),
+                                         EVAL_EVERY=12),
     "03_layer_reuse.ipynb": dict(SEQ_LENGTH=32, HIDDEN_SIZE=32, NUM_HEADS=2, TRAIN_EXAMPLES=512, EPOCHS=2),
     "04_attention_analysis.ipynb": dict(_PRETRAINING, ANALYSIS_EXAMPLES=32),
 }

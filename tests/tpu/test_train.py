@@ -1,5 +1,5 @@
-"""The training job: tiny end-to-end runs of every task, exactness of the distributed loss,
-resume after a kill, SIGTERM, NaN stop, XLA, bfloat16, TFDS mock data and error messages."""
+"""The training job: tiny end-to-end runs of every task, resume after a kill, SIGTERM, NaN stop,
+XLA, bfloat16, TFDS mock data and error messages (each task's loss: tests/tpu/tasks/)."""
 
 import json
 import os
@@ -17,7 +17,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 import tf_keras as keras
 
-from tpu import tasks
+from tests.tpu.tasks.losses import softmax_cross_entropy
 from tpu import train
 from tpu.checkpointing import Preempted
 from tpu.checkpointing import restore_encoder
@@ -56,65 +56,6 @@ def run_job(args, **kwargs):
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
   return subprocess.Popen([sys.executable, "-m", "tpu.train", *args], cwd=ROOT, env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-
-
-# ---------------------------------------------------------------------------------------------
-# Losses: exact over the global batch, against numpy.
-
-
-def _softmax_cross_entropy(labels, logits):
-  logits = logits - logits.max(-1, keepdims=True)
-  log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-  return -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
-
-
-def _shares(task, features, outputs):
-  """Sum of the losses of two 'replicas' holding the two halves, with all-reduced denominators."""
-  halves = [tf.nest.map_structure(lambda value, part=part: value[part], (features, outputs))
-            for part in (slice(0, 3), slice(3, None))]
-  totals = {}
-  for half_features, _ in halves:
-    for name, value in task.denominators(half_features).items():
-      totals[name] = totals.get(name, 0.0) + value
-  return sum(float(task.loss_and_stats(f, o, totals)[0]) for f, o in halves)
-
-
-def test_mlm_and_electra_losses_are_exact_over_replicas(tmp_path):
-  rng = np.random.default_rng(0)
-  batch, length, predictions, vocab = 5, 6, 3, 7
-  features = dict(masked_lm_ids=rng.integers(0, vocab, [batch, predictions]).astype(np.int32),
-                  masked_lm_weights=(rng.random([batch, predictions]) < 0.6).astype(np.float32),
-                  input_mask=(rng.random([batch, length]) < 0.7).astype(np.int32))
-  features["masked_lm_weights"][0] = 1.0   # at least one masked token
-  outputs = dict(mlm_logits=rng.normal(size=[batch, predictions, vocab]).astype(np.float32),
-                 disc_logits=rng.normal(size=[batch, length]).astype(np.float32),
-                 disc_labels=rng.integers(0, 2, [batch, length]).astype(np.int32))
-  weights = features["masked_lm_weights"]
-  token_losses = _softmax_cross_entropy(features["masked_lm_ids"], outputs["mlm_logits"])
-  mlm = (token_losses * weights).sum() / weights.sum()
-  x, z, real = outputs["disc_logits"], outputs["disc_labels"], features["input_mask"]
-  bce = np.maximum(x, 0) - x * z + np.log1p(np.exp(-abs(x)))
-  disc = (bce * real).sum() / real.sum()
-  config = tiny_config(tmp_path, task="mlm").validate()
-  np.testing.assert_allclose(_shares(tasks.get_task(config), features, outputs), mlm, rtol=1e-5)
-  electra = tasks.get_task(config.replace(task="electra", discriminator_weight=50.0))
-  np.testing.assert_allclose(_shares(electra, features, outputs), mlm + 50 * disc, rtol=1e-5)
-
-
-def test_classify_and_regress_losses_are_exact_over_replicas(tmp_path):
-  rng = np.random.default_rng(1)
-  labels = rng.integers(0, 3, 6).astype(np.int32)
-  logits = rng.normal(size=[6, 3]).astype(np.float32)
-  weight = np.array([1, 1, 1, 1, 0, 0], np.float32)   # two padded examples
-  config = tiny_config(tmp_path, num_classes=3).validate()
-  expected = (_softmax_cross_entropy(labels, logits) * weight).sum() / weight.sum()
-  features = dict(label=labels, weight=weight)
-  np.testing.assert_allclose(_shares(tasks.get_task(config), features, logits), expected, rtol=1e-5)
-  targets = rng.normal(size=6).astype(np.float32)
-  regress = tasks.get_task(config.replace(task="regress", num_classes=1))
-  expected = (((logits[:, 0] - targets) ** 2) * weight).sum() / weight.sum()
-  shares = _shares(regress, dict(label=targets, weight=weight), logits)
-  np.testing.assert_allclose(shares, expected, rtol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +101,7 @@ def test_evaluation_sees_every_example_once(tmp_path):
   predictions = logits.argmax(-1)
   assert results["examples"] == 500
   np.testing.assert_allclose(results["accuracy"], (predictions == labels).mean(), rtol=1e-6)
-  np.testing.assert_allclose(results["loss"], _softmax_cross_entropy(labels, logits).mean(), rtol=1e-4)
+  np.testing.assert_allclose(results["loss"], softmax_cross_entropy(labels, logits).mean(), rtol=1e-4)
   tp = ((predictions == 1) & (labels == 1)).sum()
   f1 = 2 * tp / ((predictions == 1).sum() + (labels == 1).sum())
   np.testing.assert_allclose(results["f1"], f1, rtol=1e-6)
@@ -306,20 +247,19 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("source", ["text", "tfrecord"])
-def test_two_replicas_follow_the_single_device_trajectory(tmp_path, source):
+def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
   """MLM: the replicas hold different numbers of masked tokens, so only the exact global
   normalisation gives the single-device loss. The input comes per input pipeline
-  (`distribute_datasets_from_function`): packed online text, or pre-tokenized shards."""
+  (`distribute_datasets_from_function`): concatenated online text, and pre-tokenized shards
+  (both in one process: the logical devices are configured once)."""
   corpus = _corpus(tmp_path)
-  if source == "tfrecord":
-    from tpu.data import records as pretraining_data
-    from zoo.text import build_vocab
-    from zoo.text import write_vocab
-    write_vocab(build_vocab([corpus], 200), str(tmp_path / "vocab"))
-    pretraining_data.write_pretraining_data([corpus], str(tmp_path / "vocab"), 16, str(tmp_path / "records"),
-                                            2, progress=False)
-    corpus = f"{tmp_path}/records/*.tfrecord"
+  from tpu.data import records as pretraining_data
+  from zoo.text import build_vocab
+  from zoo.text import write_vocab
+  write_vocab(build_vocab([corpus], 200), str(tmp_path / "vocab"))
+  pretraining_data.write_pretraining_data([corpus], str(tmp_path / "vocab"), 16, str(tmp_path / "records"),
+                                          2, progress=False)
+  sources = dict(text=f"text:{corpus}", tfrecord=f"tfrecord:{tmp_path}/records/*.tfrecord")
   script = textwrap.dedent(f"""
       import json
       import tensorflow as tf
@@ -329,15 +269,15 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path, source):
       from tpu.config import TrainConfig
       from zoo.model_dir import ModelDir
       losses = {{}}
-      for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
-                             ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
-        model_dir = {str(tmp_path)!r} + "/" + name
-        config = TrainConfig(model="realformer_small", model_overrides={TINY_TRANSFORMER!r}, task="mlm",
-                             data="{source}:{corpus}", model_dir=model_dir, steps=6, batch_size=8,
-                             seq_length=16,
-                             vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
-        train.run(config, strategy=strategy)
-        losses[name] = [record["loss"] for record in ModelDir(model_dir).read_history()]
+      for source, data in {sources!r}.items():
+        for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
+                               ("two", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+          model_dir = {str(tmp_path)!r} + "/" + source + "-" + name
+          config = TrainConfig(model="realformer_small", model_overrides={TINY_TRANSFORMER!r}, task="mlm",
+                               data=data, model_dir=model_dir, steps=6, batch_size=8, seq_length=16,
+                               vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
+          train.run(config, strategy=strategy)
+          losses[source + "-" + name] = [record["loss"] for record in ModelDir(model_dir).read_history()]
       print(json.dumps(losses))
   """)
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -345,10 +285,11 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path, source):
                           timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   losses = json.loads(result.stdout.strip().splitlines()[-1])
-  one, two = np.array(losses["one"]), np.array(losses["two"])
-  assert len(one) == 6 and one[0] != one[-1]
-  np.testing.assert_allclose(two, one, atol=1e-5)
-  print("largest difference, 2 replicas vs 1 device:", np.abs(two - one).max())
+  for source in sources:
+    one, two = np.array(losses[f"{source}-one"]), np.array(losses[f"{source}-two"])
+    assert len(one) == 6 and one[0] != one[-1]
+    np.testing.assert_allclose(two, one, atol=1e-5, err_msg=source)
+    print(f"{source}: largest difference, 2 replicas vs 1 device:", np.abs(two - one).max())
 
 
 # ---------------------------------------------------------------------------------------------
