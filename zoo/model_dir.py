@@ -362,7 +362,10 @@ class ModelDir:
     `CheckpointManager`'s: the same weights give the same bytes, file for file.
     """
     name = f"ckpt-{number}"
-    prefix = checkpoint.write(os.path.join(self.checkpoint_dir, name))
+    checkpoint.save_counter.assign(number - 1)   # saved with the checkpoint, as CheckpointManager's are
+    prefix = checkpoint.save(os.path.join(self.checkpoint_dir, "ckpt"))
+    if os.path.basename(prefix) != name:
+      raise RuntimeError(f"wrote {prefix}, expected {name}")
     # The `CheckpointState` text proto `tf.train.latest_checkpoint` reads, paths relative to the folder.
     write_atomically(os.path.join(self.checkpoint_dir, CHECKPOINT_STATE_FILE),
                      f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
