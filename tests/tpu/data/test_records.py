@@ -71,7 +71,7 @@ def test_shards_hold_every_token_in_document_order(corpus, tmp_path):
   # at the start of an example), cut into bodies of T - 2; example k goes to shard k mod 4.
   stream, expected_total = [], 0
   for doc in docs:
-    ids = np.concatenate([encoder.tokenize(tf.constant([line])).flat_values.numpy() for line in doc])
+    ids = encoder.tokenize(tf.constant(doc)).flat_values.numpy()   # each line on its own, concatenated
     if stream and len(stream) % (T - 2):
       stream.append(sep)
     stream.extend(ids.tolist())
