@@ -35,14 +35,14 @@ CELL_TIMEOUT = 300   # seconds per cell
 # The small CPU settings of every notebook: tiny models (width 32, 2 layers), a few dozen steps,
 # the synthetic demo data (no download). Injected after each notebook's parameters cell.
 _TINY_TRANSFORMER = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2)
-_PRETRAINING = dict(SIZE="small", MODEL_OVERRIDES=_TINY_TRANSFORMER, DEMO_CORPUS=True, STEPS=24,
+_PRETRAINING = dict(SIZE="small", MODEL_OVERRIDES=_TINY_TRANSFORMER, DEMO_CORPUS=True, STEPS=12,
                     BATCH_SIZE=16, SEQ_LENGTH=32, LEARNING_RATE=1e-3, WARMUP_STEPS=3, STEPS_PER_EXECUTION=4,
                     VOCAB_SIZE=200)
 CI_PARAMETERS = {
     "01_finetune_tpu.ipynb": dict(
         MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
-        DATA="demo", STEPS=24, BATCH_SIZE=16, EVAL_BATCH_SIZE=250, SEQ_LENGTH=32, LEARNING_RATE=1e-3,
-        FINE_TUNE_LEARNING_RATE=1e-3, WARMUP_STEPS=3, EVAL_EVERY=8, STEPS_PER_EXECUTION=4, VOCAB_SIZE=200),
+        DATA="demo", STEPS=12, BATCH_SIZE=16, EVAL_BATCH_SIZE=250, SEQ_LENGTH=32, LEARNING_RATE=1e-3,
+        FINE_TUNE_LEARNING_RATE=1e-3, WARMUP_STEPS=3, EVAL_EVERY=4, STEPS_PER_EXECUTION=4, VOCAB_SIZE=200),
     # Notebook 02 runs on Python's own documentation (offline), one seed (its loop over seeds is plain).
     "02_pretrain_realformer.ipynb": dict({key: value for key, value in _PRETRAINING.items()
                                           if key != "DEMO_CORPUS"},

@@ -198,9 +198,9 @@ def _hf_logits(model, inputs):
 
 @pytest.mark.slow
 def test_funnel_pre_training_continues_from_the_published_heads(tmp_path):
-  """mlm from a converted FunnelForMaskedLM and electra from a converted FunnelForPreTraining (its
-  generator from the masked-LM model): after a step at a negligible learning rate, the runs' heads
-  give Hugging Face's logits on raw text of every length."""
+  """mlm from a converted FunnelForMaskedLM (its settings and head restored as a run does) and electra
+  from a converted FunnelForPreTraining (its generator from the masked-LM model; after a step at a
+  negligible learning rate): the heads give Hugging Face's logits on raw text of every length."""
   from tpu.serving import restore_model
   from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
   config = transformers.FunnelConfig(**{**FUNNEL_TINY, **BLOCKS, "vocab_size": 60, "hidden_act": "gelu_new"})
@@ -223,15 +223,33 @@ def test_funnel_pre_training_continues_from_the_published_heads(tmp_path):
                head_size=FUNNEL_TINY["d_head"], intermediate_size=FUNNEL_TINY["d_inner"],
                embedding_width=FUNNEL_TINY["d_model"])
   runs = dict(mlm=dict(), electra=dict(generator_checkpoint=converted["mlm"][0], generator_overrides=width))
+  # mlm: the directory's head settings reach the run's config, and its model starts from the head.
+  from tpu import tasks
+  from tpu.checkpointing import restore_heads
+  from tpu.prepare import resolve_config
+  mlm_config, _ = resolve_config(TrainConfig(model_dir=str(tmp_path / "run-mlm"), task="mlm", data="demo",
+                                             seq_length=LENGTH, init_checkpoint=converted["mlm"][0],
+                                             dropout=0.0, vocab_size=60))
+  assert mlm_config.mlm_transform is False
+  pretrainer = tasks.get_task(mlm_config).build()
+  from tpu.checkpointing import restore_encoder
+  restore_encoder(pretrainer.encoder, converted["mlm"][0])
+  assert restore_heads(pretrainer, converted["mlm"][0]) == ["masked_lm"]
+  # electra: a run (one step at a negligible learning rate) from the discriminator, its generator
+  # from the masked-LM model.
   for name, extra in runs.items():
     out, model = converted[name]
+    if name == "mlm":
+      trained = pretrainer
+      saved = mlm_config
     run_dir = str(tmp_path / f"run-{name}")
     run = TrainConfig(model_dir=run_dir, task=name, data=f"text:{corpus}", steps=1, batch_size=4,
                       seq_length=LENGTH, init_checkpoint=out, checkpoint_every=1, learning_rate=1e-12,
                       export=False, dropout=0.0, **extra)
-    train.run(run)
-    saved = TrainConfig.from_model_dir(run_dir)
-    trained = restore_model(saved, ModelDir(run_dir).latest_checkpoint())
+    if name == "electra":
+      train.run(run)
+      saved = TrainConfig.from_model_dir(run_dir)
+      trained = restore_model(saved, ModelDir(run_dir).latest_checkpoint())
     encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=LENGTH, return_tensors="np")
     inputs = dict(input_word_ids=encoded["input_ids"].astype(np.int32),
                   input_mask=encoded["attention_mask"].astype(np.int32),
