@@ -43,10 +43,11 @@ CI_PARAMETERS = {
         MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
         DATA="demo", STEPS=12, BATCH_SIZE=16, EVAL_BATCH_SIZE=250, SEQ_LENGTH=32, LEARNING_RATE=1e-3,
         FINE_TUNE_LEARNING_RATE=1e-3, WARMUP_STEPS=3, EVAL_EVERY=4, STEPS_PER_EXECUTION=4, VOCAB_SIZE=200),
-    # Notebook 02 runs on Python's own documentation (offline), one seed (its loop over seeds is plain).
+    # Notebook 02 on the demo sentences as text, one seed (its loop over seeds is plain; the
+    # pydocs corpus it offers is the `pydocs` source, tested in tests/tpu/data).
     "02_pretrain_realformer.ipynb": dict({key: value for key, value in _PRETRAINING.items()
                                           if key != "DEMO_CORPUS"},
-                                         CORPUS="pydocs", SEEDS=[0], EVAL_BATCH_SIZE=250, STEPS=12,
+                                         DATA="demo", SEEDS=[0], EVAL_BATCH_SIZE=250, STEPS=12,
                                          EVAL_EVERY=12),
     "03_layer_reuse.ipynb": dict(SEQ_LENGTH=32, HIDDEN_SIZE=32, NUM_HEADS=2, TRAIN_EXAMPLES=512, EPOCHS=2),
     "04_attention_analysis.ipynb": dict(_PRETRAINING, ANALYSIS_EXAMPLES=32),
