@@ -18,6 +18,7 @@ import tensorflow_datasets as tfds
 import tf_keras as keras
 
 from tests.tpu.tasks.losses import softmax_cross_entropy
+from tests.tpu.tasks.losses import tiny_config
 from tpu import train
 from tpu.checkpointing import Preempted
 from tpu.checkpointing import restore_encoder
@@ -33,14 +34,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TINY_FUNNEL = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1])
 TINY_DECODER = dict(TINY_FUNNEL, num_decoder_layers=1)
 TINY_TRANSFORMER = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2)
-
-
-def tiny_config(model_dir, **changes):
-  values = dict(model="funnel_b4_4_4", model_overrides=TINY_FUNNEL, task="classify", data="demo",
-                model_dir=str(model_dir), steps=4, batch_size=8, eval_batch_size=128, seq_length=16,
-                vocab_size=200, checkpoint_every=2, export=False, learning_rate=1e-3, warmup_steps=1)
-  values.update(changes)
-  return TrainConfig(**values)
 
 
 def history(model_dir):

@@ -355,9 +355,7 @@ class RecordsSource(Source):
   data_types = ("text",)
 
   def load(self, target, split, *, data_type):
-    if data_type not in (None, "text"):
-      raise ValueError(f"{self.scheme} specs hold pre-training text without labels; data_type must be "
-                       f"'text', got {data_type!r}")
+    self.check_data_type(target, data_type)
     return load_records(target)
 
 

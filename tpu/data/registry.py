@@ -108,6 +108,12 @@ class Source:
     """The `DataSource` of `scheme:target`; `options` holds the declared options only."""
     raise NotImplementedError
 
+  def check_data_type(self, target, data_type):
+    """Refuses a `data_type` this source does not yield (None: its own)."""
+    if data_type not in (None, *self.data_types):
+      raise ValueError(f"{self.spec(target)} holds {' or '.join(self.data_types)} data; data_type "
+                       f"{data_type!r} does not apply")
+
   def spec(self, target=""):
     """The spec string of `target` for this source."""
     return f"{self.scheme}:{target}" if self.target == "required" else self.scheme

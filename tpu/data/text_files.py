@@ -21,9 +21,7 @@ class TextFilesSource(Source):
   data_types = ("text",)
 
   def load(self, target, split, *, data_type):
-    if data_type not in (None, "text"):
-      raise ValueError(f"{self.scheme} specs hold pre-training text without labels; data_type must be "
-                       f"'text', got {data_type!r}")
+    self.check_data_type(target, data_type)
     lines = tf.data.TextLineDataset(matching_files(target)).map(tf.strings.strip)
     documents = lines.filter(lambda line: tf.strings.length(line) > 0)
     return DataSource(documents.map(lambda line: {"text_a": line}), "text")

@@ -153,7 +153,7 @@ def test_text_glob_reads_sorted_files_one_document_per_line(tmp_path):
     ("tsv:", {}, r"data spec 'tsv:' names no path after 'tsv:'"),
     ("csv:x.csv", {"data_dir": "/tmp"}, r"option\(s\) data_dir do not apply to csv specs"),
     ("demo", {"text_columns": "text"}, r"option\(s\) text_columns do not apply to demo specs"),
-    ("text:*.txt", {"data_type": "classification"}, r"data_type must be 'text'"),
+    ("text:*.txt", {"data_type": "classification"}, r"holds text data; data_type 'classification' does not"),
     ("csv:x.csv", {"data_type": "ranking"}, r"data_type must be one of \('classification', 'regression', "),
     ("csv:x.csv", {"text_columns": ["a", "b", "c"]}, r"text_columns must be one or two column names"),
     ("csv:x.csv", {"label_names": ["a"], "num_classes": 2}, r"num_classes=2 but 1 label_names were given"),
