@@ -120,6 +120,18 @@ class Task:
     """Unbatched raw examples -> the unbatched examples `features` gets in batches (default: the same)."""
     return examples
 
+  def expand_in_windows(self, examples, windows, batch):
+    """`expand` for tasks that cut each example into windows: `windows(raw batch)` of `batch` raw
+    examples at once gives the windows' features with `example`, the example's index in the
+    batch, which becomes its index in `examples`."""
+    def expand(index, raw):
+      features = windows(raw)
+      features["example"] = tf.gather(tf.cast(index, tf.int32), features["example"])
+      return features
+
+    batches = examples.enumerate().batch(batch)
+    return batches.map(expand, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+
   def features(self, raw, text_encoder, seed=None):
     """Batched raw examples (`text_a`, `text_b`?, `label`?) -> the model's features."""
     return encode_texts(raw, text_encoder)

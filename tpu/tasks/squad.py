@@ -416,16 +416,13 @@ class SquadTask(Task):
 
   def expand(self, examples, text_encoder):
     """Each question -> its windows; `example` is the question's index in `examples`."""
-    def windows(index, raw):
+    def windows(raw):
       first = lambda values, empty: tf.pad(values.to_tensor(empty), [[0, 0], [0, 1]],   # noqa: E731
                                            constant_values=empty)[:, 0]
-      features = self._windows(text_encoder, raw["text_a"], raw["text_b"], answers=first(raw["answers"], ""),
-                               answer_starts=first(tf.cast(raw["answer_starts"], tf.int32), -1))
-      features["example"] = tf.gather(tf.cast(index, tf.int32), features["example"])
-      return features
+      return self._windows(text_encoder, raw["text_a"], raw["text_b"], answers=first(raw["answers"], ""),
+                           answer_starts=first(tf.cast(raw["answer_starts"], tf.int32), -1))
 
-    batches = examples.enumerate().batch(self.expand_batch)
-    return batches.map(windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+    return self.expand_in_windows(examples, windows, self.expand_batch)
 
   def features(self, raw, text_encoder, seed=None):
     features = dict(raw)

@@ -302,13 +302,8 @@ class TagTask(Task):
 
   def expand(self, examples, text_encoder):
     """Each sentence -> its windows; `example` is the sentence's index in `examples`."""
-    def windows(index, raw):
-      features = self._windows(text_encoder, raw["words"], raw["tags"])
-      features["example"] = tf.gather(tf.cast(index, tf.int32), features["example"])
-      return features
-
-    batches = examples.enumerate().batch(self.expand_batch)
-    return batches.map(windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+    return self.expand_in_windows(
+        examples, lambda raw: self._windows(text_encoder, raw["words"], raw["tags"]), self.expand_batch)
 
   def features(self, raw, text_encoder, seed=None):
     features = dict(raw)
