@@ -10,6 +10,14 @@ On several workers, TensorFlow's multi-worker pattern: every worker saves (a sav
 read distributed variables collectively), the chief into the model directory and the
 others into temporary folders they remove at once, so the model directory holds one
 set of checkpoints. Every worker restores from the model directory's.
+
+With each checkpoint, every worker saves its input pipeline's position
+(`tpu.trainer.TrainInput`) under `checkpoints/input/worker-I-of-N/`, and the workers
+meet (`tpu.cluster.sync`) before the chief records the checkpoint: a recorded
+checkpoint has every worker's position. A resumed run restores the position of its
+step and continues the data stream; where there is none (a run saved before positions
+were kept, another number of workers, a TPU) the pipeline starts a new shuffle with the
+seed `seed + step` and says so.
 """
 
 import logging
@@ -20,6 +28,8 @@ import threading
 
 import tensorflow as tf
 
+from tpu import cluster
+from tpu.strategy import Worker
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
 from zoo.model_dir import GENERATOR_ROOT
 from zoo.model_dir import HEAD_ROOTS
@@ -100,12 +110,15 @@ class Checkpoints:
 
   def __init__(self, trainer, model_dir, config, worker=None):
     self.trainer = trainer
+    self.model_dir = model_dir
     self.manager = model_dir.checkpoint_manager(trainer.checkpoint, max_to_keep=config.keep_checkpoints,
                                                 step_counter=trainer.optimizer.iterations)
     self.every = config.checkpoint_every
-    self.worker = worker
-    self.is_chief = worker is None or worker.is_chief
+    self.worker = worker or Worker()
+    self.is_chief = self.worker.is_chief
     self.saved_step = None   # the same on every worker, unlike the files they see
+    self.train_input = None   # a `tpu.trainer.TrainInput` whose position is saved too
+    self._syncs = 0
 
   @property
   def latest(self):
@@ -127,6 +140,16 @@ class Checkpoints:
       if generator:
         log.info("generator initialised from %s", generator)
 
+  def input_state(self, step):
+    """The prefix of this worker's saved input position at `step`, or None; removes positions
+    saved after `step` (by an interrupted run, whose checkpoint was never recorded)."""
+    index, count = self.worker.index, self.worker.count
+    for later in self.model_dir.input_state_steps(index, count):
+      if later > step:
+        self.model_dir.remove_input_state(index, count, later)
+    prefix = self.model_dir.input_state_prefix(index, count, step)
+    return prefix if tf.io.gfile.exists(prefix + ".index") else None
+
   def next_due(self, step):
     """The next step at which a checkpoint is due."""
     return (step // self.every + 1) * self.every
@@ -135,14 +158,36 @@ class Checkpoints:
     """Saves the checkpoint of `step`: the chief into the model directory, other workers into a
     temporary folder they remove."""
     self.saved_step = step
+    index, count = self.worker.index, self.worker.count
+    keeps_input = self.train_input is not None and self.train_input.checkpoint is not None
+    if keeps_input:
+      keeps_input = self.train_input.save(self.model_dir.input_state_prefix(index, count, step))
+    self._syncs += 1   # every worker's position is written before the checkpoint is recorded
+    cluster.sync(self.worker, f"checkpoint-{self._syncs}-step-{step}", False)
     if self.is_chief:
-      return self.manager.save(checkpoint_number=step)
-    folder = tempfile.mkdtemp(prefix=f"tpu-train-worker{self.worker.index}-")
-    try:
-      tf.train.CheckpointManager(self.trainer.checkpoint, folder, max_to_keep=1).save(checkpoint_number=step)
-    finally:
-      shutil.rmtree(folder, ignore_errors=True)
-    return None
+      saved = self.manager.save(checkpoint_number=step)
+    else:
+      folder = tempfile.mkdtemp(prefix=f"tpu-train-worker{index}-")
+      try:
+        manager = tf.train.CheckpointManager(self.trainer.checkpoint, folder, max_to_keep=1)
+        manager.save(checkpoint_number=step)
+      finally:
+        shutil.rmtree(folder, ignore_errors=True)
+      saved = None
+    if keeps_input:
+      self._remove_old_input_states(step)
+    return saved
+
+  def _remove_old_input_states(self, step):
+    """Removes this worker's positions older than the oldest recorded checkpoint (a worker that
+    reads the record before the chief updates it keeps one more)."""
+    state = tf.train.get_checkpoint_state(self.manager.directory)
+    paths = list(state.all_model_checkpoint_paths) if state else []
+    steps = [int(path.rsplit("-", 1)[1]) for path in paths if path.rsplit("-", 1)[1].isdigit()]
+    oldest = min(steps + [step])
+    for old in self.model_dir.input_state_steps(self.worker.index, self.worker.count):
+      if old < oldest:
+        self.model_dir.remove_input_state(self.worker.index, self.worker.count, old)
 
   def save_final(self, step):
     """Saves `step` unless it was the last checkpoint saved or restored."""

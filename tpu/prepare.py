@@ -7,7 +7,8 @@ model directory with other model settings.
 
 On several workers only the chief writes them, and the vocabulary is decided once: a
 vocabulary that is learned from the training text is learned by the chief, and the
-other workers wait (at most `VOCAB_WAIT_SECONDS`) for its `vocab.txt`.
+other workers wait for its `vocab.txt` (at most `VOCAB_WAIT_SECONDS`, and only while the
+chief answers).
 """
 
 import dataclasses
@@ -17,6 +18,7 @@ import time
 
 import tensorflow as tf
 
+from tpu import cluster
 from tpu import data
 from tpu.config import TrainConfig
 from tpu.config import apply_init_checkpoint
@@ -82,11 +84,15 @@ def init_model_dir(config):
 
 
 def wait_for_vocab(model_dir, worker, timeout=None):
-  """The chief's `vocab.txt` in `model_dir`, once it is there (a worker other than the chief)."""
+  """The chief's `vocab.txt` in `model_dir`, once it is there (a worker other than the chief).
+
+  Ends with `WorkerLost` as soon as the chief stops answering, else after `timeout` seconds.
+  """
   timeout = VOCAB_WAIT_SECONDS if timeout is None else timeout
   log.info("%s waits for the chief's vocabulary %s", worker.name, model_dir.vocab_path)
   deadline = time.monotonic() + timeout
   while not model_dir.has_vocab():
+    cluster.check_alive(worker, 0, "the chief's vocabulary")   # a lost chief ends the wait at once
     if time.monotonic() > deadline:
       raise RuntimeError(
           f"{worker.name} waited {timeout:.0f} s for the chief's vocabulary {model_dir.vocab_path}, which "

@@ -29,10 +29,24 @@ log = logging.getLogger(__name__)
 # `get_strategy(tpu=AUTO)`: the TPU of this host where it has TPU chips, else as without a TPU.
 AUTO = "auto"
 
-# Seconds a collective op of a multi-worker run waits for its peers before it fails. A worker
-# that is killed is noticed sooner by the coordination service's heartbeats; this bounds
-# every other way of waiting forever (a peer stuck outside TensorFlow).
-COLLECTIVE_TIMEOUT_SECONDS = 600
+# How a multi-worker run notices a fault (tpu/README.md, "Faults"). Every surviving worker
+# must exit within two minutes of a peer's death or hang, the chief included:
+# - the coordination service (hosted by the chief) declares a worker lost when it sends no
+#   heartbeat for HEARTBEAT_TIMEOUT_SECONDS and aborts every worker's collectives; a killed
+#   peer is usually noticed sooner, by its closed connections. A stopped (SIGSTOP) or
+#   frozen process sends none, so it is caught within this bound too; ten seconds ride
+#   out a loaded machine's scheduling hiccups.
+# - COLLECTIVE_TIMEOUT_SECONDS bounds a collective whose peer still sends heartbeats but
+#   never joins (a process stuck outside TensorFlow). Workers only meet in collectives
+#   inside train and eval steps and checkpoint saves, so the bound covers the slowest
+#   step of a healthy run, not file writes or compilation before the first step.
+# - CLUSTER_REGISTER_TIMEOUT_SECONDS: how long the workers may take to start and connect
+#   (start them all within this time of each other).
+# - SHUTDOWN_BARRIER_TIMEOUT_SECONDS: how long a finished worker waits at exit for the others.
+HEARTBEAT_TIMEOUT_SECONDS = 10
+COLLECTIVE_TIMEOUT_SECONDS = 100
+CLUSTER_REGISTER_TIMEOUT_SECONDS = 90
+SHUTDOWN_BARRIER_TIMEOUT_SECONDS = 30
 
 # Initialised TPU systems, so a notebook that calls get_strategy twice connects once.
 _TPU_STRATEGIES = {}
@@ -65,6 +79,7 @@ def get_strategy(tpu=None):
     strategy = _tpu_strategy(tpu)
     kind = f"TPUStrategy ({tpu})"
   elif _num_workers() > 1:
+    _configure_coordination_service()
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=COLLECTIVE_TIMEOUT_SECONDS)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     kind = f"MultiWorkerMirroredStrategy ({_num_workers()} workers from TF_CONFIG)"
@@ -88,6 +103,7 @@ class Worker:
   is_chief: bool = True
   name: str = "the only worker"
   device: str = ""   # its device job in the cluster, "/job:worker/task:1"
+  devices: tuple = ()   # every worker's device job, by index (the chief's first)
   # Every worker's name by its device job, for errors that name only the job.
   names_by_device: dict = dataclasses.field(default_factory=dict, compare=False)
 
@@ -101,6 +117,7 @@ class WorkerLost(RuntimeError):
 
 
 _DEVICE_JOB = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
+_LEADER_SILENT = re.compile(r"deadline exceeded|heartbeat|coordination", re.IGNORECASE)
 
 
 def lost_worker_message(error, worker):
@@ -108,6 +125,9 @@ def lost_worker_message(error, worker):
   mentioned = [f"/job:{job}/task:{index}" for job, index in _DEVICE_JOB.findall(str(error))]
   lost = [worker.names_by_device.get(device, device) for device in dict.fromkeys(mentioned)
           if device != worker.device]
+  if not lost and worker.devices and not worker.is_chief and _LEADER_SILENT.search(str(error)):
+    # Nobody named, and the calls to the coordination service timed out: its host, the chief.
+    lost = [worker.names_by_device.get(worker.devices[0], worker.devices[0])]
   who = ", ".join(lost) if lost else "another worker"
   reason = str(error).strip().splitlines()
   reason = next((line for line in reason if "abort" in line.lower() or "unhealthy" in line.lower()),
@@ -141,11 +161,11 @@ def worker(strategy):
     return Worker()
   task_type, task_id = resolver.task_type, resolver.task_id
   index = task_id + (len(cluster.get("chief", [])) if task_type == "worker" else 0)
-  names = {f"/job:{job}/task:{i}": worker_name(cluster, job, i)
-           for job in ("chief", "worker") for i in range(len(cluster.get(job, [])))}
+  jobs = [(job, i) for job in ("chief", "worker") for i in range(len(cluster.get(job, [])))]
+  names = {f"/job:{job}/task:{i}": worker_name(cluster, job, i) for job, i in jobs}
   return Worker(index=index, count=count, is_chief=bool(strategy.extended.should_checkpoint),
                 name=worker_name(cluster, task_type, task_id), device=f"/job:{task_type}/task:{task_id}",
-                names_by_device=names)
+                devices=tuple(f"/job:{job}/task:{i}" for job, i in jobs), names_by_device=names)
 
 
 def worker_name(cluster, task_type, task_id):
@@ -155,6 +175,29 @@ def worker_name(cluster, task_type, task_id):
     addresses = [addresses[key] for key in sorted(addresses)]
   address = f" ({addresses[task_id]})" if task_id < len(addresses) else ""
   return f"{task_type} {task_id}{address}"
+
+
+def _configure_coordination_service():
+  """The coordination service of a `TF_CONFIG` cluster with this module's fault bounds.
+
+  `MultiWorkerMirroredStrategy` configures the service itself unless one is configured
+  already, with TensorFlow's defaults; this sets the same service (hosted by the chief,
+  or else worker 0) with the timeouts above.
+  """
+  from tensorflow.core.protobuf import coordination_config_pb2
+  from tensorflow.python.distribute import multi_worker_util
+  from tensorflow.python.eager import context
+
+  if context.context().coordination_service is not None:
+    return
+  cluster = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
+  jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster.num_tasks(job))
+          for job in ("chief", "worker") if job in cluster.jobs]
+  context.context().configure_coordination_service(
+      service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster),
+      coordinated_jobs=jobs, heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_SECONDS * 1000,
+      cluster_register_timeout_in_ms=CLUSTER_REGISTER_TIMEOUT_SECONDS * 1000,
+      shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_TIMEOUT_SECONDS * 1000)
 
 
 def _num_workers():

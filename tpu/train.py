@@ -82,25 +82,35 @@ def run(config, strategy=None, export=None):
 
 
 def _run(config, strategy, worker, export):
+  from tpu.checkpointing import SigtermFlag
+
+  with SigtermFlag() as signals:   # from the start: SIGTERM in any phase stops every worker alike
+    return _run_job(config, strategy, worker, export, signals)
+
+
+def _run_job(config, strategy, worker, export, signals):
   import time
 
   import tf_keras as keras
 
+  from tpu import cluster
   from tpu import serving
   from tpu.checkpointing import Checkpoints
-  from tpu.checkpointing import SigtermFlag
+  from tpu.checkpointing import Preempted
   from tpu.data import pipeline
   from tpu.prepare import prepare
   from tpu.progress import Progress
   from tpu.progress import RunLog
   from tpu.trainer import Trainer
+  from tpu.trainer import TrainInput
   from tpu.trainer import train_loop
   from zoo.text import TextEncoder
 
   prepared = prepare(config, worker=worker)
   config, model_dir = prepared.config, prepared.model_dir
   _check_tpu_hosts(strategy, prepared)
-  keras.utils.set_random_seed(config.seed)   # initial weights, dropout and ELECTRA's sampling
+  pipeline.check_input(prepared.train, worker.count)   # no input pipeline without examples
+  keras.utils.set_random_seed(config.seed)   # initial weights
   if config.batch_size % strategy.num_replicas_in_sync:
     raise ValueError(f"batch_size {config.batch_size} must be divisible by the "
                      f"{strategy.num_replicas_in_sync} replicas")
@@ -115,13 +125,33 @@ def _run(config, strategy, worker, export):
     eval_data = strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
         prepared.evaluation, trainer.task, text_encoder, config.eval_batch_size, seed=config.seed))
   start = trainer.step
-  input_fn = pipeline.train_input_fn(prepared.train, trainer.task, text_encoder, config.batch_size,
-                                     shuffle_buffer=config.shuffle_buffer, seed=config.seed + start)
-  iterator = iter(strategy.distribute_datasets_from_function(input_fn))
+  position = checkpoints.input_state(start) if start else None
+  seed = config.seed if position or not start else config.seed + start
+  train_input = TrainInput(strategy, pipeline.train_input_fn(
+      prepared.train, trainer.task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer,
+      seed=seed, worker_name=worker.name), worker)
+  checkpoints.train_input = train_input
+  if position:
+    train_input.restore(position)
+    log.info("the input pipeline continues from its position at step %d", start)
+  elif start:
+    log.warning("no input position saved at step %d for %s (%s): the input pipeline starts a new "
+                "shuffle (seed %d), so this run's examples after the resume differ from an uninterrupted "
+                "run's", start, worker.name, "a TPU's input is not saved" if train_input.checkpoint is None
+                else f"none in {model_dir.input_state_prefix(worker.index, worker.count, start)}", seed)
   run_log = RunLog(model_dir, write=worker.is_chief)
+  if start and worker.is_chief:
+    dropped = model_dir.truncate_history(start)
+    if dropped:
+      log.info("history.jsonl: dropped %d record(s) after step %d, which this run logs again", dropped, start)
 
-  def evaluate(step):
-    results = trainer.evaluate(eval_data)
+  def evaluate(step, during_training=True):
+    results = trainer.evaluate(eval_data, terminated=lambda: signals.terminated)
+    if results is None:   # SIGTERM on some worker
+      checkpoints.save_final(step)
+      who = "" if signals.terminated else " on another worker"
+      raise Preempted(f"SIGTERM{who} during the evaluation at step {step}: the checkpoint of step {step} "
+                      "is saved; rerun the same command to resume")
     run_log.evaluation(step, results)
     return results
 
@@ -130,13 +160,12 @@ def _run(config, strategy, worker, export):
            f" on {worker.count} workers; this is {worker.name}" if worker.multi_worker else "")
   progress = Progress(config.steps, start)
   started = time.monotonic()
-  with SigtermFlag() as signals:
-    try:
-      train_loop(trainer, iterator, config, checkpoints, run_log, progress, signals,
-                 evaluate=evaluate if eval_data is not None else None)
-    finally:
-      progress.close()
-      run_log.flush()
+  try:
+    train_loop(trainer, train_input, config, checkpoints, run_log, progress, signals,
+               evaluate=evaluate if eval_data is not None else None)
+  finally:
+    progress.close()
+    run_log.flush()
   checkpoints.save_final(trainer.step)
   log.info("trained to step %d in %.1f s", trainer.step, time.monotonic() - started)
 
@@ -152,6 +181,12 @@ def _run(config, strategy, worker, export):
     path = serving.export(model_dir.path)
     log.info("exported the SavedModel to %s", path)
     results = dict(results, export=path)
+  # The workers end together (the others wait for the chief's export), and SIGTERM on any
+  # of them in these last phases ends every one with status 143.
+  if cluster.sync(worker, "end", signals.terminated):
+    who = "" if signals.terminated else " on another worker"
+    raise Preempted(f"SIGTERM{who} after training to step {trainer.step} (its checkpoint is saved): "
+                    "rerun the same command to finish")
   return results
 
 

@@ -4,8 +4,15 @@ The step is exact under data parallelism: every replica normalises its loss by t
 global count of examples or tokens (`Task.denominators`, all-reduced first), gradients
 are summed over replicas and then clipped by their global norm, so N replicas follow
 the trajectory of one device with the same global batch.
+
+A step is a function of the weights, the batch and (seed, step number, replica): its
+dropout masks and ELECTRA's samples are stateless draws seeded from those
+(`zoo.layers.seeds`), and `TrainInput` keeps the input pipeline's position, which
+checkpoints save. So a run resumed from a checkpoint repeats, step for step, the
+losses of the run that was interrupted.
 """
 
+import logging
 import math
 
 import numpy as np
@@ -14,8 +21,12 @@ import tf_keras as keras
 
 from tpu.optimization import make_optimizer
 from tpu.tasks import get_task
+from zoo.layers import seeds
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import OPTIMIZER_ROOT
+
+
+log = logging.getLogger("tpu.train")
 
 
 class TrainingError(RuntimeError):
@@ -56,6 +67,7 @@ class Trainer:
       compute = tf.function(compute, jit_compile=True)   # TPUs compile the whole step anyway
     self._compute = compute
     self.stop_requested = False
+    self.train_input = None   # set by `TrainInput`
     self.train_steps = tf.function(self._train_steps)
     self.eval_step = tf.function(self._eval_step)
 
@@ -67,19 +79,25 @@ class Trainer:
     """The learning rate the step after `step` - 1 used."""
     return float(self.schedule(step - 1))
 
-  def _compute_gradients(self, features, denominators):
-    with tf.GradientTape() as tape:
+  def _compute_gradients(self, features, denominators, seed):
+    with tf.GradientTape() as tape, seeds.step_seeds(seed):
       outputs = self.model(_model_inputs(self.model, features), training=True)
       loss, stats = self.task.loss_and_stats(features, outputs, denominators)
     gradients = tape.gradient(loss, self.variables)
     gradients = [None if gradient is None else tf.convert_to_tensor(gradient) for gradient in gradients]
     return loss, stats, gradients
 
+  def _step_seed(self, context):
+    """The seed of this step's random draws on this replica: (seed, step, replica)."""
+    seed = tf.constant([self.config.seed, 0], tf.int64)
+    seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(self.optimizer.iterations, tf.int64))
+    return tf.random.experimental.stateless_fold_in(seed, tf.cast(context.replica_id_in_sync_group, tf.int64))
+
   def _replica_step(self, features):
     context = tf.distribute.get_replica_context()
     denominators = {name: context.all_reduce(tf.distribute.ReduceOp.SUM, value)
                     for name, value in self.task.denominators(features).items()}
-    loss, stats, gradients = self._compute(features, denominators)
+    loss, stats, gradients = self._compute(features, denominators, self._step_seed(context))
     pairs = [(gradient, variable) for gradient, variable in zip(gradients, self.variables, strict=True)
              if gradient is not None]
     summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradient for gradient, _ in pairs])
@@ -95,20 +113,23 @@ class Trainer:
     loss_sum = tf.constant(0.0)
     stats_sum = {name: (tf.constant(0.0), tf.constant(0.0)) for name in self.task.stat_names}
     for _ in tf.range(num_steps):
-      loss, stats = self.strategy.run(self._replica_step, args=(next(iterator),))
+      loss, stats = self.strategy.run(self._replica_step, args=(self.train_input.next(iterator),))
       loss_sum += reduce(loss)
       stats_sum = tf.nest.map_structure(lambda total, value: total + reduce(value), stats_sum, stats)
     stops = reduce(self.strategy.run(tf.identity, args=(stop,)))
     return loss_sum, stats_sum, stops
 
-  def run_steps(self, iterator, count, stop=False):
-    """Runs `count` steps; returns their mean loss and statistics as Python floats (NaN-checked).
+  def run_steps(self, train_input, count, stop=False):
+    """Runs `count` steps on the batches of `train_input` (a `TrainInput`); returns their mean loss
+    and statistics as Python floats (NaN-checked).
 
     `stop` is this worker's wish to stop (SIGTERM); afterwards `stop_requested` says
     whether any worker of the cluster wished so, the same answer on every worker.
     """
     step = self.step
-    loss_sum, stats_sum, stops = self.train_steps(iterator, tf.constant(count), tf.constant(float(stop)))
+    self.train_input = train_input
+    loss_sum, stats_sum, stops = self.train_steps(train_input.iterator, tf.constant(count),
+                                                  tf.constant(float(stop)))
     self.stop_requested = bool(stops.numpy() > 0)
     loss = float(loss_sum.numpy()) / count
     if not math.isfinite(loss):
@@ -119,24 +140,33 @@ class Trainer:
       values[name] = float(numerator / denominator) if denominator else float("nan")
     return values
 
-  def _eval_step(self, features):
+  def _eval_step(self, features, stop):
     def replica(features):
       outputs = self.model(_model_inputs(self.model, features), training=False)
       return self.task.eval_outputs(features, outputs, self.task.denominators(features))
     stats, examples = self.strategy.run(replica, args=(features,))
-    stats = tf.nest.map_structure(
-        lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), stats)
+    reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)   # noqa: E731
+    stats = tf.nest.map_structure(reduce, stats)
     examples = tf.nest.map_structure(lambda value: self.strategy.gather(value, axis=0), examples)
-    return stats, examples
+    return stats, examples, reduce(self.strategy.run(tf.identity, args=(stop,)))
 
-  def evaluate(self, dataset):
+  def evaluate(self, dataset, terminated=lambda: False):
     """Metrics over every example of a `pipeline.eval_dataset`, or of the distributed dataset of a
-    `pipeline.eval_input_fn` (every worker gets the same metrics)."""
+    `pipeline.eval_input_fn` (every worker gets the same metrics).
+
+    `terminated()` is this worker's wish to stop (SIGTERM), all-reduced with every batch:
+    when any worker wishes so, every worker stops evaluating and `stop_requested` is set
+    (the result is then None).
+    """
     totals, examples = None, {}
+    self.stop_requested = False
     if isinstance(dataset, tf.data.Dataset):
       dataset = self.strategy.experimental_distribute_dataset(dataset)
     for features in dataset:
-      stats, batch_examples = self.eval_step(features)
+      stats, batch_examples, stops = self.eval_step(features, tf.constant(float(terminated())))
+      if stops.numpy() > 0:
+        self.stop_requested = True
+        return None
       stats = tf.nest.map_structure(lambda value: value.numpy(), stats)
       totals = stats if totals is None else tf.nest.map_structure(np.add, totals, stats)
       for name, value in batch_examples.items():
@@ -147,7 +177,65 @@ class Trainer:
     return self.task.metrics(totals, examples)
 
 
-def train_loop(trainer, iterator, config, checkpoints, run_log, progress, signals, evaluate=None):
+class TrainInput:
+  """This worker's training batches for the train step, and its input pipeline's position.
+
+  `input_fn(context)` is `tpu.data.pipeline.train_input_fn`'s function. On one device,
+  on several local replicas (`MirroredStrategy`) and on several workers
+  (`MultiWorkerMirroredStrategy`) this worker's pipeline runs as a plain `tf.data`
+  iterator, whose position `tf.train.Checkpoint` saves and restores (TensorFlow's
+  distributed iterators cannot be checkpointed): the local replicas' batches come from
+  it in turn, as a distributed iterator deals them. On a TPU the strategy's own
+  distributed iterator feeds the chips (`checkpoint` is None: the position is not kept).
+  """
+
+  def __init__(self, strategy, input_fn, worker):
+    replicas = strategy.num_replicas_in_sync
+    self.strategy = strategy
+    self.checkpoint = None
+    self.local_replicas = 1
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+      self.iterator = iter(strategy.distribute_datasets_from_function(input_fn))
+      self.distributed = True
+      return
+    self.distributed = False
+    self.local_replicas = replicas // worker.count
+    dataset = input_fn(tf.distribute.InputContext(worker.count, worker.index, replicas))
+    if self.local_replicas > 1:
+      dataset = dataset.batch(self.local_replicas, drop_remainder=True)   # one batch per local replica
+    self.iterator = iter(dataset)
+    self.checkpoint = tf.train.Checkpoint(input=self.iterator)
+
+  def next(self, iterator):
+    """The next batch as `strategy.run` takes it (inside the train function)."""
+    features = next(iterator)
+    if self.distributed or self.local_replicas == 1:
+      return features
+    local = self.local_replicas
+    return self.strategy.experimental_distribute_values_from_function(
+        lambda context: tf.nest.map_structure(lambda value: value[context.replica_id_in_sync_group % local],
+                                              features))
+
+  def save(self, prefix):
+    """Writes the position under `prefix`; False (and no more positions) for a pipeline whose
+    state TensorFlow cannot save (one fed by Python code, such as TFDS's mock data)."""
+    try:
+      self.checkpoint.write(prefix)
+      return True
+    except tf.errors.FailedPreconditionError as error:
+      reason = str(error).strip().splitlines()[0]
+      log.warning("the input pipeline's position cannot be saved (%s): a resumed run will start a new "
+                  "shuffle", reason)
+      self.checkpoint = None
+      for path in tf.io.gfile.glob(prefix + "*"):
+        tf.io.gfile.remove(path)
+      return False
+
+  def restore(self, prefix):
+    self.checkpoint.read(prefix).assert_consumed()
+
+
+def train_loop(trainer, train_input, config, checkpoints, run_log, progress, signals, evaluate=None):
   """Trains from the trainer's step to `config.steps`.
 
   Executions of up to `steps_per_execution` steps never cross a checkpoint step; after
@@ -163,7 +251,7 @@ def train_loop(trainer, iterator, config, checkpoints, run_log, progress, signal
   while step < config.steps:
     count = min(config.steps_per_execution, config.steps - step, checkpoints.next_due(step) - step)
     try:
-      values = trainer.run_steps(iterator, count, stop=signals.terminated)
+      values = trainer.run_steps(train_input, count, stop=signals.terminated)
     except TrainingError as error:
       kept = checkpoints.latest or "none saved yet"
       raise TrainingError(f"{error}; the run stopped without saving, so the last checkpoint ({kept}) is "

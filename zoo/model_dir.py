@@ -11,6 +11,10 @@ converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://
                       data's metadata (classes, label names, sentence pairs)
   vocab.txt           the WordPiece vocabulary, one token per line
   checkpoints/        `tf.train.CheckpointManager` checkpoints
+    input/worker-I-of-N/ckpt-<step>
+                      the position of worker I's input pipeline at each checkpoint
+                      (a `tf.data` iterator checkpoint), so a resumed run continues
+                      the data stream where the checkpoint left it
   train/, eval/       TensorBoard summaries
   history.jsonl       one JSON line per logged training step and per evaluation
   eval_results.json   the final evaluation metrics
@@ -64,6 +68,7 @@ tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
 CHECKPOINT_DIR = "checkpoints"
+INPUT_STATE_DIR = "input"
 CHECKPOINT_STATE_FILE = "checkpoint"   # in checkpoints/: which checkpoints there are
 TRAIN_SUMMARIES = "train"
 EVAL_SUMMARIES = "eval"
@@ -371,7 +376,32 @@ class ModelDir:
                      f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
     return prefix
 
+  def input_state_prefix(self, worker, workers, step):
+    """The checkpoint prefix of the input position of worker `worker` of `workers` at `step`."""
+    return self.join(CHECKPOINT_DIR, INPUT_STATE_DIR, f"worker-{worker}-of-{workers}", f"ckpt-{step}")
+
+  def input_state_steps(self, worker, workers):
+    """The steps whose input position worker `worker` of `workers` saved, in order."""
+    folder = os.path.dirname(self.input_state_prefix(worker, workers, 0))
+    if not tf.io.gfile.isdir(folder):
+      return []
+    return sorted(int(name[len("ckpt-"):-len(".index")]) for name in tf.io.gfile.listdir(folder)
+                  if name.startswith("ckpt-") and name.endswith(".index"))
+
+  def remove_input_state(self, worker, workers, step):
+    for path in tf.io.gfile.glob(self.input_state_prefix(worker, workers, step) + ".*"):
+      tf.io.gfile.remove(path)
+
   # history.jsonl, eval_results.json, source.json
+  def truncate_history(self, step):
+    """Keeps the records up to `step` (atomically): a run resumed from the checkpoint of `step`
+    logs the later steps again. A line cut short by a kill goes too."""
+    records = self.read_history()
+    kept = [record for record in records if record.get("step", 0) <= step]
+    if tf.io.gfile.exists(self.history_path):
+      write_atomically(self.history_path, "".join(json.dumps(record) + "\n" for record in kept))
+    return len(records) - len(kept)
+
   def append_history(self, record):
     """Appends one JSON line (an append, not atomic: a partial last line is skipped on reading)."""
     with tf.io.gfile.GFile(self.history_path, "a") as file:

@@ -44,6 +44,7 @@ Example:
 """
 
 import logging
+import os
 
 import tensorflow as tf
 
@@ -78,13 +79,70 @@ def concatenated_text(dataset, text_encoder):
                                cls_type_id=text_encoder.cls_type_id)
 
 
+def _shard_counts(source):
+  """{file: examples} of a source's record files (from metadata.json; None where unknown)."""
+  counts = {shard["file"]: shard["examples"] for shard in (source.metadata or {}).get("shards", [])}
+  return {path: counts.get(os.path.basename(path)) for path in source.files}
+
+
+def reads_own_files(source, pipelines):
+  """Whether each of `pipelines` input pipelines reads its own record files (pipeline i the files
+  i, i + n, ...): when there are as many files as pipelines or more and every pipeline's
+  files hold an example. Otherwise every pipeline reads every file and keeps every n-th
+  record, so none starves (empty or too few shards)."""
+  if pipelines <= 1 or len(source.files) < pipelines:
+    return False
+  counts = list(_shard_counts(source).values())
+  return all(any(count is None or count > 0 for count in counts[index::pipelines])
+             for index in range(pipelines))
+
+
+def check_input(source, pipelines):
+  """Refuses training data that would leave one of `pipelines` input pipelines without an example
+  (such a pipeline would wait for one for ever), naming the shards and their counts."""
+  if source.files:
+    counts = _shard_counts(source)
+    if any(count is None for count in counts.values()):
+      return   # shards without counts (metadata.json of another writer): nothing to check against
+    total = sum(counts.values())
+    if total >= pipelines and total > 0:
+      return
+    listed = ", ".join(f"{os.path.basename(path)} ({count})" for path, count in counts.items())
+    raise ValueError(f"{source.spec}: {total} examples in all (shards: {listed}) for {pipelines} input "
+                     f"pipeline(s), one per worker: every pipeline needs an example. Write more text into "
+                     "the shards, or train on fewer workers")
+  if source.dataset is None:
+    return
+  count = int(source.dataset.take(pipelines).reduce(0, lambda count, _: count + 1))
+  if count < pipelines:
+    whom = "the input pipeline" if pipelines == 1 else f"{pipelines} input pipelines (one per worker)"
+    raise ValueError(f"{source.spec}: {count} example(s) for {whom}, which read every "
+                     f"{pipelines}-th example each: every pipeline needs one")
+
+
 def _record_files(source, context, seed):
   files = tf.data.Dataset.from_tensor_slices(source.files)
   pipelines = context.num_input_pipelines if context else 1
-  if pipelines > 1 and len(source.files) >= pipelines:
+  own_files = reads_own_files(source, pipelines)
+  if own_files:
     files = files.shard(pipelines, context.input_pipeline_id)
   return files.shuffle(len(source.files), seed=seed, reshuffle_each_iteration=True), (
-      pipelines > 1 and len(source.files) < pipelines)
+      pipelines > 1 and not own_files)
+
+
+def describe_share(source, context):
+  """What input pipeline `context` reads of a source, for the log: its files or its records."""
+  pipelines = context.num_input_pipelines if context else 1
+  index = context.input_pipeline_id if context else 0
+  if not source.files:
+    return "every example" if pipelines == 1 else f"every {pipelines}-th example from the {index}-th"
+  counts = _shard_counts(source)
+  if reads_own_files(source, pipelines) or pipelines == 1:
+    mine = list(counts)[index::pipelines] if pipelines > 1 else list(counts)
+    listed = ", ".join(f"{os.path.basename(path)} ({counts[path]} examples)" for path in mine)
+    return f"the shards {listed}"
+  return (f"every {pipelines}-th record from the {index}-th of all {len(counts)} shards (too few shards with "
+          f"examples for one of their own per pipeline)")
 
 
 def _read_records(files, compression):
@@ -102,8 +160,6 @@ def _examples(source, task, text_encoder, *, training, seed, context=None):
       files = files.repeat()
     serialized = _read_records(files, "GZIP" if source.metadata.get("compress") else None)
     if shard_examples:
-      log.warning("%d record files for %d input pipelines: each pipeline reads every file and keeps its "
-                  "share of the records; write more shards", len(source.files), context.num_input_pipelines)
       serialized = serialized.shard(context.num_input_pipelines, context.input_pipeline_id)
     return serialized, True
   dataset = source.dataset
@@ -112,7 +168,7 @@ def _examples(source, task, text_encoder, *, training, seed, context=None):
   return dataset, False
 
 
-def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0):
+def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, worker_name=None):
   """The `fn(input_context)` that `strategy.distribute_datasets_from_function` takes.
 
   Args:
@@ -121,10 +177,13 @@ def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=100
     text_encoder: the `zoo.text.TextEncoder` (fixes the sequence length and the vocabulary).
     batch_size: the GLOBAL batch size.
     shuffle_buffer: examples in the shuffle buffer.
-    seed: shuffling and masking seed; a resumed run passes another one, so it does not
-      replay the batches the first run already trained on.
+    seed: shuffling and masking seed. A resumed run restores the iterator's position
+      (`tpu.trainer.TrainInput`) and passes the same seed; one that cannot passes another.
+    worker_name: logs what the pipeline reads, naming its worker.
   """
   def input_fn(context=None):
+    if worker_name:
+      log.info("%s reads %s", worker_name, describe_share(_as_source(source), context))
     pipelines = context.num_input_pipelines if context else 1
     replicas = context.num_replicas_in_sync if context else 1
     if batch_size % replicas:

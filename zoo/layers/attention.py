@@ -23,6 +23,8 @@ import tensorflow as tf
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
+from zoo.layers import seeds
+
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
 # fully masked row becomes a uniform distribution, never NaN or Inf.
 MASK_BIAS = -1e9
@@ -79,14 +81,14 @@ def drop_attention_probs(probs, rate):
   drop rate differs from `rate` by less than 1e-5). Random bits are the costly part
   of dropout on a `[B, N, T, S]` tensor; one 32-bit draw serves two entries, which
   takes about 40% less time than Keras' float dropout on a CPU (forward and backward),
-  and the mask kept for the backward pass is boolean. A fresh seed is drawn on every call, from
-  TensorFlow's global seed when one is set.
+  and the mask kept for the backward pass is boolean. The seed is `zoo.layers.seeds.next_seed()`: a
+  function of the train step's seed inside `step_seeds`, else a fresh one.
   """
   threshold = round(rate * DROPOUT_LEVELS)
   if threshold == 0:
     return probs
   size = tf.size(probs)
-  seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+  seed = seeds.next_seed()
   words = tf.random.stateless_uniform(
       [(size + 1) // 2], seed=seed, minval=None, maxval=None, dtype=tf.uint32)
   draws = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]     # 16-bit uniform draws

@@ -7,6 +7,8 @@ import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 from official.nlp.modeling import layers as nlp_layers
 
+from zoo.layers import seeds
+
 
 @keras.utils.register_keras_serializable(package="zoo")
 class EncoderEmbeddings(keras.layers.Layer):
@@ -76,7 +78,7 @@ class EncoderEmbeddings(keras.layers.Layer):
           use_one_hot=True, name="type_embeddings")
     self.norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype="float32",
                                                 name="norm")
-    self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout")
+    self.dropout_layer = seeds.Dropout(self.dropout, name="dropout")
     self.projection = None
     if self.embedding_width != self.hidden_size:
       self.projection = keras.layers.EinsumDense(

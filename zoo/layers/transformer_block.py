@@ -7,6 +7,7 @@ N heads.
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
+from zoo.layers import seeds
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.constants import ABSOLUTE
@@ -127,16 +128,16 @@ class TransformerBlock(keras.layers.Layer):
     # Layer norms compute in float32 under mixed precision.
     self.attention_norm = keras.layers.LayerNormalization(name="attention_norm", **norm)
     self.output_norm = keras.layers.LayerNormalization(name="output_norm", **norm)
-    self.attention_output_dropout = keras.layers.Dropout(self.dropout, name="attention_output_dropout")
+    self.attention_output_dropout = seeds.Dropout(self.dropout, name="attention_output_dropout")
     self.intermediate_dense = keras.layers.EinsumDense(
         "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
         kernel_initializer=clone_initializer(self.kernel_initializer), name="intermediate")
-    self.activation_dropout_layer = keras.layers.Dropout(
+    self.activation_dropout_layer = seeds.Dropout(
         self.activation_dropout, name="activation_dropout")
     self.output_dense = keras.layers.EinsumDense(
         "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
         kernel_initializer=clone_initializer(self.kernel_initializer), name="output")
-    self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout")
+    self.output_dropout = seeds.Dropout(self.dropout, name="output_dropout")
     super().build(input_shape)
 
   def call(self,

@@ -21,6 +21,8 @@ import tensorflow as tf
 import tf_keras as keras
 from official.nlp.modeling import layers as nlp_layers
 
+from zoo.layers import seeds
+
 
 def encoder_inputs_like(encoder):
   """Fresh Keras inputs with the names, shapes and dtypes of `encoder`'s dict inputs."""
@@ -221,7 +223,7 @@ class SequenceClassifier(EncoderHead):
     config = dict(num_classes=num_classes, dropout=dropout, initializer_range=initializer_range)
 
     # Layers.
-    dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+    dropout_layer = seeds.Dropout(dropout, name="dropout")
     classifier = keras.layers.Dense(num_classes, kernel_initializer=truncated_normal(initializer_range),
                                     dtype="float32", name="logits")   # float32 logits
 
@@ -268,7 +270,7 @@ class TokenClassifier(EncoderHead):
     config = dict(num_classes=num_classes, dropout=dropout, initializer_range=initializer_range)
 
     # Layers.
-    dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+    dropout_layer = seeds.Dropout(dropout, name="dropout")
     classifier = keras.layers.Dense(num_classes, kernel_initializer=truncated_normal(initializer_range),
                                     dtype="float32", name="logits")   # float32 logits
 

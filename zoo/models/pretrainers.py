@@ -14,6 +14,7 @@ loss; losses are computed in float32.
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.layers import seeds
 from zoo.layers.constants import ACTIVATIONS
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import ENCODER_ROOT
@@ -132,12 +133,13 @@ class ReplacedTokenSampler(keras.layers.Layer):
   """ELECTRA's corruption step: sample replacements from the generator and label them.
 
   At each real prediction (`masked_lm_weights > 0`) a token is drawn from the
-  generator's softmax, `tf.random.categorical` at temperature 1 on float32 logits, with
-  no gradient (`stop_gradient`: the generator learns from its MLM loss only, Clark et al.,
-  2020, Sec. 2). The discriminator input is `word_ids` with those positions overwritten
-  by the samples; the label of a position is 1 if its sampled token differs from the
-  original (`masked_lm_ids`) and 0 otherwise — a sample equal to the original counts as
-  original, as in the paper. Positions that are not predicted keep their token and label 0.
+  generator's softmax at temperature 1 on float32 logits (a stateless draw seeded by
+  `zoo.layers.seeds`), with no gradient (`stop_gradient`: the generator learns from its
+  MLM loss only, Clark et al., 2020, Sec. 2). The discriminator input is `word_ids` with
+  those positions overwritten by the samples; the label of a position is 1 if its sampled
+  token differs from the original (`masked_lm_ids`) and 0 otherwise — a sample equal to
+  the original counts as original, as in the paper. Positions that are not predicted keep
+  their token and label 0.
 
   Predicted positions must be distinct within a sequence (as the masking produces them);
   padded predictions (weight 0) may repeat any position. Uses one-hot matmuls rather than
@@ -169,7 +171,8 @@ class ReplacedTokenSampler(keras.layers.Layer):
   def call(self, mlm_logits, word_ids, masked_positions, masked_ids, masked_weights):
     vocab_size = tf.shape(mlm_logits)[-1]
     logits = tf.stop_gradient(tf.cast(mlm_logits, tf.float32))
-    sampled = tf.random.categorical(tf.reshape(logits, [-1, vocab_size]), 1, dtype=tf.int32)
+    sampled = tf.random.stateless_categorical(tf.reshape(logits, [-1, vocab_size]), 1,
+                                             seed=seeds.next_seed(), dtype=tf.int32)
     sampled = tf.reshape(sampled, tf.shape(masked_positions))   # [B * P, 1] -> [B, P]
     word_ids = tf.cast(word_ids, tf.int32)
     predicted = tf.cast(masked_weights > 0, tf.int32)   # [B, P]
