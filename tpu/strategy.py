@@ -184,7 +184,7 @@ def _configure_coordination_service():
   already, with TensorFlow's defaults; this sets the same service (hosted by the chief,
   or else worker 0) with the timeouts above.
   """
-  from tensorflow.core.protobuf import coordination_config_pb2
+  from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
   from tensorflow.python.distribute import multi_worker_util
   from tensorflow.python.eager import context
 

@@ -25,7 +25,6 @@ from zoo.layers import seeds
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import OPTIMIZER_ROOT
 
-
 log = logging.getLogger("tpu.train")
 
 

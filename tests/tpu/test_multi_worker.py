@@ -3,6 +3,7 @@ processes on 127.0.0.1 (free loopback ports, every process bounded in time), aga
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -123,8 +124,16 @@ def latest_step(model_dir):
 def assert_one_set_of_files(model_dir, runs=1):
   entries = sorted(os.listdir(model_dir))
   assert [entry for entry in entries if entry.startswith(".") or "tmp" in entry or "worker" in entry] == []
-  checkpoints = os.listdir(ModelDir(str(model_dir)).checkpoint_dir)
-  assert all(name == "checkpoint" or name.startswith("ckpt-") for name in checkpoints), checkpoints
+  run_dir = ModelDir(str(model_dir))
+  checkpoints = os.listdir(run_dir.checkpoint_dir)
+  assert all(name in ("checkpoint", "input") or name.startswith("ckpt-") for name in checkpoints), checkpoints
+  # Each worker's input positions, for the steps of the recorded checkpoints only.
+  recorded = sorted(int(name[len("ckpt-"):-len(".index")]) for name in checkpoints
+                    if name.startswith("ckpt-") and name.endswith(".index"))
+  positions = os.listdir(os.path.join(run_dir.checkpoint_dir, "input"))
+  assert sorted(positions) == ["worker-0-of-2", "worker-1-of-2"]
+  for index in range(2):
+    assert run_dir.input_state_steps(index, 2) == recorded
   # One summary file per run: the chief's.
   assert len(os.listdir(ModelDir(str(model_dir)).summaries_dir("train"))) == runs
 
@@ -202,9 +211,64 @@ def test_a_multi_host_tpu_refuses_text_that_needs_tensorflow_text(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Clusters of processes.
 
+# Every surviving worker must exit within this many seconds of a peer's death or hang.
+FAULT_BOUND_SECONDS = 120
+RESUME_STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+  """Two workers training RESUME_STEPS steps without interruption, with an export: the
+  reference of the resume tests, and the run the one-device test checks."""
+  tmp_path = tmp_path_factory.mktemp("uninterrupted")
+  model_dir = tmp_path / "cluster"
+  config = tiny_config(model_dir, steps=RESUME_STEPS, checkpoint_every=3, export=True)
+  with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
+    codes = cluster.wait()
+    assert codes == [0, 0], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
+  return types.SimpleNamespace(model_dir=model_dir, config=config, cluster=cluster,
+                               losses=np.array([record["loss"] for record in training_records(model_dir)]))
+
+
+def resume_config(tmp_path, uninterrupted):
+  model_dir = tmp_path / "run"
+  config = uninterrupted.config.replace(model_dir=str(model_dir))
+  return model_dir, ["--config", config_file(tmp_path, config)]
+
+
+def stop_one(cluster, index, signum):
+  """Sends `signum` to worker `index`; returns the exit codes of the others and the seconds they took."""
+  cluster.processes[index].send_signal(signum)
+  sent = time.monotonic()
+  codes, took = {}, {}
+  for other, process in enumerate(cluster.processes):
+    if other == index:
+      continue
+    try:
+      codes[other] = process.wait(timeout=max(FAULT_BOUND_SECONDS - (time.monotonic() - sent), 0.1))
+    except subprocess.TimeoutExpired:
+      cluster.kill()
+      raise AssertionError(f"worker {other} still ran {FAULT_BOUND_SECONDS} s after worker {index} got "
+                           f"signal {signum}:\n{cluster.stderr(other)[-3000:]}") from None
+    took[other] = time.monotonic() - sent
+  return codes, took
+
+
+def assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, cluster):
+  for index in range(2):
+    assert f"(step {stopped_at})" in cluster.stderr(index)
+    assert f"the input pipeline continues from its position at step {stopped_at}" in cluster.stderr(index)
+  records = training_records(model_dir)
+  assert [record["step"] for record in records] == list(range(1, RESUME_STEPS + 1))   # each step once
+  resumed = np.array([record["loss"] for record in records])
+  print(f"stopped after step {stopped_at}; largest loss difference to the uninterrupted run:",
+        np.abs(resumed - uninterrupted.losses).max())
+  np.testing.assert_allclose(resumed, uninterrupted.losses, rtol=0, atol=1e-5)
+  assert latest_step(model_dir) == RESUME_STEPS
+
 
 @pytest.mark.slow
-def test_two_workers_follow_one_device_and_write_one_model_dir(tmp_path, monkeypatch):
+def test_two_workers_follow_one_device_and_write_one_model_dir(uninterrupted, tmp_path, monkeypatch):
   """Two workers, one replica each, each reading its half of the examples (pipeline i of 2 keeps
   every 2nd example from the i-th, shuffles them with its own seed and makes batches of 4).
   The global batch of a step is worker 0's 4 examples and worker 1's 4.
@@ -214,11 +278,7 @@ def test_two_workers_follow_one_device_and_write_one_model_dir(tmp_path, monkeyp
   `InputContext`s): the same examples in the same order, so with dropout off the loss must
   follow to 1e-5, and the final evaluation (each worker evaluating its slice of every padded
   batch) must equal the one device's over all 500 examples."""
-  model_dir = tmp_path / "cluster"
-  config = tiny_config(model_dir, export=True)
-  with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
-    codes = cluster.wait()
-    assert codes == [0, 0], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
+  model_dir, cluster = uninterrupted.model_dir, uninterrupted.cluster
   assert "on 2 workers; this is worker 1 (127.0.0.1:" in cluster.stderr(1)
   results = [json.loads(cluster.stdout(i)) for i in range(2)]
   assert results[1]["examples"] == 500 and results[0]["loss"] == results[1]["loss"]
@@ -228,8 +288,8 @@ def test_two_workers_follow_one_device_and_write_one_model_dir(tmp_path, monkeyp
                                           "export", "history.jsonl", "train", "vocab.txt"]
   assert_one_set_of_files(model_dir)
   assert len(ModelDir(str(model_dir)).export_versions()) == 1
-  assert [record["step"] for record in training_records(model_dir)] == [1, 2, 3, 4, 5, 6]
-  assert latest_step(model_dir) == 6
+  assert [record["step"] for record in training_records(model_dir)] == list(range(1, RESUME_STEPS + 1))
+  assert latest_step(model_dir) == RESUME_STEPS
 
   original = pipeline.train_input_fn
 
@@ -241,62 +301,109 @@ def test_two_workers_follow_one_device_and_write_one_model_dir(tmp_path, monkeyp
 
   monkeypatch.setattr(pipeline, "train_input_fn", one_device_input_fn)
   baseline = tmp_path / "one"
-  one_results = train.run(tiny_config(baseline, vocab=ModelDir(str(model_dir)).vocab_path),
+  one_results = train.run(uninterrupted.config.replace(model_dir=str(baseline), export=False,
+                                                       vocab=ModelDir(str(model_dir)).vocab_path),
                           strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
   one = np.array([record["loss"] for record in training_records(baseline)])
-  two = np.array([record["loss"] for record in training_records(model_dir)])
-  assert len(one) == 6 and one[0] != one[-1]
-  print("largest loss difference, 2 workers vs 1 device:", np.abs(two - one).max())
-  np.testing.assert_allclose(two, one, atol=1e-5)
+  assert len(one) == RESUME_STEPS and one[0] != one[-1]
+  print("largest loss difference, 2 workers vs 1 device:", np.abs(uninterrupted.losses - one).max())
+  np.testing.assert_allclose(uninterrupted.losses, one, atol=1e-5)
   for key in ("loss", "accuracy", "f1"):
     np.testing.assert_allclose(results[0][key], one_results[key], atol=1e-5)
 
 
 @pytest.mark.slow
-def test_a_killed_worker_stops_its_peer_and_the_rerun_resumes(tmp_path):
-  model_dir = tmp_path / "run"
-  args = ["--config", config_file(tmp_path, tiny_config(model_dir, steps=30, checkpoint_every=5))]
+def test_a_killed_chief_stops_its_peer_and_the_rerun_resumes_as_the_same_run(uninterrupted, tmp_path):
+  """kill -9 of the chief, which hosts the coordination service, at a random moment after the
+  first checkpoint: the other worker exits non-zero within the bound, naming it; the same
+  command then continues both workers' data streams and repeats the uninterrupted losses."""
+  model_dir, args = resume_config(tmp_path, uninterrupted)
   with Cluster(str(tmp_path), args) as first:
     first.wait_for(lambda: latest_step(model_dir) is not None)
-    first.processes[1].send_signal(signal.SIGKILL)
-    killed = time.monotonic()
-    with pytest.raises(subprocess.TimeoutExpired):
-      first.processes[0].wait(timeout=0.0)   # still running when its peer died
-    code = first.processes[0].wait(timeout=120)
-    took = time.monotonic() - killed
-  print(f"the surviving worker exited {took:.1f} s after its peer was killed")
-  assert code not in (0, None)
-  assert f"lost worker 1 ({first.addresses[1]})" in first.stderr(0)
-  killed_at = latest_step(model_dir)
-  assert 0 < killed_at < 30
+    time.sleep(np.random.default_rng().uniform(0, 0.5))
+    codes, took = stop_one(first, 0, signal.SIGKILL)
+  print(f"worker 1 exited {took[1]:.1f} s after the chief was killed")
+  assert codes[1] not in (0, None)
+  assert f"lost worker 0 ({first.addresses[0]})" in first.stderr(1), first.stderr(1)[-2000:]
+  stopped_at = latest_step(model_dir)
+  assert 0 < stopped_at < RESUME_STEPS
 
   with Cluster(str(tmp_path), args) as second:   # the same command on every worker
     codes = second.wait()
-  assert codes == [0, 0], second.stderr(0)[-2000:]
-  assert f"(step {killed_at})" in second.stderr(0) and f"(step {killed_at})" in second.stderr(1)
-  steps = [record["step"] for record in training_records(model_dir)]
-  assert steps[-(30 - killed_at):] == list(range(killed_at + 1, 31))   # none lost, none repeated
-  assert latest_step(model_dir) == 30
+  assert codes == [0, 0], second.stderr(0)[-2000:] + second.stderr(1)[-2000:]
+  assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, second)
   assert_one_set_of_files(model_dir, runs=2)
 
 
 @pytest.mark.slow
-def test_sigterm_to_one_worker_saves_on_all_and_the_rerun_resumes(tmp_path):
-  model_dir = tmp_path / "run"
-  args = ["--config", config_file(tmp_path, tiny_config(model_dir, steps=30, checkpoint_every=1000))]
+def test_sigterm_to_a_worker_saves_on_all_and_the_rerun_resumes_as_the_same_run(uninterrupted, tmp_path):
+  model_dir, args = resume_config(tmp_path, uninterrupted)
   with Cluster(str(tmp_path), args) as first:
-    first.wait_for(lambda: len(training_records(model_dir)) >= 3)
-    first.processes[1].send_signal(signal.SIGTERM)   # a preempted VM
-    codes = first.wait(timeout=120)
-  assert codes == [143, 143], first.stderr(0)[-2000:]
+    first.wait_for(lambda: len(training_records(model_dir)) >= 2)
+    codes, took = stop_one(first, 1, signal.SIGTERM)   # a preempted VM
+    codes[1] = first.processes[1].wait(timeout=FAULT_BOUND_SECONDS)
+  assert codes == {0: 143, 1: 143}, first.stderr(0)[-2000:]
   assert "SIGTERM on another worker: saved a checkpoint at step" in first.stderr(0)
   assert "SIGTERM: saved a checkpoint at step" in first.stderr(1)
   stopped_at = training_records(model_dir)[-1]["step"]
-  assert 3 <= stopped_at < 30 and latest_step(model_dir) == stopped_at
+  assert 2 <= stopped_at < RESUME_STEPS and latest_step(model_dir) == stopped_at
 
   with Cluster(str(tmp_path), args) as second:
     codes = second.wait()
   assert codes == [0, 0], second.stderr(0)[-2000:]
-  assert f"(step {stopped_at})" in second.stderr(0)
-  assert [record["step"] for record in training_records(model_dir)] == list(range(1, 31))
-  assert latest_step(model_dir) == 30
+  assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, second)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index, signum", [(1, signal.SIGKILL), (0, signal.SIGSTOP)],
+                         ids=["kill-9-of-a-worker", "sigstop-of-the-chief"])
+def test_a_lost_or_hung_peer_ends_every_other_worker_in_bounded_time(tmp_path, index, signum):
+  """A killed worker, or a stopped chief (alive but silent: only missing heartbeats tell), ends
+  the other worker within the bound, with an error naming the lost one."""
+  model_dir = tmp_path / "run"
+  args = ["--config", config_file(tmp_path, tiny_config(model_dir, steps=10_000, checkpoint_every=1000))]
+  with Cluster(str(tmp_path), args) as cluster:
+    cluster.wait_for(lambda: len(training_records(model_dir)) >= 1)
+    codes, took = stop_one(cluster, index, signum)
+    if signum == signal.SIGSTOP:
+      cluster.processes[index].send_signal(signal.SIGCONT)
+  other = 1 - index
+  print(f"signal {signum} to worker {index}: worker {other} exited {codes[other]} after {took[other]:.1f} s")
+  assert codes[other] == 1
+  assert f"lost worker {index} ({cluster.addresses[index]})" in cluster.stderr(other), \
+      cluster.stderr(other)[-2000:]
+
+
+@pytest.mark.slow
+def test_shards_are_read_per_worker_and_sigterm_in_the_final_evaluation_stops_all(tmp_path):
+  """MLM on 3 `tfrecord:` shards over 2 workers: worker 0 reads shards 0 and 2, worker 1 shard
+  1 (as each logs); SIGTERM to worker 1 during the final evaluation ends both with 143 after
+  the final checkpoint."""
+  from tpu.data import records
+  from tpu.data.demo import demo_corpus
+  from tpu.data.demo import demo_words
+  from zoo.text import write_vocab
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + demo_words()
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("\n\n".join(demo_corpus()[:300]) + "\n", encoding="utf-8")
+  write_vocab(vocab, str(tmp_path / "vocab.txt"))
+  metadata = records.write_pretraining_data([str(corpus)], str(tmp_path / "vocab.txt"), 16,
+                                            str(tmp_path / "shards"), 3, progress=False)
+  counts = {shard["file"]: shard["examples"] for shard in metadata["shards"]}
+  model_dir = tmp_path / "run"
+  spec = f"tfrecord:{tmp_path}/shards/*.tfrecord"
+  config = tiny_config(model_dir, task="mlm", model_overrides=dict(TINY_FUNNEL, num_decoder_layers=1),
+                       data=spec, eval_data=spec, steps=4, eval_batch_size=2, max_predictions_per_seq=2)
+  with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
+    cluster.wait_for(lambda: "trained to step 4" in cluster.stderr(1))
+    cluster.processes[1].send_signal(signal.SIGTERM)
+    codes = cluster.wait(timeout=FAULT_BOUND_SECONDS)
+  names = sorted(counts)
+  read = [re.search(r"reads the shards (.*)", cluster.stderr(index)).group(1) for index in range(2)]
+  assert read[0] == f"{names[0]} ({counts[names[0]]} examples), {names[2]} ({counts[names[2]]} examples)"
+  assert read[1] == f"{names[1]} ({counts[names[1]]} examples)"
+  assert codes == [143, 143], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
+  assert latest_step(model_dir) == 4
+  assert "SIGTERM during the evaluation at step 4" in cluster.stderr(1), cluster.stderr(1)[-2000:]
+  assert "SIGTERM on another worker during the evaluation at step 4" in cluster.stderr(0)
+  assert not os.path.exists(ModelDir(str(model_dir)).eval_results_path)
