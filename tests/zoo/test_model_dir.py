@@ -79,3 +79,17 @@ def test_history_and_source(tmp_path):
   run.write_source({"format": "hf-bert", "path": "/src"})
   assert run.read_source() == {"format": "hf-bert", "path": "/src"}
   assert run.source_path == os.path.join(run.path, "source.json")
+
+
+def test_history_truncated_to_the_resumed_step_keeps_earlier_records_and_drops_a_cut_line(tmp_path):
+  run = ModelDir(str(tmp_path))
+  for step in (1, 2, 3, 4):
+    run.append_history({"step": step, "loss": 1.0 / step})
+  run.append_history({"step": 2, "eval": {"accuracy": 0.5}})
+  with open(run.history_path, "a") as file:
+    file.write('{"step": 5, "lo')   # a write cut short by kill -9
+  assert run.truncate_history(2) == 2
+  assert run.read_history() == [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5},
+                                {"step": 2, "eval": {"accuracy": 0.5}}]
+  run.append_history({"step": 3, "loss": 0.25})   # the resumed run's next line is whole
+  assert [record["step"] for record in run.read_history()] == [1, 2, 2, 3]

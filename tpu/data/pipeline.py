@@ -120,14 +120,18 @@ def check_input(source, pipelines):
                      f"{pipelines}-th example each: every pipeline needs one")
 
 
-def _record_files(source, context, seed):
+def _record_files(source, context, seed, shared_seed):
+  """The files a training pipeline reads, shuffled anew every epoch, and whether it must keep
+  every n-th record of them. Pipelines that share all files shuffle them alike
+  (`shared_seed`), so their every-n-th records partition each epoch."""
   files = tf.data.Dataset.from_tensor_slices(source.files)
   pipelines = context.num_input_pipelines if context else 1
   own_files = reads_own_files(source, pipelines)
   if own_files:
     files = files.shard(pipelines, context.input_pipeline_id)
-  return files.shuffle(len(source.files), seed=seed, reshuffle_each_iteration=True), (
-      pipelines > 1 and not own_files)
+  share_records = pipelines > 1 and not own_files
+  return files.shuffle(len(source.files), seed=shared_seed if share_records else seed,
+                       reshuffle_each_iteration=True), share_records
 
 
 def describe_share(source, context):
@@ -151,15 +155,14 @@ def _read_records(files, compression):
                           deterministic=True)
 
 
-def _examples(source, task, text_encoder, *, training, seed, context=None):
-  """Unbatched examples of a source for `task`: raw text dicts, or serialized records (then True)."""
+def _examples(source, task, text_encoder, *, training, seed, context=None, shared_seed=None):
+  """One epoch of a source's unbatched examples for this pipeline: raw text dicts, or serialized
+  records (then True)."""
   if source.files:   # pre-tokenized shards: files are shuffled and read interleaved
-    files, shard_examples = _record_files(source, context, seed) if training else (
+    files, share_records = _record_files(source, context, seed, shared_seed) if training else (
         tf.data.Dataset.from_tensor_slices(source.files), False)
-    if training:
-      files = files.repeat()
     serialized = _read_records(files, "GZIP" if source.metadata.get("compress") else None)
-    if shard_examples:
+    if share_records:
       serialized = serialized.shard(context.num_input_pipelines, context.input_pipeline_id)
     return serialized, True
   dataset = source.dataset
@@ -191,28 +194,30 @@ def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=100
     host_batch = batch_size // pipelines
     per_replica = batch_size // replicas
     dataset = train_dataset(source, task, text_encoder, host_batch, shuffle_buffer=shuffle_buffer,
-                            seed=_pipeline_seed(seed, context), context=context)
+                            seed=_pipeline_seed(seed, context), context=context, shared_seed=seed)
     if per_replica != host_batch:
       dataset = dataset.rebatch(per_replica, drop_remainder=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
   return input_fn
 
 
-def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, context=None):
+def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, context=None,
+                  shared_seed=None):
   """Shuffled, repeated batches of `task.features`, `[batch_size, ...]`, remainder dropped.
 
   `source` is a `tpu.data.DataSource` (or, for raw text, its `dataset`); see
   `train_input_fn` for the arguments.
   """
   source = _as_source(source)
-  examples, serialized = _examples(source, task, text_encoder, training=True, seed=seed, context=context)
+  examples, serialized = _examples(source, task, text_encoder, training=True, seed=seed, context=context,
+                                   shared_seed=seed if shared_seed is None else shared_seed)
+  # Shuffled within an epoch, then repeated: each example once per epoch.
+  examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
   if serialized:
-    examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     batches = examples.batch(batch_size, drop_remainder=True).map(
         lambda serialized: records.parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
                                          text_encoder.cls_type_id))
   else:
-    examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     if task.concatenates_documents:
       examples = concatenated_text(examples, text_encoder)
     examples = task.expand(examples, text_encoder)
