@@ -73,22 +73,17 @@ def run(config, strategy=None, export=None):
     WorkerLost: another worker of a multi-worker run stopped answering (killed, crashed).
   """
   from tpu import strategy as strategies
-
-  # First: MultiWorkerMirroredStrategy can only be made before TensorFlow runs any op.
-  strategy = strategy or strategies.get_strategy(config.tpu)
-  worker = strategies.worker(strategy)
-  with strategies.lost_workers_named(worker):   # a lost peer: WorkerLost naming it, never a hang
-    return _run(config, strategy, worker, export)
-
-
-def _run(config, strategy, worker, export):
   from tpu.checkpointing import SigtermFlag
 
   with SigtermFlag() as signals:   # from the start: SIGTERM in any phase stops every worker alike
-    return _run_job(config, strategy, worker, export, signals)
+    # First: MultiWorkerMirroredStrategy can only be made before TensorFlow runs any op.
+    strategy = strategy or strategies.get_strategy(config.tpu)
+    worker = strategies.worker(strategy)
+    with strategies.lost_workers_named(worker):   # a lost peer: WorkerLost naming it, never a hang
+      return _run(config, strategy, worker, export, signals)
 
 
-def _run_job(config, strategy, worker, export, signals):
+def _run(config, strategy, worker, export, signals):
   import time
 
   import tf_keras as keras
