@@ -255,9 +255,10 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
 @pytest.mark.slow
 def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
   """MLM: the replicas hold different numbers of masked tokens, so only the exact global
-  normalisation gives the single-device loss. The input comes per input pipeline
-  (`distribute_datasets_from_function`): concatenated online text, and pre-tokenized shards
-  (both in one process: the logical devices are configured once)."""
+  normalisation gives the single-device loss. The input comes per input pipeline: concatenated
+  online text, and pre-tokenized shards (both in one process: the logical devices are
+  configured once). A two-replica run stopped by SIGTERM and run again repeats the
+  uninterrupted run's losses."""
   corpus = _corpus(tmp_path)
   from tpu.data import records as pretraining_data
   from zoo.text import build_vocab
@@ -284,6 +285,21 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
                                vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
           train.run(config, strategy=strategy)
           losses[source + "-" + name] = [record["loss"] for record in ModelDir(model_dir).read_history()]
+          if name == "two":   # SIGTERM after some steps, then the same run again: it resumes
+            import os, signal, threading, time
+            from tpu.checkpointing import Preempted
+            resumed = ModelDir(model_dir + "-resumed")
+            def preempt():
+              while len(resumed.read_history()) < 2:
+                time.sleep(0.01)
+              os.kill(os.getpid(), signal.SIGTERM)
+            threading.Thread(target=preempt, daemon=True).start()
+            try:
+              train.run(config.replace(model_dir=resumed.path), strategy=strategy)
+            except Preempted:
+              losses[source + "-stopped"] = len(resumed.read_history())
+            train.run(config.replace(model_dir=resumed.path), strategy=strategy)
+            losses[source + "-resumed"] = [record["loss"] for record in resumed.read_history()]
       print(json.dumps(losses))
   """)
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -296,6 +312,9 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
     assert len(one) == 6 and one[0] != one[-1]
     np.testing.assert_allclose(two, one, atol=1e-5, err_msg=source)
     print(f"{source}: largest difference, 2 replicas vs 1 device:", np.abs(two - one).max())
+    # Stopped and resumed under MirroredStrategy: the losses of the uninterrupted run.
+    assert 2 <= losses[f"{source}-stopped"] < 6
+    np.testing.assert_allclose(losses[f"{source}-resumed"], two, rtol=0, atol=1e-5, err_msg=source)
 
 
 # ---------------------------------------------------------------------------------------------
