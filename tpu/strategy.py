@@ -81,7 +81,13 @@ def get_strategy(tpu=None):
   elif _num_workers() > 1:
     _configure_coordination_service()
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=COLLECTIVE_TIMEOUT_SECONDS)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    try:
+      strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    except tf.errors.OpError as error:   # a worker that never came, or died while the cluster formed
+      reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+      raise WorkerLost(f"the cluster of TF_CONFIG did not form within {CLUSTER_REGISTER_TIMEOUT_SECONDS} s "
+                       f"({type(error).__name__}: {reason}): start every worker within that time of the "
+                       "others, with the same cluster in TF_CONFIG and its own task index") from None
     kind = f"MultiWorkerMirroredStrategy ({_num_workers()} workers from TF_CONFIG)"
   elif len(tf.config.list_logical_devices("GPU")) > 1:
     strategy = tf.distribute.MirroredStrategy()
@@ -198,6 +204,10 @@ def _configure_coordination_service():
       coordinated_jobs=jobs, heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_SECONDS * 1000,
       cluster_register_timeout_in_ms=CLUSTER_REGISTER_TIMEOUT_SECONDS * 1000,
       shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_TIMEOUT_SECONDS * 1000)
+  # Every worker, the chief too, waits at registration for all the others and fails after
+  # the timeout (without it, a chief whose peers never come waits for ever). The setter
+  # above has no argument for it.
+  context.context().coordination_service.cluster_register_with_barrier = True
 
 
 def _num_workers():

@@ -120,7 +120,7 @@ def _run(config, strategy, worker, export, signals):
     eval_data = strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
         prepared.evaluation, trainer.task, text_encoder, config.eval_batch_size, seed=config.seed))
   start = trainer.step
-  position = checkpoints.input_state(start) if start else None
+  position = checkpoints.input_state(start)   # and removes positions an interrupted run saved later
   seed = config.seed if position or not start else config.seed + start
   train_input = TrainInput(strategy, pipeline.train_input_fn(
       prepared.train, trainer.task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer,
@@ -135,7 +135,7 @@ def _run(config, strategy, worker, export, signals):
                 "run's", start, worker.name, "a TPU's input is not saved" if train_input.checkpoint is None
                 else f"none in {model_dir.input_state_prefix(worker.index, worker.count, start)}", seed)
   run_log = RunLog(model_dir, write=worker.is_chief)
-  if start and worker.is_chief:
+  if worker.is_chief:   # a run killed before its first checkpoint leaves lines of steps from 1 on
     dropped = model_dir.truncate_history(start)
     if dropped:
       log.info("history.jsonl: dropped %d record(s) after step %d, which this run logs again", dropped, start)
