@@ -43,7 +43,7 @@ import json
 import sys
 
 from tpu.data.records import CorpusError
-from tpu.data.records import write_pretraining_data
+from tpu.data.shard_writer import write_pretraining_data
 
 
 def parser():
