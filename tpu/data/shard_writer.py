@@ -177,7 +177,10 @@ def piece_lines(path, start, end):
           return
         line_start, offset = offset, offset + len(raw)
         if not owning:   # the document in progress belongs to the piece before
-          owning = not raw.decode("utf-8", errors="replace").strip()
+          if not raw.decode("utf-8", errors="replace").strip():
+            if line_start >= end:   # the next piece's blank line: no document starts in this one
+              return
+            owning = True
           continue
         try:
           line = raw.decode("utf-8").strip()
