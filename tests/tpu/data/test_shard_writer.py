@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from tpu import pretraining_data
+from tpu.data import beam_writer
 from tpu.data import pydocs
 from tpu.data import shard_writer
 from tpu.data.records import CorpusError
@@ -102,10 +103,10 @@ def _shard_ids(path):
   return list(tf.data.TFRecordDataset(str(path), compression).map(parse).as_numpy_iterator())
 
 
-def _write(corpus, out, shards=3, **kwargs):
+def _write(corpus, out, shards=3, inputs=("*.txt",), **kwargs):
   kwargs.setdefault("progress", False)
-  return shard_writer.write_pretraining_data([str(corpus / "*.txt")], str(corpus / "wordpiece.vocab"), T,
-                                             str(out), shards, **kwargs)
+  return shard_writer.write_pretraining_data([str(corpus / name) for name in inputs],
+                                             str(corpus / "wordpiece.vocab"), T, str(out), shards, **kwargs)
 
 
 def _contents(folder):
@@ -205,25 +206,24 @@ def test_beam_options_need_a_runner(capsys):
 
 @pytest.mark.slow
 def test_one_process_and_beam_on_two_workers_write_the_same_bytes(corpus, tmp_path):
-  single = _write(corpus, tmp_path / "single", compress=True, chunk_mb=0.004)
-  command = [sys.executable, "-m", "tpu.pretraining_data", "--input", str(corpus / "*.txt"), "--vocab",
-             str(corpus / "wordpiece.vocab"), "--seq-length", str(T), "--out", str(tmp_path / "beam"),
-             "--shards", "3", "--compress", "--chunk-mb", "0.004", "--runner", "DirectRunner",
-             "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
-  result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert single["chunks"] > 10
+  inputs = ["a.txt", "b_empty.txt", "c_hostile.txt", "e_long.txt"]
+  single = _write(corpus, tmp_path / "single", inputs=inputs, compress=True, chunk_mb=0.02)
+  beam_writer.write_with_beam([str(corpus / name) for name in inputs], str(corpus / "wordpiece.vocab"), T,
+                              str(tmp_path / "beam"), 3, compress=True, chunk_mb=0.02, runner="DirectRunner",
+                              pipeline_args=["--direct_num_workers=2",
+                                             "--direct_running_mode=multi_processing"])
+  assert single["chunks"] >= 5
   assert _contents(tmp_path / "beam") == _contents(tmp_path / "single")
 
 
 @pytest.mark.slow
 def test_a_run_killed_at_a_random_moment_resumes_to_the_same_bytes(corpus, tmp_path, capsys):
-  reference = _write(corpus, tmp_path / "reference", chunk_mb=0.003)
+  inputs = ["a.txt", "c_hostile.txt", "d.txt"]
+  reference = _write(corpus, tmp_path / "reference", inputs=inputs, chunk_mb=0.012)
   out = tmp_path / "killed"
-  command = [sys.executable, "-m", "tpu.pretraining_data", "--input", str(corpus / "*.txt"), "--vocab",
-             str(corpus / "wordpiece.vocab"), "--seq-length", str(T), "--out", str(out), "--shards", "3",
-             "--chunk-mb", "0.003", "--no-progress"]
+  command = [sys.executable, "-m", "tpu.pretraining_data", "--input", *(str(corpus / n) for n in inputs),
+             "--vocab", str(corpus / "wordpiece.vocab"), "--seq-length", str(T), "--out", str(out),
+             "--shards", "3", "--chunk-mb", "0.012", "--no-progress"]
   process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
   deadline = time.monotonic() + 120
@@ -232,12 +232,12 @@ def test_a_run_killed_at_a_random_moment_resumes_to_the_same_bytes(corpus, tmp_p
                                    for name in os.listdir(work))):
     assert process.poll() is None and time.monotonic() < deadline, "the run ended before packing a chunk"
     time.sleep(0.02)
-  delay = random.uniform(0, 3.0)
+  delay = random.uniform(0, 2.5)
   time.sleep(delay)
   process.send_signal(signal.SIGKILL)
   process.wait()
   capsys.readouterr()
-  again = _write(corpus, out, chunk_mb=0.003)
+  again = _write(corpus, out, inputs=inputs, chunk_mb=0.012)
   stderr = capsys.readouterr().err
   if process.returncode == -signal.SIGKILL and not (out / "metadata.json").exists():
     assert re.search(r"keeping [1-9]\d* of \d+ packed chunks", stderr), (delay, stderr)
