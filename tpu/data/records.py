@@ -51,9 +51,11 @@ def input_files(patterns):
 
 
 def serialize(ids):
-  """One `tf.train.Example` with the int64 feature `input_word_ids`."""
+  """One `tf.train.Example` with the int64 feature `input_word_ids` (a list or a numpy vector)."""
   import tensorflow as tf
-  feature = tf.train.Feature(int64_list=tf.train.Int64List(value=ids))
+  # A list: protobuf converts numpy integers one by one, about 60 times slower.
+  values = ids.tolist() if hasattr(ids, "tolist") else ids
+  feature = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
   return tf.train.Example(features=tf.train.Features(feature={FEATURE: feature})).SerializeToString()
 
 
