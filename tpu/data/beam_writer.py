@@ -36,7 +36,12 @@ def _pack(index, plan):
   """A worker's step 2: the chunk's index, or None when the corpus is at fault (the message is kept)."""
   from zoo.model_dir import write_atomically
   try:
-    return shard_writer.ensure_chunk(plan, index)
+    chunk = shard_writer.packed_chunk(plan, index)
+    if chunk is None:
+      chunk = shard_writer.pack_chunk(plan, index)
+      print(f"tpu.pretraining_data: packed chunk {index + 1} of {len(plan.chunks)} ({chunk['examples']:,} "
+            f"examples, {sum(chunk['tokens']):,} tokens)", file=sys.stderr, flush=True)
+    return chunk
   except CorpusError as error:   # reported by the launcher: Beam would wrap it in a worker's traceback
     write_atomically(plan.chunk_path(index, "error"), str(error))
     return None
@@ -47,6 +52,7 @@ def _write(shard, plan, chunks):
   if any(chunk is None for chunk in chunks) or shard_writer.refusal(plan, chunks):
     return
   shard_writer.write_shard(plan, shard, chunks)
+  print(f"tpu.pretraining_data: wrote {plan.names[shard]}", file=sys.stderr, flush=True)
 
 
 def _project_on_pythonpath():
