@@ -80,7 +80,10 @@ def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_
   import apache_beam as beam
   from apache_beam.options.pipeline_options import PipelineOptions
   _project_on_pythonpath()
-  options = PipelineOptions(list(pipeline_args), runner=runner)
+  pipeline_args = list(pipeline_args)
+  if not any(arg.startswith("--default_sdk_harness_log_level") for arg in pipeline_args):
+    pipeline_args.append("--default_sdk_harness_log_level=WARNING")   # workers' progress lines, not Beam's
+  options = PipelineOptions(pipeline_args, runner=runner)
   print(f"tpu.pretraining_data: {len(plan.chunks)} chunks, {len(todo)} shards to write on {runner}",
         file=sys.stderr, flush=True)
   with beam.Pipeline(options=options) as pipeline:
