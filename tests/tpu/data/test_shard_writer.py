@@ -113,7 +113,7 @@ def _contents(folder):
   return {path.name: path.read_bytes() for path in sorted(pathlib.Path(folder).iterdir())}
 
 
-@pytest.mark.parametrize("chunk_bytes", [15000, 10**7])
+@pytest.mark.parametrize("chunk_bytes", [25000, 10**7])
 def test_chunks_follow_the_definition_on_hostile_prose(corpus, tmp_path, chunk_bytes):
   metadata = _write(corpus, tmp_path, chunk_mb=chunk_bytes / 1e6)
   encoder = TextEncoder(str(corpus / "wordpiece.vocab"), seq_length=T)
@@ -144,10 +144,10 @@ def test_shards_of_a_thousand_documents_are_balanced(tmp_path):
   _write_docs(tmp_path / "corpus.txt", mixed)
   write_vocab(build_vocab([str(tmp_path / "corpus.txt")], 800), str(tmp_path / "vocab.txt"))
   metadata = shard_writer.write_pretraining_data([str(tmp_path / "corpus.txt")], str(tmp_path / "vocab.txt"),
-                                                 T, str(tmp_path / "out"), 7, progress=False, chunk_mb=0.02)
+                                                 T, str(tmp_path / "out"), 7, progress=False, chunk_mb=0.04)
   counts = [shard["examples"] for shard in metadata["shards"]]
   sizes = [(tmp_path / "out" / shard["file"]).stat().st_size for shard in metadata["shards"]]
-  assert metadata["chunks"] > 3 and metadata["documents"] == len(mixed)
+  assert metadata["chunks"] >= 3 and metadata["documents"] == len(mixed)
   assert max(counts) - min(counts) <= 1 and min(counts) > 0
   assert max(abs(size - np.mean(sizes)) for size in sizes) <= 0.05 * np.mean(sizes), sizes
 
