@@ -3,7 +3,8 @@
   python -m benchmarks.input_pipeline            # T=512, corpora of 20 MB and 200 MB (about 10 minutes)
   python -m benchmarks.input_pipeline --quick    # corpora of 2 MB and 20 MB
 
-Three measurements, each in a fresh process pinned to one core (`os.sched_setaffinity`):
+Measurements, each in a fresh process pinned to one core (`os.sched_setaffinity`), but
+the Beam pipeline on two workers, which gets two:
 
 - **Pipeline**: examples per second of the training job's `tfrecord:` input pipeline
   (interleaved shards, shuffle, parse, dynamic MLM masking, batches of 256) at T=512,
@@ -12,8 +13,14 @@ Three measurements, each in a fresh process pinned to one core (`os.sched_setaff
 - **Preprocessing**: MB of text per second of `python -m tpu.pretraining_data` on a
   corpus of Python's documentation (`tpu.pydocs`), repeated with the documents
   reshuffled up to the size asked for.
+- **Engines**: the same preprocessing as an Apache Beam pipeline on the DirectRunner
+  with one and with two worker processes (`--direct_running_mode multi_processing`),
+  on the large corpus, as MB/s and as ratios to the single process; the three outputs
+  are compared byte for byte.
 - **Memory**: the peak resident size of that preprocessing for the small and the
-  large corpus; flat means within 10% of each other although the corpus is 10x larger.
+  large corpus, of the single process and of the largest process of the two-worker
+  pipeline (a worker or the launcher; `getrusage` of the children); flat means within
+  10% of each other although the corpus is 10x larger.
 """
 
 import argparse
@@ -53,10 +60,21 @@ def _one_core_env():
               TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1")
 
 
-def _pinned(command):
-  """Runs `command` pinned to one core; returns (stdout, seconds, peak RSS of the child in MB)."""
+def _same_output(one, two):
+  names = sorted(os.listdir(one))
+  if names != sorted(os.listdir(two)):
+    return False
+  for name in names:
+    with open(os.path.join(one, name), "rb") as a, open(os.path.join(two, name), "rb") as b:
+      if a.read() != b.read():
+        return False
+  return True
+
+
+def _pinned(command, cores=1):
+  """Runs `command` on `cores` cores; returns (stdout, seconds, peak RSS of its largest process in MB)."""
   wrapper = ("import os, resource, subprocess, sys, time\n"
-             "os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+             f"os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:{cores}]))\n"
              "started = time.monotonic()\n"
              "result = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
              "elapsed = time.monotonic() - started\n"
@@ -112,18 +130,32 @@ def measure(small_mb, large_mb, seq_length=512, batch=256, batches=40, folder=No
     from zoo.text import build_vocab
     from zoo.text import write_vocab
     write_vocab(build_vocab([corpora["small"][0]], 8000), vocab)
-  for name, (path, size) in corpora.items():
-    out = os.path.join(folder, f"records-{name}")
+  engines = dict(single=([], 1),
+                 beam1=(["--runner", "DirectRunner", "--direct_num_workers", "1", "--direct_running_mode",
+                         "multi_processing"], 1),
+                 beam2=(["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode",
+                         "multi_processing"], 2))
+  runs = [("single", "small"), ("single", "large"), ("beam2", "small"), ("beam2", "large"),
+          ("beam1", "large")]
+  for engine, name in runs:
+    path, size = corpora[name]
+    out = os.path.join(folder, f"records-{name}-{engine}")
+    flags, cores = engines[engine]
     output, seconds, peak = _pinned([sys.executable, "-m", "tpu.pretraining_data", "--input", path,
                                      "--vocab", vocab, "--seq-length", str(seq_length), "--out", out,
-                                     "--shards", "4", "--no-progress"])
+                                     "--shards", "4", "--no-progress", "--overwrite", *flags], cores)
     summary = json.loads(output)
-    results[f"preprocess_{name}"] = dict(megabytes=size / 1e6, seconds=seconds, peak_mb=peak,
-                                         mb_per_second=size / 1e6 / seconds, tokens=summary["tokens"],
-                                         examples=summary["examples"])
+    key = f"preprocess_{name}" if engine == "single" else f"{engine}_{name}"
+    results[key] = dict(megabytes=size / 1e6, seconds=seconds, peak_mb=peak,
+                        mb_per_second=size / 1e6 / seconds, tokens=summary["tokens"],
+                        examples=summary["examples"], cores=cores)
   small, large = results["preprocess_small"], results["preprocess_large"]
   results["memory_ratio"] = large["peak_mb"] / small["peak_mb"]
-  output, _, _ = _pinned([sys.executable, "-c", PIPELINE_PROBE, os.path.join(folder, "records-large"),
+  results["beam2_memory_ratio"] = results["beam2_large"]["peak_mb"] / results["beam2_small"]["peak_mb"]
+  reference = os.path.join(folder, "records-large-single")
+  results["identical"] = all(_same_output(reference, os.path.join(folder, f"records-large-{engine}"))
+                             for engine in ("beam1", "beam2"))
+  output, _, _ = _pinned([sys.executable, "-c", PIPELINE_PROBE, os.path.join(folder, "records-large-single"),
                           str(seq_length), str(batch), str(batches)])
   results["pipeline"] = json.loads(output)
   return results
@@ -144,6 +176,22 @@ def report(results):
       f"({results['memory_ratio']:.3f}x) | within {FLAT_MEMORY:.0%} "
       f"({'met' if abs(results['memory_ratio'] - 1) <= FLAT_MEMORY else 'MISSED'}) |",
   ]
+  rows = [("one process, one core", large)] + [
+      (f"Beam DirectRunner, {n} worker{'s' * (n > 1)}, {n} core{'s' * (n > 1)}", results[f"beam{n}_large"])
+      for n in (1, 2)]
+  lines += ["", f"Engines on the {large['megabytes']:.0f} MB corpus (byte-identical outputs: "
+            f"{'yes' if results['identical'] else 'NO'}):", "",
+            "| engine | MB/s | seconds | vs one process | peak memory of its largest process |",
+            "|---|---|---|---|---|"]
+  for label, run in rows:
+    lines.append(f"| {label} | {run['mb_per_second']:.2f} | {run['seconds']:.0f} | "
+                 f"{run['mb_per_second'] / large['mb_per_second']:.2f}x | {run['peak_mb']:.0f} MB |")
+  small2, large2 = results["beam2_small"], results["beam2_large"]
+  lines += ["", "| Beam, 2 workers: peak memory per process | value | target |", "|---|---|---|",
+            f"| {small2['megabytes']:.0f} MB corpus | {small2['peak_mb']:.0f} MB | |",
+            f"| {large2['megabytes']:.0f} MB corpus | {large2['peak_mb']:.0f} MB "
+            f"({results['beam2_memory_ratio']:.3f}x) | within {FLAT_MEMORY:.0%} "
+            f"({'met' if abs(results['beam2_memory_ratio'] - 1) <= FLAT_MEMORY else 'MISSED'}) |"]
   return "\n".join(lines)
 
 

@@ -4,18 +4,27 @@
       --out shards/pretrain --shards 8
   python -m tpu.pretraining_data --input tfds:wikipedia/20230601.en --text-key text \\
       --vocab vocab.txt --seq-length 512 --out gs://bucket/wiki512 --shards 256 --compress
+  python -m tpu.pretraining_data --input 'corpus/*.txt' --vocab vocab.txt --seq-length 128 \\
+      --out shards/pretrain --shards 8 --runner DirectRunner \\
+      --direct_num_workers 2 --direct_running_mode multi_processing
 
 Input: UTF-8 text files (local or `gs://`, globs) in BERT's pre-training format, one
 sentence or paragraph per line and a blank line between documents (a file's end also
 ends a document); or a TFDS text dataset, one document per example (`--text-key`).
 
 Examples (`tpu.data.documents`, the rule the training job's input pipeline uses too):
-the WordPiece tokens of the corpus's documents, in order, are concatenated with
+the corpus is cut into chunks of about 16 MB (`--chunk-mb`, at document boundaries);
+in each chunk the WordPiece tokens of its documents, in order, are concatenated with
 `[SEP]` between documents and cut into examples of exactly T ids, `[CLS]` + T - 2
-tokens + `[SEP]`; only the corpus's last example is shorter (padded with `[PAD]`).
-Every token of the corpus lands in an example; a long document spans several. The
-examples are dealt to the shards in turn (example k to shard k mod N), so shard sizes
-differ by at most one example.
+tokens + `[SEP]`; only a chunk's last example is shorter (padded with `[PAD]`). Every
+token of the corpus lands in an example; a long document spans several. Numbered
+across chunks, example k goes to shard k mod N, in order, so shard sizes differ by at
+most one example; a corpus of fewer examples than shards is refused.
+
+Engines: this process (the default), or an Apache Beam pipeline with `--runner`
+(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner) and any of Beam's pipeline
+options after it; both write the same bytes (`tpu.data.shard_writer`,
+`tpu.data.beam_writer`; the Dataflow command is in tpu/README.md).
 
 Output in `--out`:
 
@@ -31,10 +40,13 @@ Output in `--out`:
 for a published checkpoint, or a training run): its vocabulary comes with its casing
 and special tokens (a Funnel checkpoint's `<cls>`, `<sep>`, ... and [CLS] token type 2).
 
-Each shard is written under a temporary name and renamed when complete; a rerun with
-the same flags keeps complete shards and writes the rest (temporary files of killed
-runs are removed). The same input and flags give byte-identical shards. The corpus is
-streamed: memory stays flat whatever its size. The training job reads the output with
+Resume: an interrupted run (killed, preempted) rerun with the same command keeps the
+chunks it packed and the shards it completed, says so on stderr and does the rest; the
+result is byte for byte that of an uninterrupted run. Output made with other settings
+(vocabulary, casing, sequence length, shards, compression, chunk size, input) is refused
+with the differences named; `--overwrite` replaces it. Temporary files of killed runs
+are removed, and a finished run leaves none. The corpus is streamed: memory stays flat
+whatever its size. The training job reads the output with
 `--data tfrecord:DIR/*.tfrecord` (core TensorFlow ops only, so it runs on TPU pod hosts).
 """
 
@@ -43,13 +55,14 @@ import json
 import sys
 
 from tpu.data.records import CorpusError
-from tpu.data.records import write_pretraining_data
+from tpu.data.shard_writer import CHUNK_MB
 
 
 def parser():
   p = argparse.ArgumentParser(prog="python -m tpu.pretraining_data", description=__doc__.split("\n\n")[0],
-                              formatter_class=argparse.RawDescriptionHelpFormatter,
-                              epilog="\n\n".join(__doc__.split("\n\n")[2:4]))
+                              formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+                              epilog="\n\n".join(__doc__.split("\n\n")[2:5]) + "\n\nArguments not "
+                                     "listed here are Apache Beam pipeline options (with --runner).")
   p.add_argument("--input", nargs="+", required=True, metavar="GLOB",
                  help="corpus files (globs, local or gs://), or one tfds:NAME[/CONFIG]")
   p.add_argument("--vocab", required=True, metavar="FILE|DIR",
@@ -65,20 +78,41 @@ def parser():
   p.add_argument("--text-key", default="text", help="the text feature of a TFDS dataset (default: text)")
   p.add_argument("--split", default="train", help="the TFDS split (default: train)")
   p.add_argument("--data-dir", metavar="DIR", help="TFDS data directory")
+  p.add_argument("--runner", metavar="RUNNER",
+                 help="run as an Apache Beam pipeline on RUNNER (DirectRunner, DataflowRunner, FlinkRunner, "
+                      "SparkRunner), with Beam's pipeline options among the arguments; default: this process")
+  p.add_argument("--chunk-mb", type=float, default=CHUNK_MB, metavar="MB",
+                 help=f"MB of corpus per chunk, the unit of parallel work and of resume (default "
+                      f"{CHUNK_MB}); part of the output's definition")
+  p.add_argument("--overwrite", action="store_true",
+                 help="replace output that was made with other settings (default: refuse it)")
   p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
   p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's log lines")
   return p
 
 
 def main(argv=None):
-  args = parser().parse_args(argv)
+  p = parser()
+  args, beam_args = p.parse_known_args(argv)
+  if beam_args and not args.runner:
+    p.error(f"unrecognized arguments: {' '.join(beam_args)} (Beam pipeline options need --runner)")
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow(args.verbose)
   try:
-    metadata = write_pretraining_data(args.input, args.vocab, args.seq_length, args.out, args.shards,
-                                      lower_case=args.lower_case, compress=args.compress,
-                                      text_key=args.text_key, split=args.split, data_dir=args.data_dir,
-                                      progress=args.progress)
+    if args.runner:
+      import logging
+      logging.getLogger("apache_beam").setLevel(logging.INFO if args.verbose else logging.WARNING)
+      from tpu.data.beam_writer import write_with_beam
+      metadata = write_with_beam(args.input, args.vocab, args.seq_length, args.out, args.shards,
+                                 runner=args.runner, pipeline_args=beam_args, lower_case=args.lower_case,
+                                 compress=args.compress, chunk_mb=args.chunk_mb, overwrite=args.overwrite)
+    else:
+      from tpu.data.shard_writer import write_pretraining_data
+      metadata = write_pretraining_data(args.input, args.vocab, args.seq_length, args.out, args.shards,
+                                        lower_case=args.lower_case, compress=args.compress,
+                                        text_key=args.text_key, split=args.split, data_dir=args.data_dir,
+                                        progress=args.progress, chunk_mb=args.chunk_mb,
+                                        overwrite=args.overwrite)
   except CorpusError as error:
     print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
     return 2

@@ -260,12 +260,12 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
   configured once). A two-replica run stopped by SIGTERM and run again repeats the
   uninterrupted run's losses."""
   corpus = _corpus(tmp_path)
-  from tpu.data import records as pretraining_data
+  from tpu.data import shard_writer
   from zoo.text import build_vocab
   from zoo.text import write_vocab
   write_vocab(build_vocab([corpus], 200), str(tmp_path / "vocab"))
-  pretraining_data.write_pretraining_data([corpus], str(tmp_path / "vocab"), 16, str(tmp_path / "records"),
-                                          2, progress=False)
+  shard_writer.write_pretraining_data([corpus], str(tmp_path / "vocab"), 16, str(tmp_path / "records"), 2,
+                                      progress=False)
   sources = dict(text=f"text:{corpus}", tfrecord=f"tfrecord:{tmp_path}/records/*.tfrecord")
   script = textwrap.dedent(f"""
       import json

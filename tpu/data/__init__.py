@@ -19,7 +19,9 @@ data types it yields and its splits:
     tfds_datasets.py  tfds:NAME[/CONFIG] (GLUE, imdb_reviews, ag_news_subset; the
                       tagging and SQuAD datasets register themselves from their modules)
     text_files.py     text:GLOB, pre-training text, one document per line
-    records.py        tfrecord:GLOB, pre-tokenized shards, and their writer
+    records.py        tfrecord:GLOB, pre-tokenized shards and their format
+    shard_writer.py   the corpus -> packed chunks -> shards steps, run in one process
+    beam_writer.py    the same steps as an Apache Beam pipeline
     pydocs.py         pydocs, Python's documentation as real prose
     demo.py           demo, a seeded synthetic sentiment set
     tagged.py         conll:PATH, tfds:conll2003, tagged JSON lines

@@ -1,8 +1,9 @@
 """Documents concatenated into full-length pre-training examples: the one rule, in tf.data.
 
 Both the input pipeline (raw pre-training text, `tpu.data.pipeline`) and the shard
-writer (`tpu.data.records`) make their examples here, so the same documents give the
-same examples on either route.
+writer (`tpu.data.shard_writer`, which packs each chunk of a corpus as one finite
+stream, in one process or on Beam workers) make their examples here, so the same
+documents give the same examples on either route.
 
 The rule (as BERT's, the Funnel authors' and Model Garden's tools): the WordPiece
 tokens of consecutive documents are concatenated with `[SEP]` between two documents

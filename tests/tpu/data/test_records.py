@@ -17,6 +17,7 @@ from tpu.config import TrainConfig
 from tpu.data import pipeline
 from tpu.data import pydocs
 from tpu.data import records as pretraining_data
+from tpu.data import shard_writer
 from tpu.tasks import get_task
 from zoo.text import TextEncoder
 from zoo.text import build_vocab
@@ -49,9 +50,9 @@ def corpus(tmp_path_factory):
 
 
 def _write(corpus_folder, out, shards=4, **kwargs):
-  return pretraining_data.write_pretraining_data([str(corpus_folder / "*.txt")],
-                                                 str(corpus_folder / "wordpiece.vocab"), T, str(out), shards,
-                                                 progress=False, **kwargs)
+  return shard_writer.write_pretraining_data([str(corpus_folder / "*.txt")],
+                                             str(corpus_folder / "wordpiece.vocab"), T, str(out), shards,
+                                             progress=False, **kwargs)
 
 
 def _records(path):
@@ -95,7 +96,7 @@ def test_shards_hold_every_token_in_document_order(corpus, tmp_path):
 
 
 @pytest.mark.parametrize("compress", [False, True])
-def test_reruns_are_byte_identical_and_keep_complete_shards(corpus, tmp_path, compress):
+def test_reruns_are_byte_identical_and_keep_complete_shards(corpus, tmp_path, compress, capsys):
   folder, _ = corpus
   _write(folder, tmp_path / "one", compress=compress)
   _write(folder, tmp_path / "two", compress=compress)
@@ -105,15 +106,18 @@ def test_reruns_are_byte_identical_and_keep_complete_shards(corpus, tmp_path, co
   for name in names:
     assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
 
-  # An interrupted run: one shard missing, a temporary leftover, no metadata. The rerun redoes the rest only.
+  # A finished output is kept as it is; a lost shard is written again, alone, and stale temporaries go.
   kept = tmp_path / "one" / pretraining_data.shard_name(0, 4, compress)
   os.utime(kept, (1, 1))
+  capsys.readouterr()
+  _write(folder, tmp_path / "one", compress=compress)
+  assert "complete already" in capsys.readouterr().err and os.stat(kept).st_mtime == 1
   lost = tmp_path / "one" / pretraining_data.shard_name(2, 4, compress)
   lost.rename(tmp_path / "one" / f".{lost.name}.tmp-99")
-  (tmp_path / "one" / "metadata.json").unlink()
   _write(folder, tmp_path / "one", compress=compress)
+  assert "keeping 0 of 1 packed chunks and 3 of 4 shards" in capsys.readouterr().err
   assert os.stat(kept).st_mtime == 1
-  assert not [name for name in os.listdir(tmp_path / "one") if ".tmp-" in name], "stale temporaries stay"
+  assert sorted(os.listdir(tmp_path / "one")) == names, "stale temporaries or the work folder stay"
   for name in names:
     assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
 
@@ -124,31 +128,31 @@ def test_errors_name_the_file(corpus, tmp_path):
   empty = tmp_path / "empty.txt"
   empty.write_text("\n\n  \n")
   with pytest.raises(pretraining_data.CorpusError, match=f"{empty}: the corpus holds no text"):
-    pretraining_data.write_pretraining_data([str(empty)], vocab, T, str(tmp_path / "o1"), 2, progress=False)
+    shard_writer.write_pretraining_data([str(empty)], vocab, T, str(tmp_path / "o1"), 2, progress=False)
   bad = tmp_path / "bad.txt"
   bad.write_bytes(b"fine line\nsecond line\nbroken \xff\xfe here\n")
   with pytest.raises(pretraining_data.CorpusError, match=f"{bad}:3: not UTF-8"):
-    pretraining_data.write_pretraining_data([str(bad)], vocab, T, str(tmp_path / "o2"), 2, progress=False)
+    shard_writer.write_pretraining_data([str(bad)], vocab, T, str(tmp_path / "o2"), 2, progress=False)
   assert not [name for name in os.listdir(tmp_path / "o2") if "tfrecord" in name]   # nothing half-written
   with pytest.raises(pretraining_data.CorpusError, match="nothing.*no file matches"):
-    pretraining_data.write_pretraining_data([str(tmp_path / "nothing*.txt")], vocab, T,
+    shard_writer.write_pretraining_data([str(tmp_path / "nothing*.txt")], vocab, T,
                                             str(tmp_path / "o3"), 1, progress=False)
   plain = tmp_path / "plain_vocab.txt"
   plain.write_text("the\nof\nand\n")
   with pytest.raises(pretraining_data.CorpusError, match=f"{plain}: .*lacks the special tokens"):
-    pretraining_data.write_pretraining_data([str(bad)], str(plain), T, str(tmp_path / "o4"), 1,
+    shard_writer.write_pretraining_data([str(bad)], str(plain), T, str(tmp_path / "o4"), 1,
                                             progress=False)
 
 
 def test_a_tfds_text_dataset(corpus, tmp_path):
   folder, _ = corpus
   with tfds.testing.mock_data(num_examples=12):
-    metadata = pretraining_data.write_pretraining_data(
+    metadata = shard_writer.write_pretraining_data(
         ["tfds:imdb_reviews"], str(folder / "wordpiece.vocab"), T, str(tmp_path / "out"), 2, text_key="text",
         progress=False)
     assert metadata["documents"] == 12 and metadata["examples"] >= 2
     with pytest.raises(pretraining_data.CorpusError, match="no feature 'body'"):
-      pretraining_data.write_pretraining_data(["tfds:imdb_reviews"], str(folder / "wordpiece.vocab"), T,
+      shard_writer.write_pretraining_data(["tfds:imdb_reviews"], str(folder / "wordpiece.vocab"), T,
                                               str(tmp_path / "out2"), 2, text_key="body", progress=False)
 
 
@@ -281,7 +285,7 @@ def _funnel_model_dir(corpus_folder, path):
 def test_a_converted_funnel_directory_gives_its_special_tokens_to_the_records_and_the_job(corpus, tmp_path):
   folder, _ = corpus
   model_dir = _funnel_model_dir(folder, tmp_path / "converted")
-  metadata = pretraining_data.write_pretraining_data([str(folder / "*.txt")], model_dir.path, T,
+  metadata = shard_writer.write_pretraining_data([str(folder / "*.txt")], model_dir.path, T,
                                                      str(tmp_path / "records"), 2, progress=False)
   assert metadata["tokenizer"] == FUNNEL_TOKENIZER
   vocab = model_dir.read_vocab()
@@ -291,7 +295,7 @@ def test_a_converted_funnel_directory_gives_its_special_tokens_to_the_records_an
   bert = _write(folder, tmp_path / "bert", shards=2)
   assert bert["tokens"] == metadata["tokens"] and bert["examples"] == metadata["examples"]
   with pytest.raises(pretraining_data.CorpusError, match="the checkpoint is uncased"):
-    pretraining_data.write_pretraining_data([str(folder / "*.txt")], model_dir.path, T, str(tmp_path / "c"),
+    shard_writer.write_pretraining_data([str(folder / "*.txt")], model_dir.path, T, str(tmp_path / "c"),
                                             1, lower_case=False, progress=False)
 
   # The job takes the records' tokenizer settings; [CLS] gets token type 2 in its batches.

@@ -1,0 +1,245 @@
+"""The shard writer: chunks by their definition on hostile input, one process vs Beam, kill -9 and resume."""
+
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tpu import pretraining_data
+from tpu.data import beam_writer
+from tpu.data import pydocs
+from tpu.data import shard_writer
+from tpu.data.records import CorpusError
+from tpu.data.records import shard_name
+from zoo.text import TextEncoder
+from zoo.text import build_vocab
+from zoo.text import write_vocab
+
+ROOT = str(pathlib.Path(__file__).resolve().parents[3])
+T = 64
+
+
+def _prose(split="validation"):
+  """Documents of real prose (Python's docstrings), as lists of lines."""
+  return [text.split("\n") for _, text in pydocs.documents(split)]
+
+
+def _write_docs(path, docs, newline="\n", end="\n"):
+  text = (newline * 2).join(newline.join(doc) for doc in docs) + end
+  path.write_bytes(text.encode("utf-8"))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  """Real prose in several files, with hostile ones among them."""
+  folder = tmp_path_factory.mktemp("corpus")
+  docs = _prose()
+  _write_docs(folder / "a.txt", docs[:12])
+  (folder / "b_empty.txt").write_bytes(b"")
+  # Unicode, CRLF line ends, runs of blank and whitespace-only lines, leading blank lines, a control
+  # character alone on a line (no token), and no newline at the end of the file.
+  hostile = ("\n\n  \nCafé naïve façade — Straße ΣΊΣΥΦΟΣ 東京の空 👩‍💻 e\u0301\r\nsecond line of it\r\n"
+             "\r\n \u3000\t\r\n\r\n\x07\n\nпривет мир, שלום עולם\n\n\n\nlast words without newline")
+  (folder / "c_hostile.txt").write_bytes(hostile.encode("utf-8"))
+  _write_docs(folder / "d.txt", docs[12:30], end="")
+  words = " ".join(" ".join(doc) for doc in docs).split()
+  _write_docs(folder / "e_long.txt", [[" ".join(words[i % len(words)] for i in range(3000))]] + docs[30:36])
+  vocab = build_vocab([str(folder / "a.txt")], 1500)
+  write_vocab(vocab, str(folder / "wordpiece.vocab"))
+  return folder
+
+
+def _files(folder):
+  return sorted(str(path) for path in folder.glob("*.txt"))
+
+
+def _reference(files, chunk_bytes, encoder, shards):
+  """The examples of each shard by the definition, computed independently of the writer.
+
+  A document belongs to the chunk holding the start of the last blank line before its first
+  line (else its file's start), in the stream of the files' concatenated bytes; each chunk's
+  documents are tokenized line by line, joined with [SEP] (none at an example's start) and cut
+  into bodies of T - 2; example k of the whole corpus goes to shard k mod N.
+  """
+  chunks, position = {}, 0
+  for path in files:
+    data = pathlib.Path(path).read_bytes()
+    last_blank, document = None, None
+    for match in re.finditer(rb"[^\n]*\n|[^\n]+$", data):
+      line = match.group().decode("utf-8").strip()
+      if not line:
+        last_blank, document = match.start(), None
+        continue
+      if document is None:
+        document = []
+        owner = (position + (last_blank if last_blank is not None else 0)) // chunk_bytes
+        chunks.setdefault(owner, []).append(document)
+      document.append(line)
+    position += len(data)
+  bodies = []
+  for owner in sorted(chunks):
+    stream = []
+    for document in chunks[owner]:
+      if stream and len(stream) % (T - 2):
+        stream.append(encoder.sep_id)
+      stream.extend(encoder.tokenize(tf.constant(document)).flat_values.numpy().tolist())
+    bodies.extend(stream[start:start + T - 2] for start in range(0, len(stream), T - 2))
+  documents = sum(len(docs) for docs in chunks.values())
+  return [bodies[shard::shards] for shard in range(shards)], documents
+
+
+def _shard_ids(path):
+  compression = "GZIP" if str(path).endswith(".gz") else None
+  parse = lambda record: tf.io.parse_single_example(   # noqa: E731
+      record, {"input_word_ids": tf.io.FixedLenFeature([T], tf.int64)})["input_word_ids"]
+  return list(tf.data.TFRecordDataset(str(path), compression).map(parse).as_numpy_iterator())
+
+
+def _write(corpus, out, shards=3, inputs=("*.txt",), **kwargs):
+  kwargs.setdefault("progress", False)
+  return shard_writer.write_pretraining_data([str(corpus / name) for name in inputs],
+                                             str(corpus / "wordpiece.vocab"), T, str(out), shards, **kwargs)
+
+
+def _contents(folder):
+  return {path.name: path.read_bytes() for path in sorted(pathlib.Path(folder).iterdir())}
+
+
+@pytest.mark.parametrize("chunk_bytes", [25000, 10**7])
+def test_chunks_follow_the_definition_on_hostile_prose(corpus, tmp_path, chunk_bytes):
+  metadata = _write(corpus, tmp_path, chunk_mb=chunk_bytes / 1e6)
+  encoder = TextEncoder(str(corpus / "wordpiece.vocab"), seq_length=T)
+  expected, documents = _reference(_files(corpus), chunk_bytes, encoder, 3)
+  assert metadata["documents"] == documents and metadata["chunk_bytes"] == chunk_bytes
+  total = sum(pathlib.Path(path).stat().st_size for path in _files(corpus))
+  assert metadata["chunks"] == -(-total // chunk_bytes)
+  for shard, bodies in enumerate(expected):
+    examples = _shard_ids(tmp_path / shard_name(shard, 3, False))
+    assert len(examples) == len(bodies) == metadata["shards"][shard]["examples"]
+    for ids, body in zip(examples, bodies, strict=True):
+      real = ids[ids != encoder.pad_id]
+      assert ids[0] == encoder.cls_id and real[-1] == encoder.sep_id and len(ids) == T
+      assert real[1:-1].tolist() == body
+    assert metadata["shards"][shard]["tokens"] == sum(
+        sum(token not in (encoder.sep_id,) for token in body) for body in bodies)
+  assert sorted(os.listdir(tmp_path)) == ["metadata.json"] + [shard_name(s, 3, False) for s in range(3)] + [
+      "vocab.txt"], "temporary files or the work folder stay"
+
+
+def test_shards_of_a_thousand_documents_are_balanced(tmp_path):
+  """Mixed lengths: every paragraph of Python's docs a document, and a few whole docstring sets."""
+  docs = _prose()
+  paragraphs = [[line] for doc in docs for line in doc]
+  mixed = paragraphs[:1100] + docs[:10]
+  random.Random(0).shuffle(mixed)
+  assert len(mixed) >= 1000
+  _write_docs(tmp_path / "corpus.txt", mixed)
+  write_vocab(build_vocab([str(tmp_path / "corpus.txt")], 800), str(tmp_path / "vocab.txt"))
+  metadata = shard_writer.write_pretraining_data([str(tmp_path / "corpus.txt")], str(tmp_path / "vocab.txt"),
+                                                 T, str(tmp_path / "out"), 7, progress=False, chunk_mb=0.04)
+  counts = [shard["examples"] for shard in metadata["shards"]]
+  sizes = [(tmp_path / "out" / shard["file"]).stat().st_size for shard in metadata["shards"]]
+  assert metadata["chunks"] >= 3 and metadata["documents"] == len(mixed)
+  assert max(counts) - min(counts) <= 1 and min(counts) > 0
+  assert max(abs(size - np.mean(sizes)) for size in sizes) <= 0.05 * np.mean(sizes), sizes
+
+
+def test_a_tiny_corpus_is_refused_naming_the_counts(corpus, tmp_path):
+  (tmp_path / "tiny.txt").write_text("One short sentence.\n\nAnd another one.\n")
+  vocab = str(corpus / "wordpiece.vocab")
+  with pytest.raises(CorpusError, match=r"tiny.txt: the corpus makes 1 example of 64 ids, fewer than the 8 "
+                                        r"shards asked for.*use --shards 1 or fewer"):
+    shard_writer.write_pretraining_data([str(tmp_path / "tiny.txt")], vocab, T, str(tmp_path / "out"), 8,
+                                        progress=False)
+  assert os.listdir(tmp_path / "out") == [], "a refused run leaves nothing"
+  metadata = shard_writer.write_pretraining_data([str(tmp_path / "tiny.txt")], vocab, T,
+                                                 str(tmp_path / "out"), 1, progress=False)
+  assert metadata["shards"][0]["examples"] == 1 and metadata["documents"] == 2
+
+
+def test_output_of_other_settings_is_refused_and_overwrite_replaces_it(corpus, tmp_path):
+  vocab = str(corpus / "wordpiece.vocab")
+  first = _write(corpus, tmp_path / "out")
+  other_vocab = tmp_path / "other.vocab"
+  other_vocab.write_text(pathlib.Path(vocab).read_text() + "zzzextra\n")
+  cases = [(dict(shards=4), r"--shards: 3 there, 4 here"),
+           (dict(lower_case=False), r"--lower-case: true there, false here"),
+           (dict(compress=True), r"--compress: false there, true here"),
+           (dict(chunk_mb=1.0), r"--chunk-mb \(bytes\): 16000000 there, 1000000 here")]
+  for changes, message in cases:
+    with pytest.raises(CorpusError, match=f"made with other settings \\({message}\\): use --overwrite"):
+      _write(corpus, tmp_path / "out", **changes)
+  with pytest.raises(CorpusError, match=r"--seq-length: 64 there, 32 here"):
+    shard_writer.write_pretraining_data([str(corpus / "*.txt")], vocab, 32, str(tmp_path / "out"), 3,
+                                        progress=False)
+  with pytest.raises(CorpusError, match=r"the vocabulary's SHA-256 \(--vocab\): \"\w+\" there"):
+    shard_writer.write_pretraining_data([str(corpus / "*.txt")], str(other_vocab), T, str(tmp_path / "out"),
+                                        3, progress=False)
+  # An interrupted run's plan is checked too, with the corpus files' sizes.
+  shard_writer.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 2)
+  with pytest.raises(CorpusError, match=r"an interrupted run with other settings.*--shards: 2 there, 5 here"):
+    shard_writer.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 5)
+  (tmp_path / "cut" / "pretrain-00000-of-00009.tfrecord").write_bytes(b"")
+  with pytest.raises(CorpusError, match=r"shards of another --shards or --compress \(pretrain-0+-of-00009"):
+    shard_writer.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 2)
+
+  replaced = _write(corpus, tmp_path / "out", shards=2, overwrite=True)
+  assert len(replaced["shards"]) == 2 and replaced["tokens"] == first["tokens"]
+  assert sorted(os.listdir(tmp_path / "out")) == ["metadata.json", shard_name(0, 2, False),
+                                                  shard_name(1, 2, False), "vocab.txt"]
+
+
+def test_beam_options_need_a_runner(capsys):
+  with pytest.raises(SystemExit):
+    pretraining_data.main(["--input", "x", "--vocab", "v", "--seq-length", "8", "--out", "o",
+                           "--direct_num_workers", "2"])
+  assert "Beam pipeline options need --runner" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_one_process_and_beam_on_two_workers_write_the_same_bytes(corpus, tmp_path):
+  inputs = ["a.txt", "b_empty.txt", "c_hostile.txt", "e_long.txt"]
+  single = _write(corpus, tmp_path / "single", inputs=inputs, compress=True, chunk_mb=0.02)
+  beam_writer.write_with_beam([str(corpus / name) for name in inputs], str(corpus / "wordpiece.vocab"), T,
+                              str(tmp_path / "beam"), 3, compress=True, chunk_mb=0.02, runner="DirectRunner",
+                              pipeline_args=["--direct_num_workers=2",
+                                             "--direct_running_mode=multi_processing"])
+  assert single["chunks"] >= 5
+  assert _contents(tmp_path / "beam") == _contents(tmp_path / "single")
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_a_random_moment_resumes_to_the_same_bytes(corpus, tmp_path, capsys):
+  inputs = ["a.txt", "c_hostile.txt", "d.txt"]
+  reference = _write(corpus, tmp_path / "reference", inputs=inputs, chunk_mb=0.012)
+  out = tmp_path / "killed"
+  command = [sys.executable, "-m", "tpu.pretraining_data", "--input", *(str(corpus / n) for n in inputs),
+             "--vocab", str(corpus / "wordpiece.vocab"), "--seq-length", str(T), "--out", str(out),
+             "--shards", "3", "--chunk-mb", "0.012", "--no-progress"]
+  process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
+  deadline = time.monotonic() + 120
+  work = out / shard_writer.WORK_FOLDER
+  while not (work.exists() and any(name.endswith(".json") and name.startswith("chunk")
+                                   for name in os.listdir(work))):
+    assert process.poll() is None and time.monotonic() < deadline, "the run ended before packing a chunk"
+    time.sleep(0.02)
+  delay = random.uniform(0, 2.5)
+  time.sleep(delay)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  capsys.readouterr()
+  again = _write(corpus, out, inputs=inputs, chunk_mb=0.012)
+  stderr = capsys.readouterr().err
+  if process.returncode == -signal.SIGKILL and not (out / "metadata.json").exists():
+    assert re.search(r"keeping [1-9]\d* of \d+ packed chunks", stderr), (delay, stderr)
+  assert again == reference
+  assert _contents(out) == _contents(tmp_path / "reference"), f"killed after {delay:.2f} s"

@@ -1,0 +1,686 @@
+"""The shard writer: a corpus into packed examples in TFRecord shards, one definition for two engines.
+
+`write_pretraining_data` runs it in this process; `tpu.data.beam_writer` runs the same
+steps as an Apache Beam pipeline (DirectRunner's worker processes, Dataflow, Flink,
+Spark). For the same inputs and flags both write byte-identical shards and
+`metadata.json`, whatever the number of workers, because every step is a function of
+the inputs and flags alone:
+
+1. **Chunks.** The corpus files, sorted, are read as one stream of bytes (their
+   concatenation) cut every `chunk_bytes` bytes (`--chunk-mb`): chunk c is the byte
+   range `[c·S, (c+1)·S)` of that stream, one or more pieces of files. A document
+   belongs to the chunk that holds the start of the last blank line before its first
+   line in its file, or the start of its file when none precedes it. A reader of a
+   piece `[a, b)` therefore needs no look-back: it skips to the first blank line that
+   starts at or after `a` (from the start of the file when `a` is 0) and reads on
+   past `b` to the first blank line that starts at or after `b` (or the end of the
+   file), which is where the next piece's reader begins. A file's end ends a document.
+   A `tfds:` corpus is one chunk.
+2. **Packing.** Each chunk's documents are packed on their own by the one packing rule
+   (`tpu.data.documents.concatenate`, as the training pipeline does): their tokens
+   with `[SEP]` between documents, cut into examples of T ids; only the chunk's last
+   example can be shorter. A chunk's examples are kept in a packed-chunk file, grouped
+   by their number j modulo N (the shards), with the group sizes, byte offsets and
+   token counts in an index beside it.
+3. **Shards.** A global ordinal numbers the examples: chunk c's example j is example
+   `k = j + (examples of chunks 0 .. c-1)`. Example k goes to shard `k mod N`, and
+   each shard holds its examples in increasing k: shard s takes, from chunk c in
+   order, the group `(s - offset_c) mod N`. Shards differ by one example at most, so
+   none is empty unless the corpus makes fewer examples than shards, which is refused
+   with both counts named. Shards and metadata need only the indexes (the counts per
+   group), never the order in which chunks were packed.
+
+Resume: the packed chunks and their indexes live in the hidden folder
+`.pretraining-work/` of the output with `plan.json` (the settings and the corpus files
+with their sizes) until the run ends. A chunk counts as packed once its index exists
+(written after its records), a shard once its file exists (renamed into place
+complete), so a rerun of an interrupted run with the same command keeps both, reports
+on stderr what it kept, and does the rest. Output made with other settings (another
+vocabulary, casing, tokenizer, sequence length, shard count, compression, chunk size,
+input, or a corpus whose files changed) is refused with the differences named;
+`--overwrite` replaces it. Temporary files of killed runs are removed when a run
+starts, and a finished run leaves none, nor the work folder. Shards stream into a
+temporary file beside them and are renamed when complete (a shard can be gigabytes,
+more than `zoo.model_dir.write_atomically` holds in memory); the small files go through
+`write_atomically`.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import struct
+import sys
+import threading
+import time
+import uuid
+
+from tpu.data import documents
+from tpu.data import tfds_datasets
+from tpu.data.records import FORMAT
+from tpu.data.records import METADATA_FILE
+from tpu.data.records import SHARD_PREFIX
+from tpu.data.records import CorpusError
+from tpu.data.records import input_files
+from tpu.data.records import load_encoder
+from tpu.data.records import serialize
+from tpu.data.records import shard_name
+from tpu.data.records import tokenizer_settings
+from tpu.data.records import vocab_checksum
+
+# Lines tokenized per call of the tokenizer.
+BATCH_LINES = 2048
+# Bytes of corpus text per chunk, the unit of parallel work and of resume (`--chunk-mb`).
+CHUNK_MB = 16
+WORK_FOLDER = ".pretraining-work"
+PLAN_FILE = "plan.json"
+# What `--flag` each setting of the output comes from, for the refusal of a changed one.
+SETTING_NAMES = dict(seq_length="--seq-length", lower_case="--lower-case",
+                     tokenizer="the tokenizer's special tokens and [CLS] type (--vocab)",
+                     vocab_sha256="the vocabulary's SHA-256 (--vocab)", shards="--shards",
+                     compress="--compress", chunk_bytes="--chunk-mb (bytes)", inputs="--input",
+                     tfds="--text-key/--split", files="the corpus files and their sizes")
+
+
+@dataclasses.dataclass
+class Plan:
+  """What a run computes: settings, the vocabulary, the chunks. Picklable (Beam ships it to workers)."""
+
+  out: str
+  seq_length: int
+  shards: int
+  compress: bool
+  chunk_bytes: int
+  vocab: list
+  lower_case: bool
+  tokenizer: dict
+  inputs: list
+  files: list          # [[path, size], ...] of a file corpus, None for TFDS
+  chunks: list         # per chunk, its pieces [[path, start, end], ...]
+  tfds: dict = None    # name, text_key, split, data_dir of a `tfds:` corpus
+
+  @property
+  def work(self):
+    return os.path.join(self.out, WORK_FOLDER)
+
+  @property
+  def names(self):
+    return [shard_name(index, self.shards, self.compress) for index in range(self.shards)]
+
+  def shard_path(self, index):
+    return os.path.join(self.out, shard_name(index, self.shards, self.compress))
+
+  def chunk_path(self, index, suffix):
+    return os.path.join(self.work, f"chunk-{index:05d}.{suffix}")
+
+  def settings(self):
+    """The settings that make the bytes of the output (compared on a rerun)."""
+    settings = dict(seq_length=self.seq_length, lower_case=self.lower_case, tokenizer=self.tokenizer,
+                    vocab_sha256=vocab_checksum(self.vocab), shards=self.shards, compress=self.compress,
+                    chunk_bytes=self.chunk_bytes, inputs=self.inputs)
+    if self.tfds:
+      settings["tfds"] = dict(text_key=self.tfds["text_key"], split=self.tfds["split"])
+    return settings
+
+  def corpus_bytes(self):
+    return sum(size for _, size in self.files) if self.files is not None else None
+
+  def where(self):
+    sources = [path for path, _ in self.files] if self.files is not None else self.inputs
+    return ", ".join(sources[:5]) + (" …" if len(sources) > 5 else "")
+
+
+def chunk_pieces(files, chunk_bytes):
+  """The chunks of files `[[path, size], ...]` read as one stream: per chunk, `[[path, start, end], ...]`."""
+  total = sum(size for _, size in files)
+  chunks = [[] for _ in range(max(1, math.ceil(total / chunk_bytes)))]
+  position = 0
+  for path, size in files:
+    for index in range(position // chunk_bytes, math.ceil((position + size) / chunk_bytes)):
+      start = max(index * chunk_bytes, position) - position
+      end = min((index + 1) * chunk_bytes, position + size) - position
+      if end > start:
+        chunks[index].append([path, start, end])
+    position += size
+  return chunks
+
+
+def _line_number(path, offset):
+  """The line of `path` that starts at byte `offset` (counted only for an error message)."""
+  import tensorflow as tf
+  count = 1
+  with tf.io.gfile.GFile(path, "rb") as file:
+    while offset > 0:
+      block = file.read(min(offset, 1 << 22))
+      if not block:
+        break
+      count += block.count(b"\n")
+      offset -= len(block)
+  return count
+
+
+def piece_lines(path, start, end):
+  """The stripped lines of the documents the byte range `[start, end)` of `path` owns; "" ends a document.
+
+  Errors name the file and line.
+  """
+  import tensorflow as tf
+  try:
+    with tf.io.gfile.GFile(path, "rb") as file:
+      offset, owning = 0, start == 0
+      if start:
+        file.seek(start - 1)
+        offset = start - 1 + len(file.readline())   # the first line that starts at or after `start`
+      while True:
+        raw = file.readline()
+        if not raw:
+          return
+        line_start, offset = offset, offset + len(raw)
+        if not owning:   # the document in progress belongs to the piece before
+          if not raw.decode("utf-8", errors="replace").strip():
+            if line_start >= end:   # the next piece's blank line: no document starts in this one
+              return
+            owning = True
+          continue
+        try:
+          line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as error:
+          raise CorpusError(f"{path}:{_line_number(path, line_start)}: not UTF-8 (byte {error.start} of the "
+                            f"line: {raw[error.start:error.start + 4]!r})") from None
+        if not line and line_start >= end:
+          return
+        yield line
+  except tf.errors.OpError as error:
+    raise CorpusError(f"{path}: cannot be read: {error.message}") from None
+
+
+def chunk_lines(plan, index):
+  """(document number within the chunk, line) of chunk `index`."""
+  if plan.tfds:
+    yield from tfds_lines(plan.tfds["name"], plan.tfds["text_key"], plan.tfds["split"], plan.tfds["data_dir"])
+    return
+  document, open_document = 0, False
+  for path, start, end in plan.chunks[index]:
+    for line in piece_lines(path, start, end):
+      if line:
+        open_document = True
+        yield document, line
+      elif open_document:
+        document, open_document = document + 1, False
+    if open_document:   # a file's end ends a document
+      document, open_document = document + 1, False
+
+
+def tfds_lines(name, text_key, split, data_dir):
+  """(document index, line) of a TFDS dataset, one document per example, read with the TFDS API."""
+  import tensorflow_datasets as tfds
+  try:
+    dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
+  except Exception as error:   # TFDS raises many kinds: not found, not prepared, bad config
+    raise CorpusError(f"{tfds_datasets.spec_of(name)}: cannot be loaded: {error}") from None
+  if text_key not in dataset.element_spec:
+    raise CorpusError(f"{tfds_datasets.spec_of(name)}: no feature {text_key!r}; features: "
+                      f"{sorted(dataset.element_spec)} (choose one with --text-key)")
+  for document, example in enumerate(dataset.as_numpy_iterator()):
+    for line in example[text_key].decode("utf-8", errors="replace").splitlines():
+      if line.strip():
+        yield document, line.strip()
+
+
+_ENCODERS = {}
+
+
+def encoder_of(plan):
+  """The plan's `zoo.text.TextEncoder`, built once per process (a Beam worker packs many chunks)."""
+  from zoo.text import TextEncoder
+  key = (vocab_checksum(plan.vocab), plan.lower_case, json.dumps(plan.tokenizer, sort_keys=True))
+  if key not in _ENCODERS:
+    _ENCODERS[key] = TextEncoder(plan.vocab, seq_length=3, lower_case=plan.lower_case, **plan.tokenizer)
+  return _ENCODERS[key]
+
+
+class _Packer:
+  """The packing pipeline of one plan's tokenizer and T, built once per process and run once per chunk.
+
+  Building the `tf.data` pipeline traces the tokenizer (about a second); creating an
+  iterator of the built one does not, so each chunk only restarts it on its own lines.
+  """
+
+  def __init__(self, plan):
+    import tensorflow as tf
+    encoder = encoder_of(plan)
+    self.lines = None
+    # Batches of lines come from Python (from_generator costs about 150 µs an element).
+    texts = tf.data.Dataset.from_generator(lambda: _batches(self.lines), output_signature=(
+        tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)))
+    ids = texts.map(lambda numbers, batch: _by_document(numbers, encoder.tokenize(batch)))
+    examples = documents.concatenate(ids.unbatch(), plan.seq_length, cls_id=encoder.cls_id,
+                                     sep_id=encoder.sep_id, pad_id=encoder.pad_id)
+    self.dataset = examples.batch(BATCH_LINES).prefetch(2)
+    self.lock = threading.Lock()
+
+  def examples(self, lines):
+    """Batches of the examples packed from `(document, line)` pairs (one run at a time per process)."""
+    with self.lock:
+      self.lines = lines
+      try:
+        yield from self.dataset.as_numpy_iterator()
+      finally:
+        self.lines = None
+
+
+def _batches(lines):
+  """`(document, line)` pairs as batches `(documents [B], lines [B])` of up to `BATCH_LINES` lines."""
+  import numpy as np
+  numbers, texts = [], []
+  for number, line in lines:
+    numbers.append(number)
+    texts.append(line.encode("utf-8"))
+    if len(texts) == BATCH_LINES:
+      yield np.array(numbers, np.int64), np.array(texts, object)
+      numbers, texts = [], []
+  if texts:
+    yield np.array(numbers, np.int64), np.array(texts, object)
+
+
+def _by_document(numbers, ids):
+  """A batch of lines' `(document, ids)` as one piece per document: the packer steps once per piece."""
+  import tensorflow as tf
+  starts = tf.concat([tf.ones([1], tf.bool)[:tf.size(numbers)], numbers[1:] != numbers[:-1]], 0)
+  piece = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+  merged = tf.RaggedTensor.from_value_rowids(ids.flat_values, tf.gather(piece, ids.value_rowids()),
+                                             nrows=tf.reduce_sum(tf.cast(starts, tf.int64)))
+  return tf.boolean_mask(numbers, starts), merged
+
+
+_PACKERS = {}
+
+
+def _packer(plan):
+  key = (vocab_checksum(plan.vocab), plan.lower_case, json.dumps(plan.tokenizer, sort_keys=True),
+         plan.seq_length)
+  if key not in _PACKERS:
+    _PACKERS[key] = _Packer(plan)
+  return _PACKERS[key]
+
+
+def pack_chunk(plan, index, bar=None):
+  """Packs chunk `index` into its packed-chunk file and index (step 2); returns the index."""
+  import numpy as np
+  import tensorflow as tf
+
+  from zoo.model_dir import write_atomically
+  encoder = encoder_of(plan)
+  counter = dict(documents=0, error=None, bytes=0)
+  nominal = sum(end - start for _, start, end in plan.chunks[index]) if not plan.tfds else 0
+
+  def pieces():
+    last = -1
+    try:
+      for document, line in chunk_lines(plan, index):
+        if document != last:
+          last, counter["documents"] = document, document + 1
+          if bar is not None and plan.tfds:
+            bar.update(1, 0)
+        if bar is not None and not plan.tfds and counter["bytes"] < nominal:
+          step = min(len(line.encode("utf-8")) + 1, nominal - counter["bytes"])
+          counter["bytes"] += step
+          bar.update(step, 0)
+        yield document, line
+    except CorpusError as error:   # raised again below, as it is (tf.data would wrap it)
+      counter["error"] = error
+
+  shards, seq_length = plan.shards, plan.seq_length
+  groups = [[] for _ in range(shards)]
+  full, tokens = np.zeros(shards, np.int64), np.zeros(shards, np.int64)
+  not_tokens = np.array([encoder.cls_id, encoder.sep_id, encoder.pad_id])
+  count = 0
+  for batch in _packer(plan).examples(pieces()):
+    ids = batch["input_word_ids"].astype(np.int64)
+    real = batch["input_mask"].sum(axis=1)
+    counts = (~np.isin(ids, not_tokens)).sum(axis=1)
+    for row in range(len(ids)):
+      group = (count + row) % shards
+      groups[group].append(serialize(ids[row]))
+      full[group] += int(real[row] == seq_length)
+      tokens[group] += int(counts[row])
+    count += len(ids)
+    if bar is not None:
+      bar.update(0, int(counts.sum()))
+  if counter["error"] is not None:
+    raise counter["error"]
+  if bar is not None and nominal > counter["bytes"]:
+    bar.update(nominal - counter["bytes"], 0)
+
+  # The records grouped by j mod N, each group in order; a TFRecord record takes 16 bytes besides its data.
+  starts, position = [], 0
+  path = plan.chunk_path(index, "tfrecord")
+  temporary = os.path.join(plan.work, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
+  try:
+    with tf.io.TFRecordWriter(temporary) as writer:
+      for group in groups:
+        starts.append(position)
+        for record in group:
+          writer.write(record)
+          position += len(record) + 16
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+  except BaseException:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
+    raise
+  chunk = dict(chunk=index, documents=counter["documents"], examples=count,
+               counts=[len(group) for group in groups], full_examples=full.tolist(), tokens=tokens.tolist(),
+               starts=starts)
+  write_atomically(plan.chunk_path(index, "json"), json.dumps(chunk) + "\n")
+  return chunk
+
+
+def packed_chunk(plan, index):
+  """The index of chunk `index` if it is packed already, else None."""
+  import tensorflow as tf
+  path = plan.chunk_path(index, "json")
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, "r") as file:
+    return json.loads(file.read())
+
+
+def ensure_chunk(plan, index, bar=None):
+  """The index of chunk `index`: kept from an earlier run, else packed now."""
+  return packed_chunk(plan, index) or pack_chunk(plan, index, bar)
+
+
+def refusal(plan, chunks):
+  """Why the packed chunks cannot make the shards (no text, fewer examples than shards), or None."""
+  examples = sum(chunk["examples"] for chunk in chunks)
+  if not sum(sum(chunk["tokens"]) for chunk in chunks):
+    return f"{plan.where()}: the corpus holds no text"
+  if examples < plan.shards:
+    plural = "s" * (examples != 1)
+    return (f"{plan.where()}: the corpus makes {examples} example{plural} of {plan.seq_length} "
+            f"ids, fewer than the {plan.shards} shards asked for, which would leave shards empty: use "
+            f"--shards {examples} or fewer")
+  return None
+
+
+def _offsets(chunks):
+  """The global ordinal of each chunk's first example."""
+  offsets, total = [], 0
+  for chunk in chunks:
+    offsets.append(total)
+    total += chunk["examples"]
+  return offsets
+
+
+def _records(path, start, count):
+  """`count` records of a TFRecord file from byte `start`."""
+  import tensorflow as tf
+  with tf.io.gfile.GFile(path, "rb") as file:
+    file.seek(start)
+    for _ in range(count):
+      length = struct.unpack("<Q", file.read(12)[:8])[0]
+      yield file.read(length)
+      file.read(4)
+
+
+def write_shard(plan, shard, chunks):
+  """Writes shard `shard` from the packed chunks (step 3), through a temporary file beside it."""
+  import tensorflow as tf
+  chunks = sorted(chunks, key=lambda chunk: chunk["chunk"])
+  path = plan.shard_path(shard)
+  temporary = os.path.join(plan.out, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
+  options = tf.io.TFRecordOptions(compression_type="GZIP" if plan.compress else None)
+  try:
+    with tf.io.TFRecordWriter(temporary, options) as writer:
+      for chunk, offset in zip(chunks, _offsets(chunks), strict=True):
+        group = (shard - offset) % plan.shards
+        if chunk["counts"][group]:
+          for record in _records(plan.chunk_path(chunk["chunk"], "tfrecord"), chunk["starts"][group],
+                                 chunk["counts"][group]):
+            writer.write(record)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+  except BaseException:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
+    raise
+
+
+def metadata_of(plan, chunks):
+  """`metadata.json`'s contents, from the packed chunks' indexes alone."""
+  chunks = sorted(chunks, key=lambda chunk: chunk["chunk"])
+  per_shard = [dict(file=name, examples=0, full_examples=0, tokens=0) for name in plan.names]
+  for chunk, offset in zip(chunks, _offsets(chunks), strict=True):
+    for shard, entry in enumerate(per_shard):
+      group = (shard - offset) % plan.shards
+      entry["examples"] += chunk["counts"][group]
+      entry["full_examples"] += chunk["full_examples"][group]
+      entry["tokens"] += chunk["tokens"][group]
+  encoder = encoder_of(plan)
+  metadata = dict(
+      format=FORMAT, seq_length=plan.seq_length, lower_case=plan.lower_case, tokenizer=plan.tokenizer,
+      vocab_size=len(plan.vocab), vocab_sha256=vocab_checksum(plan.vocab), special_ids=encoder.special_ids,
+      compress=plan.compress, inputs=plan.inputs, documents=sum(chunk["documents"] for chunk in chunks),
+      examples=sum(entry["examples"] for entry in per_shard),
+      full_examples=sum(entry["full_examples"] for entry in per_shard),
+      tokens=sum(entry["tokens"] for entry in per_shard), chunk_bytes=plan.chunk_bytes, chunks=len(chunks),
+      shards=per_shard)
+  if plan.tfds:
+    metadata["tfds"] = plan.settings()["tfds"]
+  return metadata
+
+
+def finish(plan, chunks):
+  """Writes `vocab.txt` and `metadata.json`, then removes the work folder; returns the metadata."""
+  import tensorflow as tf
+
+  from zoo.model_dir import write_atomically
+  metadata = metadata_of(plan, chunks)
+  write_atomically(os.path.join(plan.out, "vocab.txt"), "".join(f"{token}\n" for token in plan.vocab))
+  write_atomically(os.path.join(plan.out, METADATA_FILE), json.dumps(metadata, indent=2) + "\n")
+  if tf.io.gfile.exists(plan.work):
+    tf.io.gfile.rmtree(plan.work)
+  return metadata
+
+
+def discard_work(plan):
+  """Removes the work folder (after a refusal: nothing of it can serve a rerun with other flags)."""
+  import tensorflow as tf
+  if tf.io.gfile.exists(plan.work):
+    tf.io.gfile.rmtree(plan.work)
+
+
+def metadata_settings(metadata):
+  """A finished output's settings, as `Plan.settings` gives them."""
+  settings = dict(seq_length=metadata.get("seq_length"), lower_case=metadata.get("lower_case"),
+                  tokenizer=metadata.get("tokenizer"), vocab_sha256=metadata.get("vocab_sha256"),
+                  shards=len(metadata.get("shards", [])), compress=metadata.get("compress"),
+                  chunk_bytes=metadata.get("chunk_bytes"), inputs=metadata.get("inputs"))
+  if "tfds" in metadata:
+    settings["tfds"] = metadata["tfds"]
+  return settings
+
+
+def differences(there, here):
+  """'--seq-length: 128 there, 64 here; ...' for the settings that differ."""
+  def shown(key, value):
+    if key == "files" and value is not None:
+      return f"{len(value)} files, {sum(size for _, size in value):,} bytes"
+    return json.dumps(value)
+  keys = [key for key in SETTING_NAMES if key in there or key in here]
+  return "; ".join(f"{SETTING_NAMES[key]}: {shown(key, there.get(key))} there, "
+                   f"{shown(key, here.get(key))} here" for key in keys if there.get(key) != here.get(key))
+
+
+def _report(message):
+  print(f"tpu.pretraining_data: {message}", file=sys.stderr, flush=True)
+
+
+def _remove_temporaries(folder):
+  """Removes the temporary files that killed runs left in `folder`."""
+  import tensorflow as tf
+  if tf.io.gfile.isdir(folder):
+    for name in tf.io.gfile.listdir(folder):
+      if ".tmp-" in name and name.startswith("."):
+        tf.io.gfile.remove(os.path.join(folder, name))
+
+
+def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False, text_key="text",
+             split="train", data_dir=None, chunk_mb=CHUNK_MB, overwrite=False):
+  """Checks the flags and the output folder; returns `(plan, metadata)`, metadata if it is complete already.
+
+  Creates the output and work folders and `plan.json`; removes stale temporary files;
+  refuses output made with other settings (`CorpusError` naming them) unless `overwrite`,
+  which removes it.
+  """
+  import tensorflow as tf
+
+  from zoo.model_dir import read_json
+  from zoo.model_dir import write_atomically
+  if seq_length < 3:
+    raise CorpusError(f"--seq-length must be at least 3 ([CLS] token [SEP]), got {seq_length}")
+  if shards < 1:
+    raise CorpusError(f"--shards must be at least 1, got {shards}")
+  chunk_bytes = int(round(chunk_mb * 1e6))
+  if chunk_bytes < 1:
+    raise CorpusError(f"--chunk-mb must be positive, got {chunk_mb}")
+  encoder = load_encoder(vocab, lower_case)
+  tfds_name = tfds_datasets.dataset_name(inputs[0]) if len(inputs) == 1 else None
+  if tfds_name:
+    files, chunks = None, [[]]
+    tfds = dict(name=tfds_name, text_key=text_key, split=split, data_dir=data_dir)
+  else:
+    files = [[path, tf.io.gfile.stat(path).length] for path in input_files(inputs)]
+    chunks, tfds = chunk_pieces(files, chunk_bytes), None
+  plan = Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
+              vocab=encoder.vocab, lower_case=encoder.lower_case, tokenizer=tokenizer_settings(encoder),
+              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds)
+
+  tf.io.gfile.makedirs(out)
+  metadata_path = os.path.join(out, METADATA_FILE)
+  plan_path = os.path.join(plan.work, PLAN_FILE)
+  shard_files = sorted(name for name in tf.io.gfile.listdir(out)
+                       if name.startswith(f"{SHARD_PREFIX}-") and ".tfrecord" in name)
+  if overwrite:
+    for name in shard_files + [METADATA_FILE]:
+      if tf.io.gfile.exists(os.path.join(out, name)):
+        tf.io.gfile.remove(os.path.join(out, name))
+    discard_work(plan)
+    shard_files = []
+  _remove_temporaries(out)
+  _remove_temporaries(plan.work)
+  here = plan.settings()
+  again = "use --overwrite to replace it, or another --out"
+  if tf.io.gfile.exists(metadata_path):
+    try:
+      metadata = read_json(metadata_path)
+    except ValueError as error:
+      raise CorpusError(f"{metadata_path}: not readable ({error}): {again}") from None
+    different = differences(metadata_settings(metadata), here)
+    if different:
+      raise CorpusError(f"{out} holds pre-training data made with other settings ({different}): {again}")
+    if all(name in shard_files for name in plan.names):
+      discard_work(plan)
+      _report(f"{out} is complete already (metadata.json and {shards} shards made with these settings): "
+              "nothing to do")
+      return plan, metadata
+  others = [name for name in shard_files if name not in plan.names]
+  if others:
+    raise CorpusError(f"{out} holds shards of another --shards or --compress ({', '.join(others[:3])}"
+                      f"{' …' if len(others) > 3 else ''}): {again}")
+  here_plan = dict(here, files=files)
+  if tf.io.gfile.exists(plan_path):
+    different = differences(read_json(plan_path), here_plan)
+    if different:
+      raise CorpusError(f"{out} holds an interrupted run with other settings or another corpus "
+                        f"({different}): {again}")
+  elif shard_files and not tf.io.gfile.exists(metadata_path):
+    raise CorpusError(f"{out} holds shards ({shard_files[0]} …) without the metadata.json or the work folder "
+                      f"of a run of this writer, so their settings are unknown: {again}")
+  else:
+    write_atomically(plan_path, json.dumps(here_plan, indent=1) + "\n")
+  return plan, None
+
+
+def report_kept(plan):
+  """Says on stderr what an interrupted run left that this one keeps; returns the shards still to write."""
+  import tensorflow as tf
+  packed = sum(tf.io.gfile.exists(plan.chunk_path(index, "json")) for index in range(len(plan.chunks)))
+  todo = [index for index in range(plan.shards) if not tf.io.gfile.exists(plan.shard_path(index))]
+  if packed or len(todo) < plan.shards:
+    _report(f"resuming in {plan.out}: keeping {packed} of {len(plan.chunks)} packed chunks and "
+            f"{plan.shards - len(todo)} of {plan.shards} shards; packing {len(plan.chunks) - packed} chunks "
+            f"and writing {len(todo)} shards")
+  return todo
+
+
+class _Progress:
+  """Bytes read (or documents), tokens per second and the ETA on stderr."""
+
+  def __init__(self, total, unit):
+    from tqdm import tqdm
+    self.bar = tqdm(total=total, unit=unit, unit_scale=True, file=sys.stderr, dynamic_ncols=True,
+                    mininterval=0.5 if sys.stderr.isatty() else 10.0, desc="tokenizing")
+    self.started = time.monotonic()
+    self.tokens = 0
+
+  def update(self, amount, tokens):
+    self.tokens += tokens
+    rate = self.tokens / max(time.monotonic() - self.started, 1e-9)
+    self.bar.set_postfix_str(f"{self.tokens:,} tokens, {rate:,.0f} tokens/s", refresh=False)
+    self.bar.update(amount)
+
+  def close(self):
+    self.bar.close()
+
+
+def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False,
+                           text_key="text", split="train", data_dir=None, progress=True, chunk_mb=CHUNK_MB,
+                           overwrite=False):
+  """Writes the shards, `vocab.txt` and `metadata.json` in this process (see the module docstring).
+
+  Args:
+    inputs: file globs, or one TFDS spec ("tfds:NAME[/CONFIG]").
+    vocab: the vocabulary file, or a model directory (its vocabulary, casing and tokenizer settings).
+    seq_length: T, at least 3.
+    out: the output directory (local or gs://).
+    shards: N, at least 1.
+    lower_case: uncased tokenization (as the vocabulary was built); None: the model directory's, else True.
+    compress: GZIP the shards (`.tfrecord.gz`).
+    text_key, split, data_dir: for a TFDS input.
+    progress: show a progress bar on stderr.
+    chunk_mb: MB of corpus per chunk (the unit of packing and resume; part of the output's definition).
+    overwrite: replace output made with other settings instead of refusing it.
+
+  Returns:
+    The metadata.
+
+  Raises:
+    CorpusError: naming the file (and line) at fault, or the settings an existing output differs in.
+  """
+  plan, metadata = plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case, compress=compress,
+                            text_key=text_key, split=split, data_dir=data_dir, chunk_mb=chunk_mb,
+                            overwrite=overwrite)
+  if metadata is not None:
+    return metadata
+  todo = report_kept(plan)
+  bar = _Progress(plan.corpus_bytes(), "doc" if plan.tfds else "B") if progress else None
+  try:
+    chunks = []
+    for index in range(len(plan.chunks)):
+      chunk = packed_chunk(plan, index)
+      if chunk is not None and bar is not None:
+        bar.update(sum(end - start for _, start, end in plan.chunks[index]), sum(chunk["tokens"]))
+      chunks.append(chunk or pack_chunk(plan, index, bar))
+  except CorpusError:   # the corpus must change, and with it the chunks
+    discard_work(plan)
+    raise
+  finally:
+    if bar is not None:
+      bar.close()
+  problem = refusal(plan, chunks)
+  if problem:
+    discard_work(plan)
+    raise CorpusError(problem)
+  for shard in todo:
+    write_shard(plan, shard, chunks)
+  return finish(plan, chunks)
