@@ -379,7 +379,7 @@ def test_shards_are_read_per_worker_and_sigterm_in_the_final_evaluation_stops_al
   """MLM on 3 `tfrecord:` shards over 2 workers: worker 0 reads shards 0 and 2, worker 1 shard
   1 (as each logs); SIGTERM to worker 1 during the final evaluation ends both with 143 after
   the final checkpoint."""
-  from tpu.data import records
+  from tpu.data import shard_writer
   from tpu.data.demo import demo_corpus
   from tpu.data.demo import demo_words
   from zoo.text import write_vocab
@@ -387,8 +387,8 @@ def test_shards_are_read_per_worker_and_sigterm_in_the_final_evaluation_stops_al
   corpus = tmp_path / "corpus.txt"
   corpus.write_text("\n\n".join(demo_corpus()[:300]) + "\n", encoding="utf-8")
   write_vocab(vocab, str(tmp_path / "vocab.txt"))
-  metadata = records.write_pretraining_data([str(corpus)], str(tmp_path / "vocab.txt"), 16,
-                                            str(tmp_path / "shards"), 3, progress=False)
+  metadata = shard_writer.write_pretraining_data([str(corpus)], str(tmp_path / "vocab.txt"), 16,
+                                                 str(tmp_path / "shards"), 3, progress=False)
   counts = {shard["file"]: shard["examples"] for shard in metadata["shards"]}
   model_dir = tmp_path / "run"
   spec = f"tfrecord:{tmp_path}/shards/*.tfrecord"
