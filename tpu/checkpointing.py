@@ -114,6 +114,7 @@ class Checkpoints:
     self.manager = model_dir.checkpoint_manager(trainer.checkpoint, max_to_keep=config.keep_checkpoints,
                                                 step_counter=trainer.optimizer.iterations)
     self.every = config.checkpoint_every
+    self.keep = config.keep_checkpoints
     self.worker = worker or Worker()
     self.is_chief = self.worker.is_chief
     self.saved_step = None   # the same on every worker, unlike the files they see
@@ -179,12 +180,12 @@ class Checkpoints:
     return saved
 
   def _remove_old_input_states(self, step):
-    """Removes this worker's positions older than the oldest recorded checkpoint (a worker that
-    reads the record before the chief updates it keeps one more)."""
+    """Removes this worker's positions older than the oldest checkpoint the chief keeps once it
+    has recorded `step` (which another worker may not see yet)."""
     state = tf.train.get_checkpoint_state(self.manager.directory)
     paths = list(state.all_model_checkpoint_paths) if state else []
-    steps = [int(path.rsplit("-", 1)[1]) for path in paths if path.rsplit("-", 1)[1].isdigit()]
-    oldest = min(steps + [step])
+    steps = {int(path.rsplit("-", 1)[1]) for path in paths if path.rsplit("-", 1)[1].isdigit()}
+    oldest = min(sorted(steps | {step})[-self.keep:])   # the manager keeps the last `keep`
     for old in self.model_dir.input_state_steps(self.worker.index, self.worker.count):
       if old < oldest:
         self.model_dir.remove_input_state(self.worker.index, self.worker.count, old)
@@ -206,6 +207,13 @@ class SigtermFlag:
     if threading.current_thread() is threading.main_thread():
       self._previous = signal.signal(signal.SIGTERM, self._handle)
     return self
+
+  def arm(self):
+    """Installs the handler again: TensorFlow's multi-worker runtime installs its own SIGTERM
+    handler when it starts (the coordination service's preemption notifier), which would
+    otherwise take the signal."""
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._handle)
 
   def _handle(self, signum, frame):
     self.terminated = True

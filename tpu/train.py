@@ -78,6 +78,7 @@ def run(config, strategy=None, export=None):
   with SigtermFlag() as signals:   # from the start: SIGTERM in any phase stops every worker alike
     # First: MultiWorkerMirroredStrategy can only be made before TensorFlow runs any op.
     strategy = strategy or strategies.get_strategy(config.tpu)
+    signals.arm()
     worker = strategies.worker(strategy)
     with strategies.lost_workers_named(worker):   # a lost peer: WorkerLost naming it, never a hang
       return _run(config, strategy, worker, export, signals)
