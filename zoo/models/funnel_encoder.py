@@ -24,16 +24,9 @@ from zoo.layers.constants import check_choice
 from zoo.models.encoder_inputs import ClsSegmentIds
 from zoo.models.encoder_inputs import EncoderModel
 from zoo.models.encoder_inputs import encoder_inputs
+from zoo.grids import block_lengths
 
 CARRY_AT_POOLING = ("pool", "reset")
-
-
-def block_lengths(seq_length, num_blocks, separate_cls=True, truncate_seq=True):
-  """Sequence length inside each block, e.g. 512 -> [512, 256, 128]."""
-  lengths = [seq_length]
-  for _ in range(num_blocks - 1):
-    lengths.append(pooled_length(lengths[-1], separate_cls, truncate_seq))
-  return lengths
 
 
 @keras.utils.register_keras_serializable(package="zoo")
