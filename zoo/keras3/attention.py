@@ -17,6 +17,7 @@ import typing
 import warnings
 
 import keras
+import numpy as np
 from keras import ops
 
 # Added to the float32 logits of masked positions: a fully masked row becomes uniform.
@@ -69,6 +70,11 @@ class AttentionLayer(keras.layers.Layer):
     self._convert_input_args = False
     self._allow_non_tensor_positional_args = True
 
+  def __call__(self, *args, **kwargs):
+    # Hidden states given as numpy arrays become tensors here, so `build` sees their shapes.
+    args = tuple(ops.convert_to_tensor(arg) if isinstance(arg, np.ndarray) else arg for arg in args)
+    return super().__call__(*args, **kwargs)
+
   def _hidden(self, x):
     return ops.cast(ops.convert_to_tensor(x), self.compute_dtype)
 
@@ -85,9 +91,10 @@ class AttentionLayer(keras.layers.Layer):
     del args, kwargs
     value = query if value is None else value
     batch, length = query.shape[0], query.shape[1]
-    scores = keras.KerasTensor((batch, self._num_heads(), length, value.shape[1]), dtype="float32")
+    scores = (batch, self._num_heads(), length, value.shape[1])
     return AttentionResult(output=keras.KerasTensor(query.shape, dtype=self.compute_dtype),
-                           carry=scores, probs=scores)
+                           carry=keras.KerasTensor(scores, dtype="float32"),
+                           probs=keras.KerasTensor(scores, dtype="float32"))
 
 
 @keras.saving.register_keras_serializable(package="zoo")

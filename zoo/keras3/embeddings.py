@@ -118,6 +118,9 @@ class EncoderEmbeddings(keras.layers.Layer):
       embeddings = self.projection(embeddings)
     return embeddings
 
+  def compute_output_spec(self, word_ids, type_ids=None, training=None):
+    return keras.KerasTensor((*word_ids.shape, self.hidden_size), dtype=self.compute_dtype)
+
   def get_config(self):
     config = super().get_config()
     config.update(

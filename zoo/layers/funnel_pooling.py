@@ -31,14 +31,14 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.grids import covered_length
+from zoo.grids import pool_positions
+from zoo.grids import pooled_length  # noqa: F401  (a public name of zoo.layers)
 from zoo.layers.constants import AUTHORS_POOLING
 from zoo.layers.constants import POOLING_SEMANTICS
 from zoo.layers.constants import POOLING_TYPES
 from zoo.layers.constants import ZOO_POOLING
 from zoo.layers.constants import check_choice
-from zoo.grids import covered_length
-from zoo.grids import pool_positions
-from zoo.grids import pooled_length  # noqa: F401  (a public name of zoo.layers)
 
 # All pooling modes of `pool_sequence`: the pooling types plus "first" (stride
 # selection, for ids), "any" and "all" (for masks: the window's maximum or minimum).

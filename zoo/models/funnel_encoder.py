@@ -9,12 +9,12 @@ Axes: B batch, T full sequence length, T' pooled length, D model width.
 import numpy as np
 import tf_keras as keras
 
+from zoo.grids import block_lengths
 from zoo.layers import EncoderEmbeddings
 from zoo.layers import FunnelPooling
 from zoo.layers import FunnelUpsampling
 from zoo.layers import TransformerBlock
 from zoo.layers import pool_positions
-from zoo.layers import pooled_length
 from zoo.layers.constants import FACTORIZED
 from zoo.layers.constants import POOLING_SEMANTICS
 from zoo.layers.constants import POOLING_TYPES
@@ -24,7 +24,6 @@ from zoo.layers.constants import check_choice
 from zoo.models.encoder_inputs import ClsSegmentIds
 from zoo.models.encoder_inputs import EncoderModel
 from zoo.models.encoder_inputs import encoder_inputs
-from zoo.grids import block_lengths
 
 CARRY_AT_POOLING = ("pool", "reset")
 
