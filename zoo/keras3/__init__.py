@@ -12,6 +12,8 @@ from zoo.keras3.encoders import TransformerEncoder
 from zoo.keras3.funnel_pooling import FunnelPooling
 from zoo.keras3.funnel_pooling import FunnelUpsampling
 from zoo.keras3.funnel_pooling import pool_sequence
+from zoo.keras3.loading import LoadedModelDir
+from zoo.keras3.loading import load_model_dir
 from zoo.keras3.relative_attention import RelativeMultiHeadAttention
 from zoo.keras3.transformer_block import TransformerBlock
 
@@ -22,9 +24,11 @@ __all__ = [
     "FunnelEncoder",
     "FunnelPooling",
     "FunnelUpsampling",
+    "LoadedModelDir",
     "MultiHeadAttention",
     "RelativeMultiHeadAttention",
     "TransformerBlock",
     "TransformerEncoder",
+    "load_model_dir",
     "pool_sequence",
 ]
