@@ -55,3 +55,23 @@ def test_a_converted_funnel_loads_into_keras_3_and_equals_hugging_face(converted
   assert max_difference(actual["sequence_output"], expected.last_hidden_state, mask, config) < TOLERANCE
   encoder_output = expected.hidden_states[encoder_applications(config)]
   assert max_difference(actual["encoder_sequence_output"], encoder_output, mask, config) < TOLERANCE
+
+
+@pytest.mark.slow
+def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_round_trips_a_preset(
+    converted_funnel, tmp_path):
+  import json
+  model_dir, _ = converted_funnel
+  out = tmp_path / "hub.json"
+  run_in_backend("jax", "tests.zoo.keras3.hub_run", model_dir, str(tmp_path / "preset"), str(out))
+  report = json.loads(out.read_text())
+  assert report["backend"] == "jax"
+  assert report["token_ids_equal"] and report["padding_mask_equal"]   # the zoo's TextEncoder's ids
+  assert report["backbone_vs_encoder"] < 1e-6
+  assert report["weights_changed"] and all(np.isfinite(report["losses"]))
+  assert report["losses"][-1] < report["losses"][0]
+  assert report["logits_dtype"] == "float32"
+  assert (report["restored_class"], report["restored_tokenizer"], report["restored_cls_token"]) == (
+      "FunnelTextClassifier", "FunnelTokenizer", "<cls>")
+  assert report["restored_vs_trained"] < 1e-5
+  assert (tmp_path / "preset" / "config.json").exists() and (tmp_path / "preset" / "task.json").exists()
