@@ -159,7 +159,8 @@ class ZooTextClassifier(keras_hub.models.TextClassifier):
   def __init__(self, backbone, num_classes, preprocessor=None, activation=None, dropout=0.1, **kwargs):
     self.backbone = backbone
     self.preprocessor = preprocessor
-    self.output_dropout = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy, name="classifier_dropout")
+    self.output_dropout = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
+                                               name="classifier_dropout")
     self.output_dense = keras.layers.Dense(
         num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
         activation=activation, dtype="float32", name="logits")

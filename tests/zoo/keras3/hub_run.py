@@ -47,8 +47,9 @@ def main(model_dir, preset_dir, out_path):
   before = [np.array(w) for w in classifier.backbone.encoder.get_weights()]
   history = classifier.fit(x=TEXTS, y=np.array(LABELS), batch_size=5, epochs=3, verbose=0)
   report["losses"] = [float(x) for x in history.history["loss"]]
-  report["weights_changed"] = bool(any(np.abs(a - np.array(b)).max() > 0 for a, b
-                                       in zip(before, classifier.backbone.encoder.get_weights(), strict=True)))
+  after = classifier.backbone.encoder.get_weights()
+  report["weights_changed"] = bool(any(np.abs(a - np.array(b)).max() > 0
+                                       for a, b in zip(before, after, strict=True)))
   predictions = classifier.predict(TEXTS, verbose=0)
   report["logits_dtype"] = keras.backend.standardize_dtype(predictions.dtype)
 
