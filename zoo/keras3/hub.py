@@ -232,3 +232,22 @@ def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0
   preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
   return classifier_class(backbone, num_classes, preprocessor=preprocessor, activation=activation,
                           dropout=dropout)
+
+
+def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=True, special_tokens=None,
+                           activation=None, dropout=0.1, **overrides):
+  """A keras-hub text classifier on a zoo preset's encoder (`zoo.presets`) with random weights.
+
+  `vocab`: the WordPiece tokens (index = id), which set the vocabulary size;
+  `special_tokens`: their names by role (default BERT's `[CLS]`, ...); `overrides`:
+  encoder arguments over the preset's.
+  """
+  from zoo import presets
+  chosen = presets.get(preset)
+  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  backbone_class, tokenizer_class, preprocessor_class, classifier_class = FAMILIES[chosen.family]
+  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
+                              special_tokens_names=special_tokens)
+  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length)
+  return classifier_class(backbone_class(config), num_classes, preprocessor=preprocessor,
+                          activation=activation, dropout=dropout)
