@@ -30,15 +30,18 @@ def _numpy(value):
 
 
 def _random_weights(holder, seed):
-  """Random values for every weight: layer-norm scales near 1, everything else N(0, 0.3²)."""
+  """Random values for every weight: layer-norm scales near 1, everything else N(0, 0.3²) in a
+  layer and N(0, 0.15²) in an encoder (a stack of them, whose float32 rounding grows with the
+  size of its weights)."""
   rng = np.random.default_rng(seed)
+  scale = 0.15 if hasattr(holder, "layers") else 0.3
   values = []
   for weight in holder.weights:
     shape = tuple(weight.shape)
     if weight.name.split(":")[0].endswith("gamma"):
       values.append(1.0 + 0.1 * rng.normal(size=shape))
     else:
-      values.append(0.3 * rng.normal(size=shape))
+      values.append(scale * rng.normal(size=shape))
   holder.set_weights([value.astype(np.float32) for value in values])
 
 
