@@ -58,6 +58,45 @@ def test_the_direction_check_catches_a_local_import(tmp_path):
                                             "tpu/job.py:2: tpu imports export"]
 
 
+# The Keras 3 edition (zoo/keras3) imports Keras 3 and never tf_keras; nothing else of zoo imports Keras 3,
+# so the tf_keras modules never load it.
+KERAS3_PACKAGE = ("zoo", "keras3")
+KERAS3_ONLY = ("keras", "keras_hub")
+
+
+def keras_edition_violations(root=ROOT):
+  violations = []
+  for path in sorted((root / "zoo").rglob("*.py")):
+    inside = path.relative_to(root).parts[:2] == KERAS3_PACKAGE
+    for name, line in imported_packages(path):
+      if inside and name == "tf_keras":
+        violations.append(f"{path.relative_to(root)}:{line}: zoo.keras3 imports tf_keras")
+      elif not inside and name in KERAS3_ONLY:
+        violations.append(f"{path.relative_to(root)}:{line}: a tf_keras module imports {name} (Keras 3)")
+      elif not inside and name == "zoo" and ".keras3" in _import_text(path, line):
+        violations.append(f"{path.relative_to(root)}:{line}: a tf_keras module imports zoo.keras3")
+  return violations
+
+
+def _import_text(path, line):
+  return path.read_text(encoding="utf-8").splitlines()[line - 1]
+
+
+def test_the_keras_3_edition_and_the_tf_keras_one_never_import_each_others_keras():
+  assert (ROOT / "zoo" / "keras3" / "encoders.py").exists()
+  assert keras_edition_violations() == []
+
+
+def test_the_edition_check_catches_crossed_imports(tmp_path):
+  (tmp_path / "zoo" / "keras3").mkdir(parents=True)
+  (tmp_path / "zoo" / "keras3" / "layer.py").write_text("import keras\n\n\ndef f():\n  import tf_keras\n")
+  (tmp_path / "zoo" / "layers.py").write_text("import tf_keras\nfrom keras import ops\nimport zoo.keras3\n")
+  assert keras_edition_violations(tmp_path) == [
+      "zoo/keras3/layer.py:5: zoo.keras3 imports tf_keras",
+      "zoo/layers.py:2: a tf_keras module imports keras (Keras 3)",
+      "zoo/layers.py:3: a tf_keras module imports zoo.keras3"]
+
+
 def module_paths(root=ROOT, packages=CYCLE_PACKAGES):
   """{module name: path} of every .py file of the packages; a package's `__init__.py` is the package."""
   modules = {}

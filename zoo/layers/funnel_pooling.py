@@ -31,6 +31,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.grids import covered_length
+from zoo.grids import pool_positions
+from zoo.grids import pooled_length  # noqa: F401  (a public name of zoo.layers)
 from zoo.layers.constants import AUTHORS_POOLING
 from zoo.layers.constants import POOLING_SEMANTICS
 from zoo.layers.constants import POOLING_TYPES
@@ -127,48 +130,6 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
   picked = tf.where(weights > 0, paired, lowest)
   pooled = tf.reduce_max(picked, axis=axis + 1)
   return tf.where(tf.reduce_max(weights, axis=axis + 1) > 0, pooled, tf.zeros_like(pooled))
-
-
-def pool_positions(positions, separate_cls=True, truncate_seq=True):
-  """Positions of the pooled tokens, as a float numpy vector (see module docstring)."""
-  positions = np.asarray(positions, dtype=np.float64)
-  if not separate_cls:
-    return positions[::2]
-  if positions.shape[0] < 2:
-    raise ValueError("separate_cls pooling needs [cls] and at least one token")
-  stride = positions[1] - positions[0]
-  body = positions[1:-1] if truncate_seq else positions[1:]
-  pooled = body[::2]
-  if pooled.shape[0] == 0:
-    raise ValueError(f"pooling {positions.shape[0]} positions leaves only [cls]")
-  return np.concatenate([[pooled[0] - 2 * stride], pooled])
-
-
-def covered_length(length, steps, separate_cls=True, truncate_seq=True):
-  """How many leading positions of a length-`length` sequence survive `steps` poolings.
-
-  Truncation (and, at odd lengths, the windows that follow it) can leave the last
-  positions in no pooled window at all; everything before them is covered.
-  """
-  ends = np.arange(1, length + 1)   # exclusive end of the positions each token covers
-  for _ in range(steps):
-    body = ends
-    if separate_cls:
-      body = ends[1:-1] if truncate_seq else ends[1:]
-    pooled = np.maximum.reduceat(body, np.arange(0, len(body), 2)) if len(body) else body
-    ends = np.concatenate([ends[:1], pooled]) if separate_cls else pooled
-  return int(ends.max())
-
-
-def pooled_length(length, separate_cls=True, truncate_seq=True):
-  """Sequence length after one stride-2 pooling step.
-
-  512 -> 256 with `separate_cls` and `truncate_seq`, 512 -> 257 with `separate_cls`
-  alone, and 512 -> 256 (odd lengths rounding up) without `separate_cls`.
-  """
-  if separate_cls:
-    length = length if truncate_seq else length + 1
-  return (length + 1) // 2
 
 
 @keras.utils.register_keras_serializable(package="zoo")

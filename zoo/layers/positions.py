@@ -8,6 +8,8 @@ enter a matmul.
 import numpy as np
 import tensorflow as tf
 
+from zoo.grids import position_grid  # noqa: F401  (used by the relative layer)
+
 
 def sinusoid_frequencies(width):
   """`f_k = 10000^(-2k/width)` for `k < width/2`, float32 `[width/2]`."""
@@ -37,14 +39,3 @@ def static_positions(positions, length, name):
   if value.ndim != 1 or value.shape[0] != length:
     raise ValueError(f"{name} must be a vector of length {length}, got shape {value.shape}")
   return value
-
-
-def position_grid(positions, name):
-  """`(start, stride)` of an arithmetic position vector; raises if it is not one."""
-  start = float(positions[0])
-  stride = float(positions[1] - positions[0]) if positions.shape[0] > 1 else None
-  if stride is not None and not np.allclose(np.diff(positions), stride):
-    raise ValueError(
-        f"{name} must be evenly spaced for position_encoding='shift' (got {positions}); "
-        "use position_encoding='factorized' for arbitrary positions")
-  return start, stride

@@ -9,12 +9,12 @@ Axes: B batch, T full sequence length, T' pooled length, D model width.
 import numpy as np
 import tf_keras as keras
 
+from zoo.grids import block_lengths
 from zoo.layers import EncoderEmbeddings
 from zoo.layers import FunnelPooling
 from zoo.layers import FunnelUpsampling
 from zoo.layers import TransformerBlock
 from zoo.layers import pool_positions
-from zoo.layers import pooled_length
 from zoo.layers.constants import FACTORIZED
 from zoo.layers.constants import POOLING_SEMANTICS
 from zoo.layers.constants import POOLING_TYPES
@@ -26,14 +26,6 @@ from zoo.models.encoder_inputs import EncoderModel
 from zoo.models.encoder_inputs import encoder_inputs
 
 CARRY_AT_POOLING = ("pool", "reset")
-
-
-def block_lengths(seq_length, num_blocks, separate_cls=True, truncate_seq=True):
-  """Sequence length inside each block, e.g. 512 -> [512, 256, 128]."""
-  lengths = [seq_length]
-  for _ in range(num_blocks - 1):
-    lengths.append(pooled_length(lengths[-1], separate_cls, truncate_seq))
-  return lengths
 
 
 @keras.utils.register_keras_serializable(package="zoo")

@@ -1,0 +1,47 @@
+"""Session fixtures of the Keras 3 edition's tests: the tf_keras reference and one process per backend."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.zoo.keras3 import twins
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BACKENDS = ("jax", "tensorflow", "torch")
+
+
+def run_in_backend(backend, module, *args, timeout=900):
+  """Runs `python -m module args` with Keras on `backend`; fails the test with its stderr."""
+  env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
+             PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+  result = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+  if result.returncode:
+    pytest.fail(f"{module} under {backend} failed:\n{result.stderr[-6000:]}", pytrace=False)
+  return result
+
+
+@pytest.fixture(scope="session")
+def twin_reference(tmp_path_factory):
+  """The tf_keras side of every case (weights by name, outputs), pickled once per session."""
+  path = str(tmp_path_factory.mktemp("keras3_reference") / "reference.pkl")
+  twins.reference(path)
+  return path
+
+
+@pytest.fixture(scope="session")
+def backend_report(twin_reference, tmp_path_factory):
+  """`report(backend)`: the Keras 3 side under `backend`, run once per session and backend."""
+  reports = {}
+
+  def report(backend):
+    if backend not in reports:
+      out = str(tmp_path_factory.mktemp(f"keras3_{backend}") / "report.json")
+      run_in_backend(backend, "tests.zoo.keras3.twins", backend, twin_reference, out)
+      with open(out) as file:
+        reports[backend] = json.load(file)
+    return reports[backend]
+  return report

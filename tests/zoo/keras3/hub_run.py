@@ -1,0 +1,67 @@
+"""`python -m tests.zoo.keras3.hub_run MODEL_DIR PRESET_DIR OUT.json`: a model directory as a keras-hub
+text classifier under this process's Keras backend: tokenized as the zoo's TextEncoder does, trained a
+few steps with `fit` on raw strings, saved to a preset directory and loaded back from it."""
+
+import json
+import sys
+
+import numpy as np
+
+TEXTS = ["the dogs run, the cat was running!", "a good film.", "Thé dög wås rünning, zebras", "", "bad film"]
+LABELS = [1, 1, 0, 0, 0]
+
+
+def main(model_dir, preset_dir, out_path):
+  import keras
+  import keras_hub
+  import tensorflow as tf
+
+  import zoo.keras3.hub as zoo_hub
+  from zoo.text import TextEncoder
+  report = dict(backend=keras.backend.backend())
+  keras.utils.set_random_seed(0)
+  classifier = zoo_hub.classifier_from_model_dir(model_dir, num_classes=2, dropout=0.0)
+  loaded = zoo_hub.load_model_dir(model_dir)
+
+  # The preprocessor's ids against the zoo's own tokenizer with the directory's settings.
+  features = classifier.preprocessor(tf.constant(TEXTS))
+  encoder = TextEncoder(loaded.vocab, seq_length=loaded.seq_length, lower_case=loaded.lower_case,
+                        special_tokens=loaded.special_tokens, cls_type_id=loaded.cls_type_id,
+                        max_chars_per_word=loaded.max_chars_per_word)
+  expected = encoder.encode(tf.constant(TEXTS))
+  report["token_ids_equal"] = bool(np.array_equal(np.asarray(features["token_ids"]),
+                                                  expected["input_word_ids"].numpy()))
+  report["padding_mask_equal"] = bool(np.array_equal(np.asarray(features["padding_mask"]).astype(np.int32),
+                                                     expected["input_mask"].numpy()))
+  # The backbone holds the directory's encoder weights.
+  inputs = {key: np.asarray(value) for key, value in features.items()}
+  backbone_output = classifier.backbone(inputs)["sequence_output"]
+  encoder_output = loaded.encoder(dict(input_word_ids=inputs["token_ids"],
+                                       input_mask=inputs["padding_mask"].astype(np.int32),
+                                       input_type_ids=inputs["segment_ids"]))["sequence_output"]
+  report["backbone_vs_encoder"] = float(np.abs(keras.ops.convert_to_numpy(backbone_output)
+                                               - keras.ops.convert_to_numpy(encoder_output)).max())
+
+  classifier.compile(optimizer=keras.optimizers.Adam(1e-3),
+                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  before = [np.array(w) for w in classifier.backbone.encoder.get_weights()]
+  history = classifier.fit(x=TEXTS, y=np.array(LABELS), batch_size=5, epochs=3, verbose=0)
+  report["losses"] = [float(x) for x in history.history["loss"]]
+  after = classifier.backbone.encoder.get_weights()
+  report["weights_changed"] = bool(any(np.abs(a - np.array(b)).max() > 0
+                                       for a, b in zip(before, after, strict=True)))
+  predictions = classifier.predict(TEXTS, verbose=0)
+  report["logits_dtype"] = keras.backend.standardize_dtype(predictions.dtype)
+
+  classifier.save_to_preset(preset_dir)
+  restored = keras_hub.models.TextClassifier.from_preset(preset_dir)
+  report["restored_class"] = type(restored).__name__
+  report["restored_tokenizer"] = type(restored.preprocessor.tokenizer).__name__
+  report["restored_cls_token"] = restored.preprocessor.tokenizer.cls_token
+  report["restored_vs_trained"] = float(np.abs(restored.predict(TEXTS, verbose=0) - predictions).max())
+  with open(out_path, "w") as file:
+    json.dump(report, file, indent=1)
+
+
+if __name__ == "__main__":
+  main(*sys.argv[1:4])

@@ -1,0 +1,77 @@
+"""zoo.keras3.load_model_dir on a converted Hugging Face Funnel checkpoint, against Hugging Face.
+
+A random-weight `FunnelModel` with its FunnelTokenizer files is written here, converted by
+`zoo.convert` into a model directory, loaded into a Keras 3 encoder under JAX in a process
+of its own, and compared with Hugging Face's model at every real position of inputs padded
+to every length (the converted directory keeps the authors' pooling semantics).
+"""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from tests.zoo.convert.test_end_to_end import FUNNEL_SPECIAL
+from tests.zoo.convert.test_end_to_end import vocab_file
+from tests.zoo.convert.test_hf_funnel import BLOCKS
+from tests.zoo.convert.test_hf_funnel import LENGTH
+from tests.zoo.convert.test_hf_funnel import TINY
+from tests.zoo.convert.test_hf_funnel import encoder_applications
+from tests.zoo.convert.test_hf_funnel import hf_reference
+from tests.zoo.convert.test_hf_funnel import make_inputs
+from tests.zoo.convert.test_hf_funnel import max_difference
+from tests.zoo.keras3.conftest import run_in_backend
+from zoo.convert import convert_to_model_dir
+
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def converted_funnel(tmp_path_factory):
+  """`(model directory, Hugging Face model)`: a random FunnelModel converted by zoo.convert."""
+  root = tmp_path_factory.mktemp("hf_funnel")
+  config = transformers.FunnelConfig(**{**TINY, **BLOCKS, "vocab_size": 60})
+  torch.manual_seed(0)
+  model = transformers.FunnelModel(config).eval()
+  model.save_pretrained(root / "funnel", safe_serialization=True)
+  transformers.FunnelTokenizer(vocab_file(str(root), FUNNEL_SPECIAL, 60)).save_pretrained(root / "funnel")
+  out = str(root / "converted")
+  convert_to_model_dir("hf-funnel", str(root / "funnel"), out, seq_length=LENGTH)
+  return out, model
+
+
+@pytest.mark.slow
+def test_a_converted_funnel_loads_into_keras_3_and_equals_hugging_face(converted_funnel, tmp_path):
+  model_dir, hf_model = converted_funnel
+  inputs = make_inputs(separate_cls=True)
+  np.savez(tmp_path / "inputs.npz", **inputs)
+  run_in_backend("jax", "tests.zoo.keras3.load_dir", model_dir, str(tmp_path / "inputs.npz"),
+                 str(tmp_path / "out.npz"))
+  actual = np.load(tmp_path / "out.npz")
+  assert str(actual["backend"]) == "jax" and str(actual["family"]) == "funnel"
+  assert int(actual["cls_type_id"]) == 2 and "('cls', '<cls>')" in str(actual["special_tokens"])
+  expected = hf_reference(hf_model, inputs, output_hidden_states=True)
+  config, mask = hf_model.config, inputs["input_mask"]
+  assert max_difference(actual["sequence_output"], expected.last_hidden_state, mask, config) < TOLERANCE
+  encoder_output = expected.hidden_states[encoder_applications(config)]
+  assert max_difference(actual["encoder_sequence_output"], encoder_output, mask, config) < TOLERANCE
+
+
+@pytest.mark.slow
+def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_round_trips_a_preset(
+    converted_funnel, tmp_path):
+  import json
+  model_dir, _ = converted_funnel
+  out = tmp_path / "hub.json"
+  run_in_backend("jax", "tests.zoo.keras3.hub_run", model_dir, str(tmp_path / "preset"), str(out))
+  report = json.loads(out.read_text())
+  assert report["backend"] == "jax"
+  assert report["token_ids_equal"] and report["padding_mask_equal"]   # the zoo's TextEncoder's ids
+  assert report["backbone_vs_encoder"] < 1e-6
+  assert report["weights_changed"] and all(np.isfinite(report["losses"]))
+  assert report["losses"][-1] < report["losses"][0]
+  assert report["logits_dtype"] == "float32"
+  assert (report["restored_class"], report["restored_tokenizer"], report["restored_cls_token"]) == (
+      "FunnelTextClassifier", "FunnelTokenizer", "<cls>")
+  assert report["restored_vs_trained"] < 1e-5
+  assert (tmp_path / "preset" / "config.json").exists() and (tmp_path / "preset" / "task.json").exists()

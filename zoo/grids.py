@@ -1,0 +1,73 @@
+"""Static sequence geometry of the Funnel encoder and the relative position grids, in numpy.
+
+Shared by both editions of the layers (`zoo.layers` for `tf_keras`, `zoo.keras3` for
+Keras 3): lengths and positions are known when a model is built, so they are plain
+numbers, and this module imports no Keras. `DESIGN.md` (Section 5) explains the grids.
+"""
+
+import numpy as np
+
+
+def pool_positions(positions, separate_cls=True, truncate_seq=True):
+  """Positions of the pooled tokens, as a float numpy vector.
+
+  A pooled token sits at the position of the first token of its window; with
+  `separate_cls`, [cls] sits one stride before the first pooled token.
+  """
+  positions = np.asarray(positions, dtype=np.float64)
+  if not separate_cls:
+    return positions[::2]
+  if positions.shape[0] < 2:
+    raise ValueError("separate_cls pooling needs [cls] and at least one token")
+  stride = positions[1] - positions[0]
+  body = positions[1:-1] if truncate_seq else positions[1:]
+  pooled = body[::2]
+  if pooled.shape[0] == 0:
+    raise ValueError(f"pooling {positions.shape[0]} positions leaves only [cls]")
+  return np.concatenate([[pooled[0] - 2 * stride], pooled])
+
+
+def covered_length(length, steps, separate_cls=True, truncate_seq=True):
+  """How many leading positions of a length-`length` sequence survive `steps` poolings.
+
+  Truncation (and, at odd lengths, the windows that follow it) can leave the last
+  positions in no pooled window at all; everything before them is covered.
+  """
+  ends = np.arange(1, length + 1)   # exclusive end of the positions each token covers
+  for _ in range(steps):
+    body = ends
+    if separate_cls:
+      body = ends[1:-1] if truncate_seq else ends[1:]
+    pooled = np.maximum.reduceat(body, np.arange(0, len(body), 2)) if len(body) else body
+    ends = np.concatenate([ends[:1], pooled]) if separate_cls else pooled
+  return int(ends.max())
+
+
+def pooled_length(length, separate_cls=True, truncate_seq=True):
+  """Sequence length after one stride-2 pooling step.
+
+  512 -> 256 with `separate_cls` and `truncate_seq`, 512 -> 257 with `separate_cls`
+  alone, and 512 -> 256 (odd lengths rounding up) without `separate_cls`.
+  """
+  if separate_cls:
+    length = length if truncate_seq else length + 1
+  return (length + 1) // 2
+
+
+def block_lengths(seq_length, num_blocks, separate_cls=True, truncate_seq=True):
+  """Sequence length inside each block, e.g. 512 -> [512, 256, 128]."""
+  lengths = [seq_length]
+  for _ in range(num_blocks - 1):
+    lengths.append(pooled_length(lengths[-1], separate_cls, truncate_seq))
+  return lengths
+
+
+def position_grid(positions, name):
+  """`(start, stride)` of an arithmetic position vector; raises if it is not one."""
+  start = float(positions[0])
+  stride = float(positions[1] - positions[0]) if positions.shape[0] > 1 else None
+  if stride is not None and not np.allclose(np.diff(positions), stride):
+    raise ValueError(
+        f"{name} must be evenly spaced for position_encoding='shift' (got {positions}); "
+        "use position_encoding='factorized' for arbitrary positions")
+  return start, stride

@@ -1,0 +1,34 @@
+"""The zoo's layers and encoders for Keras 3: JAX, TensorFlow and PyTorch backends (see README.md here).
+
+Imports `keras` (3.x) only, never `tf_keras`; the backend is Keras' (`KERAS_BACKEND`).
+"""
+
+from zoo.keras3.attention import AttentionResult
+from zoo.keras3.attention import MultiHeadAttention
+from zoo.keras3.embeddings import ClsSegmentIds
+from zoo.keras3.embeddings import EncoderEmbeddings
+from zoo.keras3.encoders import FunnelEncoder
+from zoo.keras3.encoders import TransformerEncoder
+from zoo.keras3.funnel_pooling import FunnelPooling
+from zoo.keras3.funnel_pooling import FunnelUpsampling
+from zoo.keras3.funnel_pooling import pool_sequence
+from zoo.keras3.loading import LoadedModelDir
+from zoo.keras3.loading import load_model_dir
+from zoo.keras3.relative_attention import RelativeMultiHeadAttention
+from zoo.keras3.transformer_block import TransformerBlock
+
+__all__ = [
+    "AttentionResult",
+    "ClsSegmentIds",
+    "EncoderEmbeddings",
+    "FunnelEncoder",
+    "FunnelPooling",
+    "FunnelUpsampling",
+    "LoadedModelDir",
+    "MultiHeadAttention",
+    "RelativeMultiHeadAttention",
+    "TransformerBlock",
+    "TransformerEncoder",
+    "load_model_dir",
+    "pool_sequence",
+]

@@ -1,0 +1,253 @@
+"""The zoo's encoders in keras-hub: backbones, a WordPiece tokenizer, a preprocessor, a classifier.
+
+Used the way keras-hub's BERT is:
+
+    import zoo.keras3.hub as zoo_hub
+
+    classifier = zoo_hub.classifier_from_model_dir("runs/sst2", num_classes=2)
+    classifier.fit(x=["a good film", "a bad film"], y=[1, 0], batch_size=2)
+    classifier.predict(["a wonderful film"])
+    classifier.save_to_preset("presets/funnel_sst2")
+    keras_hub.models.TextClassifier.from_preset("presets/funnel_sst2")   # a FunnelTextClassifier
+
+- `FunnelBackbone`, `TransformerBackbone`: `keras_hub.models.Backbone`s around a
+  `zoo.keras3` encoder, with keras-hub's inputs (`token_ids`, `segment_ids`,
+  `padding_mask`) and outputs (`sequence_output`, `pooled_output`). The encoder's
+  constructor arguments are the backbone's config (`encoder_config`).
+- `FunnelTokenizer`, `TransformerTokenizer`: keras-hub WordPiece tokenizers with the
+  model directory's vocabulary, casing and special-token names (Funnel checkpoints
+  name theirs `<cls>`, `<sep>`, ...).
+- `FunnelTextClassifierPreprocessor`, ...: keras-hub's `[CLS] a [SEP] b [SEP]` packing to
+  the encoder's static length.
+- `FunnelTextClassifier`, `TransformerTextClassifier`: dropout and float32 logits on the
+  pooled [cls] vector, like keras-hub's `BertTextClassifier`.
+
+`*_from_model_dir` build them from a zoo model directory (`zoo.keras3.load_model_dir`).
+Imports keras-hub, and through it TensorFlow for the tokenizer's string ops (tf.data
+preprocessing, as in every keras-hub text model); the encoder runs on Keras' backend.
+"""
+
+import keras
+import keras_hub
+from keras import ops
+
+from zoo.keras3.encoders import FunnelEncoder
+from zoo.keras3.encoders import TransformerEncoder
+from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
+from zoo.keras3.loading import load_model_dir
+from zoo.keras3.weights import copy_weights
+
+# ---------------------------------------------------------------------------------------------
+# Backbones.
+
+
+class ZooBackbone(keras_hub.models.Backbone):
+  """A keras-hub backbone around a `zoo.keras3` encoder (`encoder_class`) built from `encoder_config`.
+
+  Inputs `token_ids`, `segment_ids`, `padding_mask` (`[B, seq_length]`); outputs
+  `sequence_output` and `pooled_output` (the tanh dense on [cls]).
+  """
+
+  encoder_class = None
+
+  def __init__(self, encoder_config, dtype=None, **kwargs):
+    encoder_config = dict(encoder_config)
+    for key in ("block_sizes", "block_repeats"):
+      if encoder_config.get(key) is not None:
+        encoder_config[key] = tuple(encoder_config[key])
+    encoder = self.encoder_class(**encoder_config, name="encoder")
+    seq_length = encoder_config.get("seq_length")
+    token_ids = keras.Input(shape=(seq_length,), dtype="int32", name="token_ids")
+    segment_ids = keras.Input(shape=(seq_length,), dtype="int32", name="segment_ids")
+    padding_mask = keras.Input(shape=(seq_length,), dtype="int32", name="padding_mask")
+    outputs = encoder(dict(input_word_ids=token_ids, input_mask=ops.cast(padding_mask, "int32"),
+                           input_type_ids=segment_ids))
+    super().__init__(
+        inputs=dict(token_ids=token_ids, segment_ids=segment_ids, padding_mask=padding_mask),
+        outputs=dict(sequence_output=outputs["sequence_output"], pooled_output=outputs["pooled_output"]),
+        dtype=dtype, **kwargs)
+    self.encoder = encoder
+    self.encoder_config = encoder_config
+    self.token_embedding = encoder.get_embedding_layer()
+
+  @property
+  def vocabulary_size(self):
+    return self.encoder_config["vocab_size"]
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(encoder_config=dict(self.encoder_config))
+    return config
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FunnelBackbone(ZooBackbone):
+  """The Funnel-Transformer (`zoo.keras3.FunnelEncoder`) as a keras-hub backbone."""
+  encoder_class = FunnelEncoder
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerBackbone(ZooBackbone):
+  """BERT, Pre-LN, RealFormer and the relative Transformer (`zoo.keras3.TransformerEncoder`)."""
+  encoder_class = TransformerEncoder
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizers and preprocessors.
+
+
+class ZooTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
+  """WordPiece with a zoo model directory's vocabulary, casing and special tokens.
+
+  Args:
+    vocabulary: the tokens (index = id) or a vocabulary file.
+    lowercase: lower-case, and strip accents, first (BERT uncased, the zoo's default).
+    special_tokens_names: `{role: token}` for `pad`, `unk`, `cls`, `sep`, `mask`
+      (defaults BERT's `[PAD]`, ...).
+  """
+
+  def __init__(self, vocabulary=None, lowercase=True, special_tokens_names=None, **kwargs):
+    names = {**DEFAULT_SPECIAL_TOKENS, **(special_tokens_names or {})}
+    self.special_tokens_names = names
+    for role in ("cls", "sep", "pad", "mask"):
+      self._add_special_token(names[role], f"{role}_token")
+    self._add_special_token(names["cls"], "start_token")
+    self._add_special_token(names["sep"], "end_token")
+    kwargs.pop("oov_token", None)
+    kwargs.pop("strip_accents", None)
+    super().__init__(vocabulary=vocabulary, lowercase=lowercase, strip_accents=lowercase,
+                     oov_token=names["unk"], **kwargs)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(special_tokens_names=dict(self.special_tokens_names))
+    return config
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FunnelTokenizer(ZooTokenizer):
+  backbone_cls = FunnelBackbone
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerTokenizer(ZooTokenizer):
+  backbone_cls = TransformerBackbone
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FunnelTextClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
+  backbone_cls = FunnelBackbone
+  tokenizer_cls = FunnelTokenizer
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerTextClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
+  backbone_cls = TransformerBackbone
+  tokenizer_cls = TransformerTokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# Classifiers.
+
+
+class ZooTextClassifier(keras_hub.models.TextClassifier):
+  """Dropout and a dense layer on the backbone's `pooled_output`: `BertTextClassifier`'s head.
+
+  The logits are float32 under any dtype policy (the zoo's convention).
+  """
+
+  def __init__(self, backbone, num_classes, preprocessor=None, activation=None, dropout=0.1, **kwargs):
+    self.backbone = backbone
+    self.preprocessor = preprocessor
+    self.output_dropout = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
+                                               name="classifier_dropout")
+    self.output_dense = keras.layers.Dense(
+        num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+        activation=activation, dtype="float32", name="logits")
+    inputs = backbone.input
+    pooled = self.output_dropout(backbone(inputs)["pooled_output"])
+    outputs = self.output_dense(pooled)
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self.num_classes = num_classes
+    self.activation = keras.activations.get(activation)
+    self.dropout = dropout
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_classes=self.num_classes, activation=keras.activations.serialize(self.activation),
+                  dropout=self.dropout)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FunnelTextClassifier(ZooTextClassifier):
+  backbone_cls = FunnelBackbone
+  preprocessor_cls = FunnelTextClassifierPreprocessor
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerTextClassifier(ZooTextClassifier):
+  backbone_cls = TransformerBackbone
+  preprocessor_cls = TransformerTextClassifierPreprocessor
+
+
+FAMILIES = {
+    "funnel": (FunnelBackbone, FunnelTokenizer, FunnelTextClassifierPreprocessor, FunnelTextClassifier),
+    "transformer": (TransformerBackbone, TransformerTokenizer, TransformerTextClassifierPreprocessor,
+                    TransformerTextClassifier),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# From a zoo model directory.
+
+
+def backbone_from_model_dir(path, **overrides):
+  """The backbone of a zoo model directory, with its weights, and the `LoadedModelDir`."""
+  loaded = load_model_dir(path, **overrides)
+  backbone_class = FAMILIES[loaded.family][0]
+  backbone = backbone_class(loaded.encoder_config)
+  copy_weights(loaded.encoder, backbone.encoder)
+  return backbone, loaded
+
+
+def tokenizer_from_loaded(loaded):
+  """The keras-hub tokenizer of a `LoadedModelDir`'s vocabulary and tokenizer settings."""
+  tokenizer_class = FAMILIES[loaded.family][1]
+  return tokenizer_class(vocabulary=loaded.vocab, lowercase=loaded.lower_case,
+                         special_tokens_names=loaded.special_tokens)
+
+
+def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0.1, **overrides):
+  """A keras-hub text classifier (with its preprocessor) on a zoo model directory's encoder.
+
+  `num_classes` defaults to the directory's (a classification run's); a converted
+  checkpoint needs it. `overrides` go to the encoder (e.g. `dropout`, `seq_length`).
+  """
+  backbone, loaded = backbone_from_model_dir(path, **overrides)
+  num_classes = num_classes or loaded.num_classes
+  if not num_classes:
+    raise ValueError(f"{path} records no num_classes (it is no classification run): pass num_classes")
+  _, _, preprocessor_class, classifier_class = FAMILIES[loaded.family]
+  preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
+  return classifier_class(backbone, num_classes, preprocessor=preprocessor, activation=activation,
+                          dropout=dropout)
+
+
+def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=True, special_tokens=None,
+                           activation=None, dropout=0.1, **overrides):
+  """A keras-hub text classifier on a zoo preset's encoder (`zoo.presets`) with random weights.
+
+  `vocab`: the WordPiece tokens (index = id), which set the vocabulary size;
+  `special_tokens`: their names by role (default BERT's `[CLS]`, ...); `overrides`:
+  encoder arguments over the preset's.
+  """
+  from zoo import presets
+  chosen = presets.get(preset)
+  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  backbone_class, tokenizer_class, preprocessor_class, classifier_class = FAMILIES[chosen.family]
+  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
+                              special_tokens_names=special_tokens)
+  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length)
+  return classifier_class(backbone_class(config), num_classes, preprocessor=preprocessor,
+                          activation=activation, dropout=dropout)

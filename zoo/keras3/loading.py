@@ -1,0 +1,100 @@
+"""A zoo model directory as a Keras 3 encoder: what `tpu.train` trained or `zoo.convert` converted.
+
+`load_model_dir(path)` rebuilds the encoder that `config.json` describes (its preset and
+overrides, vocabulary size, static length) with `zoo.keras3`, under the current Keras
+backend, and gives it the weights of the directory's latest checkpoint, moved by name
+(`zoo.keras3.weights`). The tokenizer settings beside them (vocabulary, casing, special
+tokens, [cls]'s token type) come along for the keras-hub tokenizer (`zoo.keras3.hub`).
+The checkpoint is TensorFlow's format, read with TensorFlow (any build: no TPU one is
+needed) and never with `tf_keras`.
+"""
+
+import dataclasses
+
+from zoo import presets
+from zoo.keras3.encoders import FunnelEncoder
+from zoo.keras3.encoders import TransformerEncoder
+from zoo.keras3.weights import assign_named_arrays
+from zoo.keras3.weights import checkpoint_arrays
+from zoo.model_dir import ModelDir
+from zoo.model_dir import encoder_root
+
+ENCODER_CLASSES = {"transformer": TransformerEncoder, "funnel": FunnelEncoder}
+# The special tokens of a directory whose config.json names none: BERT's (zoo.text.SPECIAL_TOKENS).
+DEFAULT_SPECIAL_TOKENS = dict(pad="[PAD]", unk="[UNK]", cls="[CLS]", sep="[SEP]", mask="[MASK]")
+
+
+@dataclasses.dataclass
+class LoadedModelDir:
+  """What `load_model_dir` returns: the encoder and the tokenizer settings of the directory.
+
+  `encoder_config` holds the encoder's constructor arguments (`family` says which class),
+  `vocab` the WordPiece tokens (index = id), `special_tokens` the names of
+  `pad`/`unk`/`cls`/`sep`/`mask`, `cls_type_id` the token type of [cls] (2 for Funnel's
+  tokenizer), and `num_classes`/`label_names` the task's, when the directory has them.
+  """
+  encoder: object
+  family: str
+  encoder_config: dict
+  vocab: list
+  lower_case: bool
+  special_tokens: dict
+  cls_type_id: int
+  max_chars_per_word: int
+  seq_length: int
+  num_classes: int | None = None
+  label_names: list | None = None
+
+
+def encoder_config(settings, **overrides):
+  """`(family, constructor arguments)` of the encoder a `config.json` describes.
+
+  The preset `model`, its `model_overrides`, `dropout` (for both dropout rates, as the
+  training job applies it), `vocab_size` and `seq_length`, then `overrides`.
+  """
+  if "model" not in settings:
+    raise ValueError("config.json names no model (preset): is this a zoo model directory?")
+  preset = presets.get(settings["model"])
+  values = {**preset.config, **settings.get("model_overrides", {})}
+  if settings.get("dropout") is not None:
+    values.setdefault("dropout", settings["dropout"])
+    values.setdefault("attention_dropout", settings["dropout"])
+  values.update(vocab_size=settings["vocab_size"], seq_length=settings["seq_length"])
+  values.update(overrides)
+  for key in ("block_sizes", "block_repeats"):
+    if values.get(key) is not None:
+      values[key] = tuple(values[key])
+  return preset.family, values
+
+
+def load_model_dir(path, **overrides):
+  """The encoder of the zoo model directory `path` with its latest weights, as a `LoadedModelDir`.
+
+  Args:
+    path: a model directory (local or gs://) with `config.json`, `vocab.txt` and a checkpoint.
+    **overrides: encoder arguments that do not change the weights, e.g. `seq_length`,
+      `dropout`, `attention_dropout`, `output_attention_probs`, `dtype` (a Keras dtype
+      policy such as "mixed_bfloat16").
+
+  Raises:
+    FileNotFoundError: no config.json, vocab.txt or checkpoint.
+    zoo.keras3.weights.WeightMismatch: the checkpoint does not fit the configuration.
+  """
+  model_dir = ModelDir(path)
+  settings = model_dir.read_config()
+  family, config = encoder_config(settings, **overrides)
+  prefix = model_dir.latest_checkpoint()
+  if prefix is None:
+    raise FileNotFoundError(f"{path} holds no checkpoint in {model_dir.checkpoint_dir}")
+  encoder = ENCODER_CLASSES[family](**config)
+  assign_named_arrays(encoder, checkpoint_arrays(prefix, encoder_root(prefix)),
+                      source=f"the checkpoint {prefix}")
+  tokenizer = settings.get("tokenizer") or {}
+  return LoadedModelDir(
+      encoder=encoder, family=family, encoder_config={k: v for k, v in config.items() if k != "dtype"},
+      vocab=list(model_dir.read_vocab()), lower_case=bool(settings.get("lower_case", True)),
+      special_tokens={**DEFAULT_SPECIAL_TOKENS, **tokenizer.get("special_tokens", {})},
+      cls_type_id=int(tokenizer.get("cls_type_id", 0)),
+      max_chars_per_word=int(tokenizer.get("max_chars_per_word", 100)),
+      seq_length=config["seq_length"], num_classes=settings.get("num_classes"),
+      label_names=settings.get("label_names"))
