@@ -117,8 +117,8 @@ print(json.dumps(dict(examples_per_second=batches * batch / elapsed, seconds=ela
 """
 
 
-def measure(small_mb, large_mb, seq_length=512, batch=256, batches=40, folder=None):
-  """The three measurements; returns a dict of results."""
+def measure(small_mb, large_mb, seq_length=512, batch=256, batches=40, folder=None, beam=True):
+  """The three measurements (with `beam=False`, the single process only); returns a dict of results."""
   folder = folder or tempfile.mkdtemp(prefix="zoo-input-")
   results = dict(seq_length=seq_length, batch=batch)
   vocab = os.path.join(folder, "vocab.txt")
@@ -135,8 +135,9 @@ def measure(small_mb, large_mb, seq_length=512, batch=256, batches=40, folder=No
                          "multi_processing"], 1),
                  beam2=(["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode",
                          "multi_processing"], 2))
-  runs = [("single", "small"), ("single", "large"), ("beam2", "small"), ("beam2", "large"),
-          ("beam1", "large")]
+  runs = [("single", "small"), ("single", "large")]
+  if beam:
+    runs += [("beam2", "small"), ("beam2", "large"), ("beam1", "large")]
   for engine, name in runs:
     path, size = corpora[name]
     out = os.path.join(folder, f"records-{name}-{engine}")
@@ -151,10 +152,11 @@ def measure(small_mb, large_mb, seq_length=512, batch=256, batches=40, folder=No
                         examples=summary["examples"], cores=cores)
   small, large = results["preprocess_small"], results["preprocess_large"]
   results["memory_ratio"] = large["peak_mb"] / small["peak_mb"]
-  results["beam2_memory_ratio"] = results["beam2_large"]["peak_mb"] / results["beam2_small"]["peak_mb"]
-  reference = os.path.join(folder, "records-large-single")
-  results["identical"] = all(_same_output(reference, os.path.join(folder, f"records-large-{engine}"))
-                             for engine in ("beam1", "beam2"))
+  if beam:
+    results["beam2_memory_ratio"] = results["beam2_large"]["peak_mb"] / results["beam2_small"]["peak_mb"]
+    reference = os.path.join(folder, "records-large-single")
+    results["identical"] = all(_same_output(reference, os.path.join(folder, f"records-large-{engine}"))
+                               for engine in ("beam1", "beam2"))
   output, _, _ = _pinned([sys.executable, "-c", PIPELINE_PROBE, os.path.join(folder, "records-large-single"),
                           str(seq_length), str(batch), str(batches)])
   results["pipeline"] = json.loads(output)
@@ -176,6 +178,8 @@ def report(results):
       f"({results['memory_ratio']:.3f}x) | within {FLAT_MEMORY:.0%} "
       f"({'met' if abs(results['memory_ratio'] - 1) <= FLAT_MEMORY else 'MISSED'}) |",
   ]
+  if "beam2_large" not in results:
+    return "\n".join(lines)
   rows = [("one process, one core", large)] + [
       (f"Beam DirectRunner, {n} worker{'s' * (n > 1)}, {n} core{'s' * (n > 1)}", results[f"beam{n}_large"])
       for n in (1, 2)]

@@ -17,7 +17,8 @@ def test_corpus_has_the_size_asked_for(tmp_path):
 
 @pytest.mark.slow
 def test_measure_and_report(tmp_path):
-  results = input_pipeline.measure(0.2, 0.6, seq_length=64, batch=16, batches=5, folder=str(tmp_path))
+  results = input_pipeline.measure(0.2, 0.6, seq_length=64, batch=16, batches=5, folder=str(tmp_path),
+                                   beam=False)   # Beam's engines are compared in test_shard_writer
   small, large = results["preprocess_small"], results["preprocess_large"]
   assert 0.2 <= small["megabytes"] < 0.3 and 0.6 <= large["megabytes"] < 0.7
   assert large["tokens"] > 2 * small["tokens"] > 0 and large["mb_per_second"] > 0
@@ -25,3 +26,7 @@ def test_measure_and_report(tmp_path):
   assert results["pipeline"]["examples_per_second"] > 0
   table = input_pipeline.report(results)
   assert table.count("\n") == 5 and "examples/s" in table and "MB/s" in table
+  results.update(beam1_large=large, beam2_large=large, beam2_small=small, beam2_memory_ratio=1.0,
+                 identical=True)
+  table = input_pipeline.report(results)
+  assert "| Beam DirectRunner, 2 workers, 2 cores | " in table and "byte-identical outputs: yes" in table

@@ -49,12 +49,13 @@ def active():
 
 
 def next_seed():
-  """A `[2]` seed for a stateless random op: the scope's next one, else a fresh random one."""
+  """A `[2]` int32 seed for a stateless random op (int32: what every such op takes under XLA):
+  the scope's next one, else a fresh random one."""
   scope = getattr(_STATE, "scope", None)
   if scope is None:
-    return tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
+    return tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
   scope[1] += 1
-  return tf.random.experimental.stateless_fold_in(scope[0], scope[1])
+  return tf.cast(tf.random.experimental.stateless_fold_in(scope[0], scope[1]), tf.int32)
 
 
 @keras.utils.register_keras_serializable(package="zoo")
