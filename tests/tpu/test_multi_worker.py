@@ -336,7 +336,9 @@ def test_a_killed_chief_stops_its_peer_and_the_rerun_resumes_as_the_same_run(uni
 
 
 @pytest.mark.slow
-def test_sigterm_to_a_worker_saves_on_all_and_the_rerun_resumes_as_the_same_run(uninterrupted, tmp_path):
+def test_sigterm_to_a_worker_saves_on_all_at_the_same_step(uninterrupted, tmp_path):
+  """A preempted VM: both workers save the same step and exit with 143 (the resume from such a
+  checkpoint is the killed-chief test's)."""
   model_dir, args = resume_config(tmp_path, uninterrupted)
   with Cluster(str(tmp_path), args) as first:
     first.wait_for(lambda: len(training_records(model_dir)) >= 2)
@@ -347,11 +349,8 @@ def test_sigterm_to_a_worker_saves_on_all_and_the_rerun_resumes_as_the_same_run(
   assert "SIGTERM: saved a checkpoint at step" in first.stderr(1)
   stopped_at = training_records(model_dir)[-1]["step"]
   assert 2 <= stopped_at < RESUME_STEPS and latest_step(model_dir) == stopped_at
-
-  with Cluster(str(tmp_path), args) as second:
-    codes = second.wait()
-  assert codes == [0, 0], second.stderr(0)[-2000:]
-  assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, second)
+  for index in range(2):   # every worker's input position of that step, for the rerun
+    assert ModelDir(str(model_dir)).input_state_steps(index, 2)[-1] == stopped_at
 
 
 @pytest.mark.slow

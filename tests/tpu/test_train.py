@@ -285,7 +285,7 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
                                vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
           train.run(config, strategy=strategy)
           losses[source + "-" + name] = [record["loss"] for record in ModelDir(model_dir).read_history()]
-          if name == "two":   # SIGTERM after some steps, then the same run again: it resumes
+          if name == "two" and source == "tfrecord":   # SIGTERM after some steps, then the same run again
             import os, signal, threading, time
             from tpu.checkpointing import Preempted
             resumed = ModelDir(model_dir + "-resumed")
@@ -312,9 +312,9 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
     assert len(one) == 6 and one[0] != one[-1]
     np.testing.assert_allclose(two, one, atol=1e-5, err_msg=source)
     print(f"{source}: largest difference, 2 replicas vs 1 device:", np.abs(two - one).max())
-    # Stopped and resumed under MirroredStrategy: the losses of the uninterrupted run.
-    assert 2 <= losses[f"{source}-stopped"] < 6
-    np.testing.assert_allclose(losses[f"{source}-resumed"], two, rtol=0, atol=1e-5, err_msg=source)
+  # Stopped and resumed under MirroredStrategy: the losses of the uninterrupted run.
+  assert 2 <= losses["tfrecord-stopped"] < 6
+  np.testing.assert_allclose(losses["tfrecord-resumed"], losses["tfrecord-two"], rtol=0, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,24 +24,36 @@ def run_in_backend(backend, module, *args, timeout=900):
   return result
 
 
+def _shared(tmp_path_factory, name, make):
+  """`make(path)` once for the whole run, whichever test worker (pytest-xdist) asks first: the
+  others wait for its file (the pattern pytest-xdist documents for session fixtures)."""
+  from filelock import FileLock
+  root = tmp_path_factory.getbasetemp().parent   # shared by every worker of this run
+  path = root / name
+  with FileLock(str(path) + ".lock"):
+    if not path.exists():
+      make(str(path) + ".partial")
+      os.replace(str(path) + ".partial", path)
+  return str(path)
+
+
 @pytest.fixture(scope="session")
 def twin_reference(tmp_path_factory):
-  """The tf_keras side of every case (weights by name, outputs), pickled once per session."""
-  path = str(tmp_path_factory.mktemp("keras3_reference") / "reference.pkl")
-  twins.reference(path)
-  return path
+  """The tf_keras side of every case (weights by name, outputs), pickled once per run."""
+  return _shared(tmp_path_factory, "keras3_reference.pkl", twins.reference)
 
 
 @pytest.fixture(scope="session")
 def backend_report(twin_reference, tmp_path_factory):
-  """`report(backend)`: the Keras 3 side under `backend`, run once per session and backend."""
+  """`report(backend)`: the Keras 3 side under `backend`, run once per run and backend."""
   reports = {}
 
   def report(backend):
     if backend not in reports:
-      out = str(tmp_path_factory.mktemp(f"keras3_{backend}") / "report.json")
-      run_in_backend(backend, "tests.zoo.keras3.twins", backend, twin_reference, out)
-      with open(out) as file:
+      def make(out):
+        run_in_backend(backend, "tests.zoo.keras3.twins", backend, twin_reference, out)
+      path = _shared(tmp_path_factory, f"keras3_{backend}.json", make)
+      with open(path) as file:
         reports[backend] = json.load(file)
     return reports[backend]
   return report

@@ -71,15 +71,16 @@ def test_jax_compiles_the_encoder_with_no_gather_in_the_factorized_attention(bac
 
 @pytest.mark.slow
 def test_every_funnel_flag_combination_equals_its_twin(tmp_path):
-  """All 64 combinations of the Funnel flags, under TensorFlow and PyTorch (the pairs of them
-  run under every backend above)."""
+  """All 64 combinations of the Funnel flags under PyTorch, the backend whose kernels are
+  furthest from tf_keras' (a covering set of them, every pair of flag values, runs under every
+  backend above; under TensorFlow those equal their twins exactly)."""
   import json
 
   from tests.zoo.keras3 import twins
   reference = str(tmp_path / "grid.pkl")
   names = twins.reference(reference, full_grid=True)
   assert len(names) == 64
-  for backend in ("tensorflow", "torch"):
+  for backend in ("torch",):
     out = str(tmp_path / f"{backend}.json")
     run_in_backend(backend, "tests.zoo.keras3.twins", backend, reference, out, "--no-checks")
     with open(out) as file:
