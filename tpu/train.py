@@ -141,7 +141,7 @@ def _run(config, strategy, worker, export, signals):
     if dropped:
       log.info("history.jsonl: dropped %d record(s) after step %d, which this run logs again", dropped, start)
 
-  def evaluate(step, during_training=True):
+  def evaluate(step):
     results = trainer.evaluate(eval_data, terminated=lambda: signals.terminated)
     if results is None:   # SIGTERM on some worker
       checkpoints.save_final(step)
