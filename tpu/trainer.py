@@ -66,7 +66,7 @@ class Trainer:
       compute = tf.function(compute, jit_compile=True)   # TPUs compile the whole step anyway
     self._compute = compute
     self.stop_requested = False
-    self.train_input = None   # set by `TrainInput`
+    self.train_input = None   # the `TrainInput` of the last `run_steps`, which the train function reads
     self.train_steps = tf.function(self._train_steps)
     self.eval_step = tf.function(self._eval_step)
 

@@ -12,6 +12,7 @@ from tests.tpu.tasks.losses import tiny_config
 from tpu import data
 from tpu.data import pipeline
 from tpu.data import records
+from tpu.strategy import Worker
 from tpu.tasks import get_task
 from tpu.trainer import TrainInput
 from zoo.text import TextEncoder
@@ -101,7 +102,7 @@ def test_a_restored_position_continues_the_stream_and_an_epoch_sees_each_example
   config = tiny_config(str(tmp_path / "run"), data=f"tsv:{path}", num_classes=2).validate()
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "example"] + [str(n) for n in range(40)]
   encoder, task = TextEncoder(vocab, seq_length=8), get_task(config)
-  worker = types_worker()
+  worker = Worker()
 
   def stream():
     return TrainInput(tf.distribute.get_strategy(), pipeline.train_input_fn(
@@ -122,8 +123,3 @@ def test_a_restored_position_continues_the_stream_and_an_epoch_sees_each_example
   assert before + after == uninterrupted
   assert sorted(before + after) == list(range(40))
   np.testing.assert_array_equal(sorted(uninterrupted), np.arange(40))
-
-
-def types_worker():
-  from tpu.strategy import Worker
-  return Worker()
