@@ -19,6 +19,15 @@ REQUIRED = [
 ]
 
 
+@pytest.fixture
+def zero_initialized(monkeypatch):
+  """Weights built as zeros: a parameter count depends on the shapes only, and drawing
+  hundreds of millions of truncated-normal values is most of a full-size build's time."""
+  def zeros(self, shape, dtype=None, **kwargs):
+    return tf.zeros(shape, dtype or tf.float32)
+  monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", zeros)
+
+
 def _params(name):
   preset = presets.get(name)
   return cost.parameter_count(preset.family, preset.config)
@@ -67,7 +76,7 @@ def test_single_block_funnel_flops_equal_the_relative_transformer():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["bert_base", "rel_transformer_base", "funnel_b4_4_4",
                                   "funnel_b6_3x2_3x2", "funnel_b6_6_6_decoder"])
-def test_full_size_preset_builds_with_the_counted_parameters(name):
+def test_full_size_preset_builds_with_the_counted_parameters(name, zero_initialized):
   keras.backend.clear_session()
   overrides = {"seq_length": 128} if presets.get(name).family == "funnel" else {}
   encoder = presets.build(name, **overrides)
@@ -94,7 +103,7 @@ def _fast_or_slow(names):
 
 
 @pytest.mark.parametrize("name", _fast_or_slow(presets.names()))
-def test_every_preset_builds_at_full_width_with_the_counted_parameters(name):
+def test_every_preset_builds_at_full_width_with_the_counted_parameters(name, zero_initialized):
   """Parameters are linear in depth, so two full-width depths fix the full-size count."""
   preset = presets.get(name)
   counts = []
