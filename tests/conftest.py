@@ -13,3 +13,39 @@ def _float32_policy():
   keras.backend.clear_session()
   yield
   keras.mixed_precision.set_global_policy("float32")
+
+
+def shared_file(tmp_path_factory, name, make):
+  """`make(path)` once for the whole run, whichever test worker (pytest-xdist) asks first: the
+  others wait for its file (the pattern pytest-xdist documents for session fixtures). Returns
+  the path."""
+  from filelock import FileLock
+  root = tmp_path_factory.getbasetemp().parent   # shared by every worker of this run
+  path = root / name
+  with FileLock(str(path) + ".lock"):
+    if not path.exists():
+      make(str(path) + ".partial")
+      os.replace(str(path) + ".partial", path)
+  return str(path)
+
+
+PROSE_VOCAB_SIZE = 8000
+
+
+@pytest.fixture(scope="session")
+def prose_vocab(tmp_path_factory):
+  """`path(lower_case)`: a WordPiece vocabulary of PROSE_VOCAB_SIZE pieces learned with
+  tensorflow-text from every fourth line of the standard library's docstrings (so the other
+  lines also meet words it splits or lacks); learned once per run and casing."""
+  def path(lower_case):
+    def make(out):
+      import tensorflow as tf
+
+      from tests.zoo.text.test_reference import stdlib_prose
+      from zoo.text.vocab import learn_vocab
+      from zoo.text.vocab import write_vocab
+      lines = stdlib_prose()[::4]
+      write_vocab(learn_vocab(tf.data.Dataset.from_tensor_slices(lines), PROSE_VOCAB_SIZE,
+                              lower_case=lower_case), out)
+    return shared_file(tmp_path_factory, f"prose-vocab-{'lower' if lower_case else 'cased'}.txt", make)
+  return path

@@ -26,8 +26,6 @@ from tpu import train
 from tpu.config import TrainConfig
 from tpu.tasks import squad
 from zoo.text import TextEncoder
-from zoo.text.vocab import learn_vocab
-from zoo.text.vocab import write_vocab
 
 TINY = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=1)
 TINY_DECODER = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1],
@@ -66,16 +64,14 @@ def _write_json(path, content):
 
 
 @pytest.fixture(scope="module")
-def prose_vocab(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp("vocab") / "vocab.txt")
-  write_vocab(learn_vocab(tf.data.Dataset.from_tensor_slices(stdlib_prose()[::8]), 2000), path)
-  return path
+def lowercase_vocab(prose_vocab):
+  return prose_vocab(True)
 
 
 # ---------------------------------------------------------------------------------------------
 # Windows.
 
-def test_windows_match_model_gardens_squad_features(tmp_path, prose_vocab):
+def test_windows_match_model_gardens_squad_features(tmp_path, lowercase_vocab):
   """Ids, types, mask, answer positions and maximum context of every window, against
   `official.nlp.data.squad_lib.convert_examples_to_features` with BERT's reference tokenizer."""
   content = squad_json(150, seed=1, impossible=0.2, lines_per_context=(1, 12))
@@ -84,7 +80,7 @@ def test_windows_match_model_gardens_squad_features(tmp_path, prose_vocab):
   examples = squad_lib.read_squad_examples(path, is_training=True, version_2_with_negative=True)
   assert len(examples) == 150
   expected = []
-  reference = tokenization.FullTokenizer(prose_vocab, do_lower_case=True)
+  reference = tokenization.FullTokenizer(lowercase_vocab, do_lower_case=True)
   squad_lib.convert_examples_to_features(examples, reference, length, stride, query, is_training=True,
                                          output_fn=expected.append)
   qas = [(paragraph["context"], qa) for article in content["data"] for paragraph in article["paragraphs"]
@@ -93,7 +89,7 @@ def test_windows_match_model_gardens_squad_features(tmp_path, prose_vocab):
   starts = [qa["answers"][0]["answer_start"] if qa["answers"] else -1 for _, qa in qas]
   questions = tf.constant([qa["question"] for _, qa in qas])
   contexts = tf.constant([context for context, _ in qas])
-  encoder = TextEncoder(prose_vocab, seq_length=length)
+  encoder = TextEncoder(lowercase_vocab, seq_length=length)
   ours = squad.windows(encoder, questions, contexts, max_query_length=query, doc_stride=stride,
                        answers=tf.constant(answers), answer_starts=tf.constant(starts))
   ours = {key: value.numpy() for key, value in ours.items()}
@@ -111,9 +107,9 @@ def test_windows_match_model_gardens_squad_features(tmp_path, prose_vocab):
   assert sum(feature.start_position > 0 for feature in expected) > 50
 
 
-def test_answer_positions_map_back_to_the_answer_text(prose_vocab):
+def test_answer_positions_map_back_to_the_answer_text(lowercase_vocab):
   """Characters -> tokens -> bytes: the span of the answer tokens is the answer, accents and all."""
-  encoder = TextEncoder(prose_vocab, seq_length=32)
+  encoder = TextEncoder(lowercase_vocab, seq_length=32)
   context = "Le café où Zoë a bu: « naïve » façade (1990), près de Saint-Étienne."
   answers = ["café", "Zoë", "naïve", "1990", "Saint-Étienne", "bu"]
   count = len(answers)
@@ -154,12 +150,12 @@ def test_window_spans_are_the_best_valid_spans():
     assert null[window] == pytest.approx(start_logits[window, 0] + end_logits[window, 0])
 
 
-def test_serving_answers_equal_evaluation_answers(prose_vocab):
+def test_serving_answers_equal_evaluation_answers(lowercase_vocab):
   """`answers_of` (TensorFlow, serving) and `decode` (evaluation) pick the same spans of the same logits."""
   content = squad_json(20, seed=2, lines_per_context=(4, 12))
   contexts = [article["paragraphs"][0]["context"] for article in content["data"]]
   questions = [article["paragraphs"][0]["qas"][0]["question"] for article in content["data"]]
-  encoder = TextEncoder(prose_vocab, seq_length=48)
+  encoder = TextEncoder(lowercase_vocab, seq_length=48)
   features = squad.windows(encoder, tf.constant(questions), tf.constant(contexts), max_query_length=8,
                            doc_stride=16)
   rng = np.random.default_rng(1)

@@ -21,7 +21,6 @@ from official.nlp.tools import tokenization
 from zoo.text import normalize
 from zoo.text.tokenizer import TextEncoder
 from zoo.text.vocab import SPECIAL_TOKENS
-from zoo.text.vocab import learn_vocab
 from zoo.text.vocab import write_vocab
 
 EDGE_CASES = [
@@ -139,13 +138,11 @@ def test_words_match_the_reference_basic_tokenizer(lower_case):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lower_case", [True, False])
-def test_stdlib_prose_matches_the_reference(tmp_path, lower_case):
+def test_stdlib_prose_matches_the_reference(prose_vocab, lower_case):
   lines = stdlib_prose()
   assert len(lines) > 5000
-  # Learned from a quarter of the lines: the rest also meets words the vocabulary splits or lacks.
-  vocab = learn_vocab(tf.data.Dataset.from_tensor_slices(lines[::4]), 8000, lower_case=lower_case)
-  path = str(tmp_path / "vocab.txt")
-  write_vocab(vocab, path)
+  # The vocabulary is learned from a quarter of the lines: the rest also meets words it splits or lacks.
+  path = prose_vocab(lower_case)
   fraction, different = identical_fraction(path, lower_case, lines)
   print(f"lower_case={lower_case}: {fraction:.5f} of {len(lines)} lines identical")
   assert fraction >= 0.999, different[:5]
