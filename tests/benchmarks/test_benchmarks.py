@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TINY = dict(hidden_size=32, num_heads=2, intermediate_size=64)
 TINY_SETTINGS = run.Settings(
     lengths=(32,), tokens_per_batch=64, repeats=1, memory_batch_size=2, matmul_size=256,
+    memory_models=(run.BASELINE, "funnel_b4_4_4"),   # the baseline and the model with a memory target
     transformer_overrides=dict(TINY, num_layers=2), funnel_overrides=dict(TINY, block_sizes=(1, 1, 1)))
 
 

@@ -313,44 +313,41 @@ def test_two_workers_follow_one_device_and_write_one_model_dir(uninterrupted, tm
 
 
 @pytest.mark.slow
-def test_a_killed_chief_stops_its_peer_and_the_rerun_resumes_as_the_same_run(uninterrupted, tmp_path):
-  """kill -9 of the chief, which hosts the coordination service, at a random moment after the
-  first checkpoint: the other worker exits non-zero within the bound, naming it; the same
-  command then continues both workers' data streams and repeats the uninterrupted losses."""
+def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(uninterrupted, tmp_path):
+  """Three runs of the same command on every worker. The first is preempted: SIGTERM to worker 1
+  after its first step, and both workers save the same step and exit with 143. The second continues
+  from there and loses its chief, which hosts the coordination service, to kill -9 at a random
+  moment after its first checkpoint: the other worker exits non-zero within the bound, naming
+  it. The third continues both workers' data streams and repeats the uninterrupted losses."""
   model_dir, args = resume_config(tmp_path, uninterrupted)
   with Cluster(str(tmp_path), args) as first:
-    first.wait_for(lambda: latest_step(model_dir) is not None)
-    time.sleep(np.random.default_rng().uniform(0, 0.5))
-    codes, took = stop_one(first, 0, signal.SIGKILL)
-  print(f"worker 1 exited {took[1]:.1f} s after the chief was killed")
-  assert codes[1] not in (0, None)
-  assert f"lost worker 0 ({first.addresses[0]})" in first.stderr(1), first.stderr(1)[-2000:]
-  stopped_at = latest_step(model_dir)
-  assert 0 < stopped_at < RESUME_STEPS
-
-  with Cluster(str(tmp_path), args) as second:   # the same command on every worker
-    codes = second.wait()
-  assert codes == [0, 0], second.stderr(0)[-2000:] + second.stderr(1)[-2000:]
-  assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, second)
-  assert_one_set_of_files(model_dir, runs=2)
-
-
-@pytest.mark.slow
-def test_sigterm_to_a_worker_saves_on_all_at_the_same_step(uninterrupted, tmp_path):
-  """A preempted VM: both workers save the same step and exit with 143 (the resume from such a
-  checkpoint is the killed-chief test's)."""
-  model_dir, args = resume_config(tmp_path, uninterrupted)
-  with Cluster(str(tmp_path), args) as first:
-    first.wait_for(lambda: len(training_records(model_dir)) >= 2)
+    first.wait_for(lambda: len(training_records(model_dir)) >= 1)
     codes, took = stop_one(first, 1, signal.SIGTERM)   # a preempted VM
     codes[1] = first.processes[1].wait(timeout=FAULT_BOUND_SECONDS)
   assert codes == {0: 143, 1: 143}, first.stderr(0)[-2000:]
   assert "SIGTERM on another worker: saved a checkpoint at step" in first.stderr(0)
   assert "SIGTERM: saved a checkpoint at step" in first.stderr(1)
-  stopped_at = training_records(model_dir)[-1]["step"]
-  assert 2 <= stopped_at < RESUME_STEPS and latest_step(model_dir) == stopped_at
+  preempted_at = training_records(model_dir)[-1]["step"]
+  assert 1 <= preempted_at < RESUME_STEPS - 3 and latest_step(model_dir) == preempted_at
   for index in range(2):   # every worker's input position of that step, for the rerun
-    assert ModelDir(str(model_dir)).input_state_steps(index, 2)[-1] == stopped_at
+    assert ModelDir(str(model_dir)).input_state_steps(index, 2)[-1] == preempted_at
+
+  with Cluster(str(tmp_path), args) as second:
+    second.wait_for(lambda: latest_step(model_dir) > preempted_at)
+    time.sleep(np.random.default_rng().uniform(0, 0.5))
+    codes, took = stop_one(second, 0, signal.SIGKILL)
+  print(f"worker 1 exited {took[1]:.1f} s after the chief was killed")
+  assert codes[1] not in (0, None)
+  assert f"lost worker 0 ({second.addresses[0]})" in second.stderr(1), second.stderr(1)[-2000:]
+  assert f"the input pipeline continues from its position at step {preempted_at}" in second.stderr(1)
+  stopped_at = latest_step(model_dir)
+  assert preempted_at < stopped_at < RESUME_STEPS
+
+  with Cluster(str(tmp_path), args) as third:
+    codes = third.wait()
+  assert codes == [0, 0], third.stderr(0)[-2000:] + third.stderr(1)[-2000:]
+  assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, third)
+  assert_one_set_of_files(model_dir, runs=3)
 
 
 @pytest.mark.slow
