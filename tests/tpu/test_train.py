@@ -2,6 +2,7 @@
 XLA, bfloat16, TFDS mock data and error messages (each task's loss: tests/tpu/tasks/)."""
 
 import json
+import logging
 import os
 import re
 import signal
@@ -196,11 +197,11 @@ def _wait_for(predicate, process, timeout=240):
 
 
 @pytest.mark.slow
-def test_a_run_killed_at_a_random_moment_resumes_as_the_same_run(tmp_path):
-  """kill -9 after the first checkpoint, at a random moment, then the same command: the per-step
-  losses equal an uninterrupted run's with the same seed, dropout and masking included (the
-  input position and the random draws of every step are restored, not re-drawn), and
-  history.jsonl holds each step once."""
+def test_a_run_killed_at_a_random_moment_resumes_as_the_same_run(tmp_path, caplog, capsys):
+  """kill -9 of `python -m tpu.train` after the first checkpoint, at a random moment, then the
+  same command (here in the test process): the per-step losses equal an uninterrupted run's
+  with the same seed, dropout and masking included (the input position and the random draws of
+  every step are restored, not re-drawn), and history.jsonl holds each step once."""
   config = tiny_config(tmp_path / "run", task="mlm", model_overrides=TINY_DECODER, steps=16,
                        checkpoint_every=4, dropout=0.1, max_predictions_per_seq=3, seed=7)
   model_dir = tmp_path / "run"
@@ -216,14 +217,15 @@ def test_a_run_killed_at_a_random_moment_resumes_as_the_same_run(tmp_path):
   killed_at = int(tf.train.latest_checkpoint(str(checkpoints)).rsplit("-", 1)[1])
   assert killed_at < 16, "the run ended before the kill"
 
-  second = run_job(["--config", path])   # the same command
-  stdout, stderr = second.communicate(timeout=300)
-  assert second.returncode == 0, stderr[-2000:]
-  assert f"(step {killed_at})" in stderr and f"continues from its position at step {killed_at}" in stderr
+  caplog.set_level(logging.INFO, logger="tpu")
+  capsys.readouterr()
+  assert train.main(["--config", path]) == 0   # the same command
+  assert f"(step {killed_at})" in caplog.text
+  assert f"continues from its position at step {killed_at}" in caplog.text
   records = [record for record in history(model_dir) if "loss" in record]
   assert [record["step"] for record in records] == list(range(1, 17))   # each step once
   assert tf.train.latest_checkpoint(str(checkpoints)).endswith("ckpt-16")
-  assert "mlm_accuracy" in json.loads(stdout)
+  assert "mlm_accuracy" in json.loads(capsys.readouterr().out)
 
   train.run(config.replace(model_dir=str(tmp_path / "uninterrupted")))
   expected = np.array([record["loss"] for record in history(tmp_path / "uninterrupted") if "loss" in record])
