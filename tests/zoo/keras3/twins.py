@@ -46,7 +46,12 @@ def _random_weights(holder, seed):
 
 
 def reference(path, full_grid=False):
-  """tf_keras: every case's weights (by name) and outputs, pickled to `path`; returns the case names."""
+  """tf_keras: every case's weights (by name) and outputs, pickled to `path`; returns the case names.
+
+  The functional encoders are built without AutoGraph: their layers' calls have no control flow on
+  tensors (a tensor in a Python `if` or loop would raise while the graph is built)."""
+  import tensorflow as tf
+
   import zoo.layers
   import zoo.models
   lib = _Library(zoo.layers, zoo.models)
@@ -54,7 +59,7 @@ def reference(path, full_grid=False):
   selected = cases.encoder_cases(full_grid=True) if full_grid else {**cases.layer_cases(),
                                                                     **cases.encoder_cases()}
   for seed, (name, case) in enumerate(sorted(selected.items())):
-    holder, run = case(lib)
+    holder, run = tf.autograph.experimental.do_not_convert(case)(lib)
     if holder is not None and not holder.built:   # layers build on their first call, encoders at once
       run()
     weights = {}
