@@ -33,9 +33,12 @@ def run_in_backend(backend, module, *args, timeout=900):
 
 def _shared(tmp_path_factory, name, make):
   """`make(path)` once for the whole run, whichever test worker (pytest-xdist) asks first: the
-  others wait for its file (the pattern pytest-xdist documents for session fixtures)."""
+  others wait for its file (the pattern pytest-xdist documents for session fixtures). Without
+  workers the run's own temporary directory holds it (its parent is shared by every run)."""
   from filelock import FileLock
-  root = tmp_path_factory.getbasetemp().parent   # shared by every worker of this run
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent   # shared by every worker of this run
   path = root / name
   with FileLock(str(path) + ".lock"):
     if not path.exists():
