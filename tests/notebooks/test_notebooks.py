@@ -3,8 +3,9 @@
 The runner drops the cells tagged `skip-ci` (installs and TPU-only cells), injects the
 small settings of `CI_PARAMETERS` right after the cell tagged `parameters` (the
 papermill convention), and executes the notebook with nbclient in a fresh kernel whose
-working directory is a temporary directory, with the repository on PYTHONPATH and
-matplotlib's Agg backend. A cell that raises fails the test, naming the cell.
+working directory is a temporary directory, with the repository on PYTHONPATH,
+matplotlib's Agg backend and the notebook's XLA flags (`CI_XLA_FLAGS`). A cell that
+raises fails the test, naming the cell.
 
 The repository's copies must be clean and runnable from Colab: no outputs or execution
 counts, no repository address of their own (`ZOO_REPO`, a parameter, says where the zoo
@@ -51,12 +52,16 @@ CI_PARAMETERS = {
                                          EVAL_EVERY=12),
     "03_layer_reuse.ipynb": dict(SEQ_LENGTH=32, HIDDEN_SIZE=32, NUM_HEADS=2, TRAIN_EXAMPLES=512, EPOCHS=2),
     "04_attention_analysis.ipynb": dict(_PRETRAINING, ANALYSIS_EXAMPLES=32),
-    # The Keras 3 notebook on JAX (one CPU device): a tiny Funnel preset on the demo sentences.
+    # The Keras 3 notebook on JAX (one CPU device): a tiny Funnel preset on the demo sentences, one
+    # batch of each split (JAX compiles the training and the validation step once each).
     "05_keras3_jax_tpu.ipynb": dict(
         MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
-        DATA="demo", TRAIN_EXAMPLES=128, VALIDATION_EXAMPLES=64, EPOCHS=2, BATCH_SIZE=32, SEQ_LENGTH=32,
+        DATA="demo", TRAIN_EXAMPLES=32, VALIDATION_EXAMPLES=32, EPOCHS=1, BATCH_SIZE=32, SEQ_LENGTH=32,
         LEARNING_RATE=1e-3),
 }
+# XLA flags of a notebook's kernel: the JAX notebook's CPU backend without LLVM's optimization passes
+# (its steps compile in half the time).
+CI_XLA_FLAGS = {"05_keras3_jax_tpu.ipynb": "--xla_backend_optimization_level=0"}
 # Notebooks whose install cell leaves the runtime's JAX and TensorFlow-less TPU stack alone: they
 # install requirements.txt (TensorFlow's CPU build) and keras-hub wherever they run.
 KERAS3_NOTEBOOKS = ("05_keras3_jax_tpu.ipynb",)
@@ -261,6 +266,8 @@ def _execute(name, tmp_path, extra=None):
   env = dict(os.environ, MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
              HF_HUB_OFFLINE="1",
              PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+  if name in CI_XLA_FLAGS:
+    env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), CI_XLA_FLAGS[name]]))
   client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                           resources={"metadata": {"path": str(tmp_path)}})
   failure = None

@@ -13,10 +13,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 BACKENDS = ("jax", "tensorflow", "torch")
 
 
+# XLA's CPU backend without LLVM's optimization passes under JAX: every jitted function and eager
+# operation is compiled by XLA, in half the time.
+JAX_XLA_FLAGS = "--xla_backend_optimization_level=0"
+
+
 def run_in_backend(backend, module, *args, timeout=900):
   """Runs `python -m module args` with Keras on `backend`; fails the test with its stderr."""
   env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+  if backend == "jax":
+    env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), JAX_XLA_FLAGS]))
   result = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
   if result.returncode:
@@ -26,9 +33,12 @@ def run_in_backend(backend, module, *args, timeout=900):
 
 def _shared(tmp_path_factory, name, make):
   """`make(path)` once for the whole run, whichever test worker (pytest-xdist) asks first: the
-  others wait for its file (the pattern pytest-xdist documents for session fixtures)."""
+  others wait for its file (the pattern pytest-xdist documents for session fixtures). Without
+  workers the run's own temporary directory holds it (its parent is shared by every run)."""
   from filelock import FileLock
-  root = tmp_path_factory.getbasetemp().parent   # shared by every worker of this run
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent   # shared by every worker of this run
   path = root / name
   with FileLock(str(path) + ".lock"):
     if not path.exists():

@@ -33,12 +33,12 @@ def main(model_dir, preset_dir, out_path):
                                                   expected["input_word_ids"].numpy()))
   report["padding_mask_equal"] = bool(np.array_equal(np.asarray(features["padding_mask"]).astype(np.int32),
                                                      expected["input_mask"].numpy()))
-  # The backbone holds the directory's encoder weights.
+  # The backbone holds the directory's encoder weights (each model's compiled prediction step).
   inputs = {key: np.asarray(value) for key, value in features.items()}
-  backbone_output = classifier.backbone(inputs)["sequence_output"]
-  encoder_output = loaded.encoder(dict(input_word_ids=inputs["token_ids"],
-                                       input_mask=inputs["padding_mask"].astype(np.int32),
-                                       input_type_ids=inputs["segment_ids"]))["sequence_output"]
+  backbone_output = classifier.backbone.predict_on_batch(inputs)["sequence_output"]
+  encoder_output = loaded.encoder.predict_on_batch(dict(input_word_ids=inputs["token_ids"],
+                                                        input_mask=inputs["padding_mask"].astype(np.int32),
+                                                        input_type_ids=inputs["segment_ids"]))["sequence_output"]
   report["backbone_vs_encoder"] = float(np.abs(keras.ops.convert_to_numpy(backbone_output)
                                                - keras.ops.convert_to_numpy(encoder_output)).max())
 

@@ -46,7 +46,12 @@ def _random_weights(holder, seed):
 
 
 def reference(path, full_grid=False):
-  """tf_keras: every case's weights (by name) and outputs, pickled to `path`; returns the case names."""
+  """tf_keras: every case's weights (by name) and outputs, pickled to `path`; returns the case names.
+
+  The functional encoders are built without AutoGraph: their layers' calls have no control flow on
+  tensors (a tensor in a Python `if` or loop would raise while the graph is built)."""
+  import tensorflow as tf
+
   import zoo.layers
   import zoo.models
   lib = _Library(zoo.layers, zoo.models)
@@ -54,8 +59,9 @@ def reference(path, full_grid=False):
   selected = cases.encoder_cases(full_grid=True) if full_grid else {**cases.layer_cases(),
                                                                     **cases.encoder_cases()}
   for seed, (name, case) in enumerate(sorted(selected.items())):
-    holder, run = case(lib)
-    run()   # builds
+    holder, run = tf.autograph.experimental.do_not_convert(case)(lib)
+    if holder is not None and not holder.built:   # layers build on their first call, encoders at once
+      run()
     weights = {}
     if holder is not None:
       _random_weights(holder, seed)
@@ -80,19 +86,27 @@ class _Library:
 
 
 def compare(reference_path):
-  """Keras 3 (this process's backend): `{case: {output: largest |difference|}}`."""
+  """Keras 3 (this process's backend): `{case: {output: largest |difference|}}`.
+
+  Under JAX the encoders run as one function compiled by XLA (`_jitted`), the layers eagerly; the
+  checks of `_jax_checks` compare the two modes."""
+  import keras
+
   import zoo.keras3
   from zoo.keras3.weights import assign_named_arrays
   with open(reference_path, "rb") as file:
     stored = pickle.load(file)
   full = stored["full_grid"]
   selected = cases.encoder_cases(full_grid=True) if full else {**cases.layer_cases(), **cases.encoder_cases()}
+  compiled = keras.backend.backend() == "jax"
   differences, seconds = {}, {}
   for name, record in sorted(stored["records"].items()):
     start = time.time()
     holder, run = selected[name](zoo.keras3)
-    if not getattr(holder, "built", False):   # layers build on their first call, encoders at once
+    if holder is not None and not holder.built:   # layers build on their first call, encoders at once
       run()
+    elif holder is not None and compiled:   # an encoder: its forward pass compiled by XLA
+      run = _jitted(holder, run)
     if holder is not None:
       assign_named_arrays(holder, record["weights"], source=f"the tf_keras weights of {name}")
     outputs = run()
@@ -105,6 +119,20 @@ def compare(reference_path):
       differences[name][key] = float(difference.max()) if actual.size else 0.0
     seconds[name] = time.time() - start
   return differences, seconds
+
+
+def _jitted(holder, run):
+  """`run` as one function compiled by `jax.jit`, the holder's variables its arguments."""
+  import jax
+  import keras
+
+  variables = holder.variables
+
+  def call(values):
+    with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+      return run()
+  compiled = jax.jit(call)
+  return lambda: compiled([variable.value for variable in variables])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +210,11 @@ def backend_checks(tmp_dir):
   finally:
     keras.mixed_precision.set_global_policy("float32")
   copy_weights(funnel, mixed)
-  outputs = mixed(inputs)
+
+  def run_mixed():
+    return mixed(inputs)
+  # Under JAX compiled by XLA, as the encoders of `compare` are.
+  outputs = (_jitted(mixed, run_mixed) if keras.backend.backend() == "jax" else run_mixed)()
   sequence = _numpy(outputs["sequence_output"])
   dtype = keras.backend.standardize_dtype
   checks["bfloat16_dtypes"] = dict(
@@ -211,10 +243,10 @@ def _jax_checks(lib, funnel, inputs):
             [v.value for v in model.non_trainable_variables])
 
   call, trainable, non_trainable = stateless(funnel)
-  compiled = jax.jit(call)
+  compiled = jax.jit(call).lower(trainable, non_trainable, inputs).compile()
   eager = _numpy(funnel(inputs)["sequence_output"])
   jitted = _numpy(compiled(trainable, non_trainable, inputs))
-  hlo = compiled.lower(trainable, non_trainable, inputs).compile().as_text()
+  hlo = compiled.as_text()
   encoder_gathers = sum(1 for line in hlo.splitlines() if " gather(" in line)
 
   layer = lib.RelativeMultiHeadAttention(cases.HEADS, cases.HEAD_SIZE, use_segment_bias=True,
