@@ -17,10 +17,13 @@ def _float32_policy():
 
 def shared_file(tmp_path_factory, name, make):
   """`make(path)` once for the whole run, whichever test worker (pytest-xdist) asks first: the
-  others wait for its file (the pattern pytest-xdist documents for session fixtures). Returns
-  the path."""
+  others wait for its file (the pattern pytest-xdist documents for session fixtures). Without
+  workers the run's own temporary directory holds it (its parent is shared by every run).
+  Returns the path."""
   from filelock import FileLock
-  root = tmp_path_factory.getbasetemp().parent   # shared by every worker of this run
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent   # shared by every worker of this run
   path = root / name
   with FileLock(str(path) + ".lock"):
     if not path.exists():

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tests.conftest import shared_file
 from tests.zoo.keras3 import twins
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -31,26 +32,10 @@ def run_in_backend(backend, module, *args, timeout=900):
   return result
 
 
-def _shared(tmp_path_factory, name, make):
-  """`make(path)` once for the whole run, whichever test worker (pytest-xdist) asks first: the
-  others wait for its file (the pattern pytest-xdist documents for session fixtures). Without
-  workers the run's own temporary directory holds it (its parent is shared by every run)."""
-  from filelock import FileLock
-  root = tmp_path_factory.getbasetemp()
-  if os.environ.get("PYTEST_XDIST_WORKER"):
-    root = root.parent   # shared by every worker of this run
-  path = root / name
-  with FileLock(str(path) + ".lock"):
-    if not path.exists():
-      make(str(path) + ".partial")
-      os.replace(str(path) + ".partial", path)
-  return str(path)
-
-
 @pytest.fixture(scope="session")
 def twin_reference(tmp_path_factory):
   """The tf_keras side of every case (weights by name, outputs), pickled once per run."""
-  return _shared(tmp_path_factory, "keras3_reference.pkl", twins.reference)
+  return shared_file(tmp_path_factory, "keras3_reference.pkl", twins.reference)
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +47,7 @@ def backend_report(twin_reference, tmp_path_factory):
     if backend not in reports:
       def make(out):
         run_in_backend(backend, "tests.zoo.keras3.twins", backend, twin_reference, out)
-      path = _shared(tmp_path_factory, f"keras3_{backend}.json", make)
+      path = shared_file(tmp_path_factory, f"keras3_{backend}.json", make)
       with open(path) as file:
         reports[backend] = json.load(file)
     return reports[backend]
