@@ -1,6 +1,12 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The suite runs as several test processes (pytest-xdist), as many as there are cores, beside the
+# training processes some tests start: one thread per operation in each (TensorFlow's intra-op pool,
+# and OpenMP's for PyTorch and numpy) keeps them from contending for the cores. The processes the
+# tests start inherit it.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 import tf_keras as keras  # noqa: E402
