@@ -107,9 +107,11 @@ def keras_logits(model_dir, texts, texts_b=None):
 def start_python(args, *, cwd, project=True):
   """Starts `sys.executable ARGS` with pipes; with `project` the repository is on PYTHONPATH.
 
-  Without `project` nothing of the repository is importable, as on a serving box.
+  Without `project` nothing of the repository is importable, as on a serving box, and TensorFlow
+  runs with its own defaults (the suite's TF_USE_LEGACY_KERAS would load tf_keras there).
   """
-  env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+  dropped = ("PYTHONPATH",) if project else ("PYTHONPATH", "TF_USE_LEGACY_KERAS")
+  env = {key: value for key, value in os.environ.items() if key not in dropped}
   env["TF_CPP_MIN_LOG_LEVEL"] = "2"
   if project:
     env["PYTHONPATH"] = ROOT
