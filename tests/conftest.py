@@ -7,9 +7,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # tests start inherit it.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# `import tensorflow` otherwise imports Keras 3 (and scikit-learn with it) for `tf.keras`, which
-# the project never uses (tests/test_project.py forbids it): 1.4 s of CPU in each of the ~60
-# TensorFlow processes of a run. The Keras 3 tests import `keras` itself, which this leaves alone.
+# Without it, `import tensorflow` loads Keras 3 (and scikit-learn with it) for TensorFlow's own
+# Keras attribute, which the project never uses (tests/test_project.py forbids it): 1.4 s of CPU
+# in each of the ~60 TensorFlow processes of a run. The Keras 3 tests import `keras` itself,
+# which this leaves alone.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import pytest  # noqa: E402
