@@ -219,10 +219,11 @@ RESUME_STEPS = 12
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
   """Two workers training RESUME_STEPS steps without interruption, with an export: the
-  reference of the resume tests, and the run the one-device test checks."""
+  reference of the resume tests, and the run the one-device test checks. Evaluation batches of
+  4 (125 of them) keep the final evaluation long enough for a signal to land in it."""
   tmp_path = tmp_path_factory.mktemp("uninterrupted")
   model_dir = tmp_path / "cluster"
-  config = tiny_config(model_dir, steps=RESUME_STEPS, checkpoint_every=3, export=True)
+  config = tiny_config(model_dir, steps=RESUME_STEPS, checkpoint_every=3, export=True, eval_batch_size=4)
   with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
     codes = cluster.wait()
     assert codes == [0, 0], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
@@ -318,7 +319,9 @@ def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(uninterrupted, 
   after its first step, and both workers save the same step and exit with 143. The second continues
   from there and loses its chief, which hosts the coordination service, to kill -9 at a random
   moment after its first checkpoint: the other worker exits non-zero within the bound, naming
-  it. The third continues both workers' data streams and repeats the uninterrupted losses."""
+  it. The third continues both workers' data streams and repeats the uninterrupted losses; SIGTERM
+  to worker 1 during its final evaluation then ends both workers with 143, the final checkpoint
+  saved and no evaluation results written."""
   model_dir, args = resume_config(tmp_path, uninterrupted)
   with Cluster(str(tmp_path), args) as first:
     first.wait_for(lambda: len(training_records(model_dir)) >= 1)
@@ -344,21 +347,47 @@ def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(uninterrupted, 
   assert preempted_at < stopped_at < RESUME_STEPS
 
   with Cluster(str(tmp_path), args) as third:
-    codes = third.wait()
-  assert codes == [0, 0], third.stderr(0)[-2000:] + third.stderr(1)[-2000:]
+    third.wait_for(lambda: f"trained to step {RESUME_STEPS}" in third.stderr(1))
+    third.processes[1].send_signal(signal.SIGTERM)
+    codes = third.wait(timeout=FAULT_BOUND_SECONDS)
+  assert codes == [143, 143], third.stderr(0)[-2000:] + third.stderr(1)[-2000:]
+  assert f"SIGTERM during the evaluation at step {RESUME_STEPS}" in third.stderr(1), third.stderr(1)[-2000:]
+  assert f"SIGTERM on another worker during the evaluation at step {RESUME_STEPS}" in third.stderr(0)
+  assert not os.path.exists(ModelDir(str(model_dir)).eval_results_path)
   assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, third)
   assert_one_set_of_files(model_dir, runs=3)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+  """MLM pre-training data in 3 `tfrecord:` shards (`tpu.data.shard_writer`); their example counts."""
+  from tpu.data import shard_writer
+  from tpu.data.demo import demo_corpus
+  from tpu.data.demo import demo_words
+  from zoo.text import write_vocab
+  tmp_path = tmp_path_factory.mktemp("shards")
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("\n\n".join(demo_corpus()[:300]) + "\n", encoding="utf-8")
+  write_vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + demo_words(), str(tmp_path / "vocab.txt"))
+  metadata = shard_writer.write_pretraining_data([str(corpus)], str(tmp_path / "vocab.txt"), 16,
+                                                 str(tmp_path / "shards"), 3, progress=False)
+  return types.SimpleNamespace(spec=f"tfrecord:{tmp_path}/shards/*.tfrecord",
+                               counts={shard["file"]: shard["examples"] for shard in metadata["shards"]})
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("index, signum", [(1, signal.SIGKILL), (0, signal.SIGSTOP)],
                          ids=["kill-9-of-a-worker", "sigstop-of-the-chief"])
-def test_a_lost_or_hung_peer_ends_every_other_worker_in_bounded_time(tmp_path, index, signum):
+def test_a_lost_or_hung_peer_ends_every_other_worker_in_bounded_time(tmp_path, shards, index, signum):
   """A killed worker, or a stopped chief (alive but silent: only missing heartbeats tell), ends
-  the other worker within the bound, with an error naming the lost one."""
+  the other worker within the bound, with an error naming the lost one.
+
+  The workers pre-train MLM on 3 shards: worker 0 reads shards 0 and 2, worker 1 shard 1, as
+  each logs."""
   model_dir = tmp_path / "run"
-  args = ["--config", config_file(tmp_path, tiny_config(model_dir, steps=10_000, checkpoint_every=1000))]
-  with Cluster(str(tmp_path), args) as cluster:
+  config = tiny_config(model_dir, task="mlm", model_overrides=dict(TINY_FUNNEL, num_decoder_layers=1),
+                       data=shards.spec, steps=10_000, checkpoint_every=1000, max_predictions_per_seq=2)
+  with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
     cluster.wait_for(lambda: len(training_records(model_dir)) >= 1)
     codes, took = stop_one(cluster, index, signum)
     if signum == signal.SIGSTOP:
@@ -368,38 +397,6 @@ def test_a_lost_or_hung_peer_ends_every_other_worker_in_bounded_time(tmp_path, i
   assert codes[other] == 1
   assert f"lost worker {index} ({cluster.addresses[index]})" in cluster.stderr(other), \
       cluster.stderr(other)[-2000:]
-
-
-@pytest.mark.slow
-def test_shards_are_read_per_worker_and_sigterm_in_the_final_evaluation_stops_all(tmp_path):
-  """MLM on 3 `tfrecord:` shards over 2 workers: worker 0 reads shards 0 and 2, worker 1 shard
-  1 (as each logs); SIGTERM to worker 1 during the final evaluation ends both with 143 after
-  the final checkpoint."""
-  from tpu.data import shard_writer
-  from tpu.data.demo import demo_corpus
-  from tpu.data.demo import demo_words
-  from zoo.text import write_vocab
-  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + demo_words()
-  corpus = tmp_path / "corpus.txt"
-  corpus.write_text("\n\n".join(demo_corpus()[:300]) + "\n", encoding="utf-8")
-  write_vocab(vocab, str(tmp_path / "vocab.txt"))
-  metadata = shard_writer.write_pretraining_data([str(corpus)], str(tmp_path / "vocab.txt"), 16,
-                                                 str(tmp_path / "shards"), 3, progress=False)
-  counts = {shard["file"]: shard["examples"] for shard in metadata["shards"]}
-  model_dir = tmp_path / "run"
-  spec = f"tfrecord:{tmp_path}/shards/*.tfrecord"
-  config = tiny_config(model_dir, task="mlm", model_overrides=dict(TINY_FUNNEL, num_decoder_layers=1),
-                       data=spec, eval_data=spec, steps=4, eval_batch_size=2, max_predictions_per_seq=2)
-  with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
-    cluster.wait_for(lambda: "trained to step 4" in cluster.stderr(1))
-    cluster.processes[1].send_signal(signal.SIGTERM)
-    codes = cluster.wait(timeout=FAULT_BOUND_SECONDS)
-  names = sorted(counts)
-  read = [re.search(r"reads the shards (.*)", cluster.stderr(index)).group(1) for index in range(2)]
-  assert read[0] == f"{names[0]} ({counts[names[0]]} examples), {names[2]} ({counts[names[2]]} examples)"
-  assert read[1] == f"{names[1]} ({counts[names[1]]} examples)"
-  assert codes == [143, 143], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
-  assert latest_step(model_dir) == 4
-  assert "SIGTERM during the evaluation at step 4" in cluster.stderr(1), cluster.stderr(1)[-2000:]
-  assert "SIGTERM on another worker during the evaluation at step 4" in cluster.stderr(0)
-  assert not os.path.exists(ModelDir(str(model_dir)).eval_results_path)
+  named = [f"{name} ({shards.counts[name]} examples)" for name in sorted(shards.counts)]
+  read = [re.search(r"reads the shards (.*)", cluster.stderr(i)).group(1) for i in range(2)]
+  assert read == [f"{named[0]}, {named[2]}", named[1]]
