@@ -72,6 +72,8 @@ def run(config, strategy=None, export=None):
     Preempted: SIGTERM arrived on this or another worker (a checkpoint was saved first).
     WorkerLost: another worker of a multi-worker run stopped answering (killed, crashed).
   """
+  import tensorflow as tf
+
   from tpu import strategy as strategies
   from tpu.checkpointing import SigtermFlag
 
@@ -81,7 +83,15 @@ def run(config, strategy=None, export=None):
     signals.arm()
     worker = strategies.worker(strategy)
     with strategies.lost_workers_named(worker):   # a lost peer: WorkerLost naming it, never a hang
-      return _run(config, strategy, worker, export, signals)
+      # The job's models, input pipelines and step functions are graph code without Python
+      # control flow on tensors: AutoGraph stays off for all of them (3 s less CPU to start).
+      try:
+        return tf.autograph.experimental.do_not_convert(_run)(config, strategy, worker, export, signals)
+      except tf.errors.OperatorNotAllowedInGraphError as error:
+        error.add_note(f"python -m tpu.train runs task {config.task!r} and its data with AutoGraph off: "
+                       "a branch or loop on a tensor's value needs tf.cond, tf.where or tf.while_loop "
+                       "(DESIGN.md, \"TPU-friendly graphs\")")
+        raise
 
 
 def _run(config, strategy, worker, export, signals):

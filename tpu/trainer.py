@@ -63,12 +63,12 @@ class Trainer:
       keras.mixed_precision.set_global_policy(previous_policy)
     compute = self._compute_gradients
     if config.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
-      compute = tf.function(compute, jit_compile=True)   # TPUs compile the whole step anyway
+      compute = tf.function(compute, jit_compile=True, autograph=False)   # TPUs compile the whole step anyway
     self._compute = compute
     self.stop_requested = False
     self.train_input = None   # the `TrainInput` of the last `run_steps`, which the train function reads
-    self.train_steps = tf.function(self._train_steps)
-    self.eval_step = tf.function(self._eval_step)
+    self.train_steps = tf.function(self._train_steps, autograph=False)
+    self.eval_step = tf.function(self._eval_step, autograph=False)
 
   @property
   def step(self):
@@ -109,12 +109,15 @@ class Trainer:
     """Runs `num_steps` steps; returns the sum of the losses and of the statistics over them, and
     the number of replicas whose worker passed `stop` = 1 (all-reduced, so every worker agrees)."""
     reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)   # noqa: E731
-    loss_sum = tf.constant(0.0)
-    stats_sum = {name: (tf.constant(0.0), tf.constant(0.0)) for name in self.task.stat_names}
-    for _ in tf.range(num_steps):
+
+    def step(done, loss_sum, stats_sum):
       loss, stats = self.strategy.run(self._replica_step, args=(self.train_input.next(iterator),))
-      loss_sum += reduce(loss)
       stats_sum = tf.nest.map_structure(lambda total, value: total + reduce(value), stats_sum, stats)
+      return done + 1, loss_sum + reduce(loss), stats_sum
+
+    stats_sum = {name: (tf.constant(0.0), tf.constant(0.0)) for name in self.task.stat_names}
+    _, loss_sum, stats_sum = tf.while_loop(lambda done, *_: done < num_steps, step,
+                                           (tf.constant(0), tf.constant(0.0), stats_sum))
     stops = reduce(self.strategy.run(tf.identity, args=(stop,)))
     return loss_sum, stats_sum, stops
 

@@ -8,6 +8,7 @@ the job, the config or the command line names it.
 import json
 
 import pytest
+import tensorflow as tf
 
 from tpu import tasks
 from tpu import train
@@ -119,3 +120,28 @@ def test_derived_settings_are_filled_in():
   given = _config(task="mlm", seq_length=128, max_predictions_per_seq=5)
   assert given.validate().max_predictions_per_seq == 5
   assert _config(task="electra").validate().to_dict()["discriminator_weight"] == 50.0
+
+
+def test_a_task_that_branches_on_a_tensor_is_told_to_use_graph_control_flow(tmp_path):
+  """The job runs tasks with AutoGraph off: a Python `if` on a tensor fails, naming the remedy."""
+  class Branching(ClassifyTask):
+    name = "branching"
+
+    def features(self, raw, text_encoder, seed=None):
+      features = super().features(raw, text_encoder, seed)
+      if features["label"] > 0:   # a tensor's value: tf.cond or tf.where
+        features["weight"] = 2.0 * features["weight"]
+      return features
+
+  tasks.register(Branching)
+  try:
+    config = _config(task="branching", steps=1, seq_length=16, vocab_size=200,
+                     model_overrides=dict(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32)
+                     ).replace(model_dir=str(tmp_path))
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError) as raised:
+      train.run(config)
+  finally:
+    tasks.registry.unregister(Branching.name)
+  note = " ".join(raised.value.__notes__)
+  assert "runs task 'branching' and its data with AutoGraph off" in note
+  assert "tf.cond, tf.where or tf.while_loop" in note
