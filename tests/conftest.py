@@ -26,6 +26,14 @@ def _float32_policy():
   keras.mixed_precision.set_global_policy("float32")
 
 
+def with_jax_xla_flags(env):
+  """`env` (a process environment) with XLA's CPU backend running without LLVM's optimization
+  passes, for processes that run JAX: every jitted function and eager operation compiles in half
+  the time. Keeps the XLA_FLAGS `env` already has."""
+  env["XLA_FLAGS"] = " ".join(filter(None, [env.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
+  return env
+
+
 def shared_file(tmp_path_factory, name, make):
   """`make(path)` once for the whole run, whichever test worker (pytest-xdist) asks first: the
   others wait for its file (the pattern pytest-xdist documents for session fixtures). Without

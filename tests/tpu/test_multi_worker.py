@@ -331,6 +331,7 @@ def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(uninterrupted, 
   assert "SIGTERM on another worker: saved a checkpoint at step" in first.stderr(0)
   assert "SIGTERM: saved a checkpoint at step" in first.stderr(1)
   preempted_at = training_records(model_dir)[-1]["step"]
+  # Checkpoints come every 3 steps: the second run needs one after this step and before the last.
   assert 1 <= preempted_at < RESUME_STEPS - 3 and latest_step(model_dir) == preempted_at
   for index in range(2):   # every worker's input position of that step, for the rerun
     assert ModelDir(str(model_dir)).input_state_steps(index, 2)[-1] == preempted_at

@@ -8,15 +8,12 @@ import sys
 import pytest
 
 from tests.conftest import shared_file
+from tests.conftest import with_jax_xla_flags
 from tests.zoo.keras3 import twins
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BACKENDS = ("jax", "tensorflow", "torch")
 
-
-# XLA's CPU backend without LLVM's optimization passes under JAX: every jitted function and eager
-# operation is compiled by XLA, in half the time.
-JAX_XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
 def run_in_backend(backend, module, *args, timeout=900):
@@ -24,7 +21,7 @@ def run_in_backend(backend, module, *args, timeout=900):
   env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
   if backend == "jax":
-    env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), JAX_XLA_FLAGS]))
+    with_jax_xla_flags(env)
   result = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
   if result.returncode:
