@@ -15,7 +15,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 BACKENDS = ("jax", "tensorflow", "torch")
 
 
-
 def run_in_backend(backend, module, *args, timeout=900):
   """Runs `python -m module args` with Keras on `backend`; fails the test with its stderr."""
   env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
