@@ -213,8 +213,8 @@ def main(argv=None):
   print(report(results))
   print(f"\n({time.monotonic() - started:.0f} s; peak memory: getrusage of each process)", file=sys.stderr)
   if args.json:
-    with open(args.json, "w") as file:
-      json.dump(results, file, indent=2)
+    from zoo.model_dir import write_atomically
+    write_atomically(args.json, json.dumps(results, indent=2) + "\n")
   return 0
 
 

@@ -16,6 +16,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import pytest  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
+# Fails a run whose test processes exceed the memory budget, naming the tests that grew them.
+pytest_plugins = ["tests.memory_guard"]
+
 
 @pytest.fixture(autouse=True)
 def _float32_policy():
@@ -40,14 +43,16 @@ def shared_file(tmp_path_factory, name, make):
   workers the run's own temporary directory holds it (its parent is shared by every run).
   Returns the path."""
   from filelock import FileLock
+
+  from zoo.model_dir import atomic_path
   root = tmp_path_factory.getbasetemp()
   if os.environ.get("PYTEST_XDIST_WORKER"):
     root = root.parent   # shared by every worker of this run
   path = root / name
   with FileLock(str(path) + ".lock"):
     if not path.exists():
-      make(str(path) + ".partial")
-      os.replace(str(path) + ".partial", path)
+      with atomic_path(str(path)) as temporary:
+        make(temporary)
   return str(path)
 
 

@@ -48,6 +48,20 @@ def test_the_forbidden_pattern_catches_tf_keras():
   assert not FORBIDDEN_KERAS.search("import tf_keras as keras\nkeras.layers.Dense(3)")
 
 
+# A rename publishes a file or folder; zoo/model_dir.py holds the project's only ones.
+RENAME = re.compile(r"\b(?:os\.(?:rename|replace)|gfile\.(?:rename|Rename))\(|\.rename\(")
+
+
+def test_only_the_model_directory_module_renames():
+  sources = list(_project_sources()) + [ROOT / "tests" / "conftest.py"]
+  offenders = [str(p.relative_to(ROOT)) for p in sources
+               if RENAME.search(p.read_text()) and p != ROOT / "zoo" / "model_dir.py"]
+  assert not offenders, f"write through zoo.model_dir's atomic_file / atomic_path instead: {offenders}"
+  assert RENAME.search((ROOT / "zoo" / "model_dir.py").read_text())
+  assert RENAME.search("os.replace(a, b)") and RENAME.search("tf.io.gfile.rename(a, b)")
+  assert not RENAME.search("text.replace('a', 'b')")
+
+
 @pytest.mark.parametrize("name", zoo.layers.__all__)
 def test_public_layers_are_registered_and_documented(name):
   obj = getattr(zoo.layers, name)

@@ -1,14 +1,22 @@
-"""zoo.model_dir: export versions and their atomic publication, history and source files."""
+"""zoo.model_dir: atomic writes, export versions and their atomic publication, history and source files."""
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from zoo.model_dir import SAVED_MODEL_FILE
 from zoo.model_dir import ModelDir
+from zoo.model_dir import atomic_file
+from zoo.model_dir import atomic_path
 from zoo.model_dir import export_versions
+from zoo.model_dir import is_temporary
 from zoo.model_dir import latest_export
 from zoo.model_dir import next_export_version
+from zoo.model_dir import write_atomically
 from zoo.model_dir import write_version_atomically
 
 
@@ -93,3 +101,54 @@ def test_history_truncated_to_the_resumed_step_keeps_earlier_records_and_drops_a
                                 {"step": 2, "eval": {"accuracy": 0.5}}]
   run.append_history({"step": 3, "loss": 0.25})   # the resumed run's next line is whole
   assert [record["step"] for record in run.read_history()] == [1, 2, 2, 3]
+
+
+def test_a_streamed_file_appears_whole_when_its_block_ends(tmp_path):
+  path = tmp_path / "new" / "lines.txt"   # the folder is made
+  with atomic_file(str(path)) as file:
+    file.write("one\n")
+    assert not path.exists()   # nothing at the target while the block runs
+    [temporary] = os.listdir(path.parent)
+    assert is_temporary(temporary) and temporary.startswith(".lines.txt.")
+    file.write("two\n")
+  assert path.read_text() == "one\ntwo\n" and os.listdir(path.parent) == ["lines.txt"]
+  write_atomically(str(path), b"\x00\xff")   # bytes, replacing the file
+  assert path.read_bytes() == b"\x00\xff"
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+  path = tmp_path / "metadata.json"
+  path.write_text("old")
+  with pytest.raises(OSError, match="disk full"):
+    with atomic_file(str(path)) as file:
+      file.write("half of the new")
+      raise OSError("disk full")
+  with pytest.raises(KeyboardInterrupt):
+    with atomic_path(str(path)) as temporary:
+      with open(temporary, "w") as file:
+        file.write("new")
+      raise KeyboardInterrupt
+  assert path.read_text() == "old" and os.listdir(tmp_path) == ["metadata.json"]
+  with pytest.raises(ValueError, match="'w' or 'wb'"):
+    with atomic_file(str(path), "a"):
+      pass
+
+
+def test_a_killed_writer_leaves_the_old_file_and_a_temporary_marked_as_such(tmp_path):
+  path = tmp_path / "shard-00000"
+  path.write_bytes(b"old records")
+  script = textwrap.dedent(f"""
+      import os, signal, sys
+      from zoo.model_dir import atomic_file
+      with atomic_file({str(path)!r}, "wb") as file:
+        file.write(b"new" * 100000)
+        file.flush()
+        print("written", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+      """)
+  process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+  assert process.returncode == -signal.SIGKILL and "written" in process.stdout, process.stderr
+  assert path.read_bytes() == b"old records"
+  leftovers = [name for name in os.listdir(tmp_path) if name != "shard-00000"]
+  assert len(leftovers) == 1 and is_temporary(leftovers[0])
+  assert not is_temporary("shard-00000") and not is_temporary(".tmp")

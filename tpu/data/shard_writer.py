@@ -39,10 +39,10 @@ on stderr what it kept, and does the rest. Output made with other settings (anot
 vocabulary, casing, tokenizer, sequence length, shard count, compression, chunk size,
 input, or a corpus whose files changed) is refused with the differences named;
 `--overwrite` replaces it. Temporary files of killed runs are removed when a run
-starts, and a finished run leaves none, nor the work folder. Shards stream into a
-temporary file beside them and are renamed when complete (a shard can be gigabytes,
-more than `zoo.model_dir.write_atomically` holds in memory); the small files go through
-`write_atomically`.
+starts, and a finished run leaves none, nor the work folder. Every file is written
+through `zoo.model_dir`'s atomic writers: chunks and shards stream into a temporary file
+beside them, renamed when complete (`atomic_path`; a shard can be gigabytes), the small
+files are written whole (`write_atomically`).
 """
 
 import dataclasses
@@ -53,7 +53,6 @@ import struct
 import sys
 import threading
 import time
-import uuid
 
 from tpu.data import documents
 from tpu.data import tfds_datasets
@@ -67,6 +66,9 @@ from tpu.data.records import serialize
 from tpu.data.records import shard_name
 from tpu.data.records import tokenizer_settings
 from tpu.data.records import vocab_checksum
+from zoo.model_dir import atomic_path
+from zoo.model_dir import is_temporary
+from zoo.model_dir import write_atomically
 
 # Lines tokenized per call of the tokenizer.
 BATCH_LINES = 2048
@@ -309,7 +311,6 @@ def pack_chunk(plan, index, bar=None):
   import numpy as np
   import tensorflow as tf
 
-  from zoo.model_dir import write_atomically
   encoder = encoder_of(plan)
   counter = dict(documents=0, error=None, bytes=0)
   nominal = sum(end - start for _, start, end in plan.chunks[index]) if not plan.tfds else 0
@@ -355,19 +356,12 @@ def pack_chunk(plan, index, bar=None):
   # The records grouped by j mod N, each group in order; a TFRecord record takes 16 bytes besides its data.
   starts, position = [], 0
   path = plan.chunk_path(index, "tfrecord")
-  temporary = os.path.join(plan.work, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
-  try:
-    with tf.io.TFRecordWriter(temporary) as writer:
-      for group in groups:
-        starts.append(position)
-        for record in group:
-          writer.write(record)
-          position += len(record) + 16
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
-    raise
+  with atomic_path(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
+    for group in groups:
+      starts.append(position)
+      for record in group:
+        writer.write(record)
+        position += len(record) + 16
   chunk = dict(chunk=index, documents=counter["documents"], examples=count,
                counts=[len(group) for group in groups], full_examples=full.tolist(), tokens=tokens.tolist(),
                starts=starts)
@@ -428,21 +422,14 @@ def write_shard(plan, shard, chunks):
   import tensorflow as tf
   chunks = sorted(chunks, key=lambda chunk: chunk["chunk"])
   path = plan.shard_path(shard)
-  temporary = os.path.join(plan.out, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
   options = tf.io.TFRecordOptions(compression_type="GZIP" if plan.compress else None)
-  try:
-    with tf.io.TFRecordWriter(temporary, options) as writer:
-      for chunk, offset in zip(chunks, _offsets(chunks), strict=True):
-        group = (shard - offset) % plan.shards
-        if chunk["counts"][group]:
-          for record in _records(plan.chunk_path(chunk["chunk"], "tfrecord"), chunk["starts"][group],
-                                 chunk["counts"][group]):
-            writer.write(record)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
-    raise
+  with atomic_path(path) as temporary, tf.io.TFRecordWriter(temporary, options) as writer:
+    for chunk, offset in zip(chunks, _offsets(chunks), strict=True):
+      group = (shard - offset) % plan.shards
+      if chunk["counts"][group]:
+        for record in _records(plan.chunk_path(chunk["chunk"], "tfrecord"), chunk["starts"][group],
+                               chunk["counts"][group]):
+          writer.write(record)
 
 
 def metadata_of(plan, chunks):
@@ -473,7 +460,6 @@ def finish(plan, chunks):
   """Writes `vocab.txt` and `metadata.json`, then removes the work folder; returns the metadata."""
   import tensorflow as tf
 
-  from zoo.model_dir import write_atomically
   metadata = metadata_of(plan, chunks)
   write_atomically(os.path.join(plan.out, "vocab.txt"), "".join(f"{token}\n" for token in plan.vocab))
   write_atomically(os.path.join(plan.out, METADATA_FILE), json.dumps(metadata, indent=2) + "\n")
@@ -520,7 +506,7 @@ def _remove_temporaries(folder):
   import tensorflow as tf
   if tf.io.gfile.isdir(folder):
     for name in tf.io.gfile.listdir(folder):
-      if ".tmp-" in name and name.startswith("."):
+      if is_temporary(name):
         tf.io.gfile.remove(os.path.join(folder, name))
 
 
@@ -535,7 +521,6 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
   import tensorflow as tf
 
   from zoo.model_dir import read_json
-  from zoo.model_dir import write_atomically
   if seq_length < 3:
     raise CorpusError(f"--seq-length must be at least 3 ([CLS] token [SEP]), got {seq_length}")
   if shards < 1:

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from zoo.model_dir import write_atomically
+
 # BERT's special tokens, written first by `build_vocab`; `TextEncoder`'s default names.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # What each of them is for, in the same order: the keys of `TextEncoder(special_tokens=...)`.
@@ -60,7 +62,8 @@ def load_vocab(path: str) -> list[str]:
 
 
 def write_vocab(vocab: Sequence[str], path: str) -> None:
-  """Writes `vocab` one token per line (UTF-8), creating the parent folder if needed.
+  """Writes `vocab` one token per line (UTF-8) at once (`zoo.model_dir.write_atomically`), creating
+  the parent folder if needed.
 
   Raises:
     ValueError: a token would not read back as written (see `storable`).
@@ -69,11 +72,7 @@ def write_vocab(vocab: Sequence[str], path: str) -> None:
   if bad:
     raise ValueError(f"tokens {bad[:10]!r} cannot be stored one per line (blank, a line break or "
                      "surrounding whitespace)")
-  folder = path.rsplit("/", 1)[0] if "/" in path else ""
-  if folder:
-    tf.io.gfile.makedirs(folder)
-  with tf.io.gfile.GFile(path, "w") as file:
-    file.write("".join(f"{token}\n" for token in vocab))
+  write_atomically(path, "".join(f"{token}\n" for token in vocab))
 
 
 def corpus_files(patterns: Sequence[str]) -> list[str]:

@@ -1,0 +1,111 @@
+"""The suite's memory budget: no test process above `LIMIT_BYTES` resident, checked at the end of a run.
+
+Each test process (the pytest-xdist workers, or the single process without them) notes its own
+peak resident memory (VmHWM) before and after every test, and the peak of the processes its
+tests started and waited for (`RUSAGE_CHILDREN`: the largest of them, counted from the fork, so
+at least what the test process held then). At the end of the run the peaks are printed per
+process; above the limit the run fails, naming the tests during which the peak grew most and
+those that left the most memory behind (resident memory after the test minus before it: what a
+fixture, cache or compiled function kept).
+
+`ZOO_TEST_MEMORY_LIMIT_GB` sets another limit (e.g. to find the growth on a smaller budget).
+"""
+
+import os
+import resource
+
+import pytest
+
+LIMIT_BYTES = float(os.environ.get("ZOO_TEST_MEMORY_LIMIT_GB", "4")) * 1e9
+NAMED = 5   # tests named per list in a report over the limit
+MEANINGFUL = 10e6   # bytes of growth worth naming
+_STATE = {"peak_growth": {}, "kept": {}, "first": None}
+
+
+def _status(field):
+  """A size of /proc/self/status in bytes: VmHWM, this process's own peak (`ru_maxrss` would start
+  at its parent's size at the fork), or VmRSS."""
+  with open("/proc/self/status") as file:
+    for line in file:
+      if line.startswith(field + ":"):
+        return int(line.split()[1]) * 1024
+  raise KeyError(field)
+
+
+def _peak():
+  return _status("VmHWM")
+
+
+def _children_peak():
+  return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024   # kilobytes on Linux
+
+
+def _resident():
+  return _status("VmRSS")
+
+
+def _gb(size):
+  return f"{size / 1e9:.2f} GB"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  peak, resident = _peak(), _resident()
+  if _STATE["first"] is None:
+    _STATE["first"] = resident
+  yield
+  _STATE["peak_growth"][item.nodeid] = _peak() - peak
+  _STATE["kept"][item.nodeid] = _resident() - resident
+
+
+def _top(values):
+  return [(name, size) for name, size in sorted(values.items(), key=lambda kv: -kv[1])[:NAMED] if size > MEANINGFUL]
+
+
+def _summary(name):
+  return dict(name=name, peak=_peak(), children_peak=_children_peak(), first=_STATE["first"] or 0,
+              peak_growth=_top(_STATE["peak_growth"]), kept=_top(_STATE["kept"]))
+
+
+def pytest_configure(config):
+  config._memory_summaries = []
+
+
+def pytest_sessionfinish(session):
+  config = session.config
+  worker = os.environ.get("PYTEST_XDIST_WORKER")
+  if worker:   # sent to the controller with the worker's end (pytest-xdist's `workeroutput`)
+    config.workeroutput["memory"] = _summary(worker)
+    return
+  if config.pluginmanager.getplugin("dsession") is None:   # the tests ran in this process
+    config._memory_summaries.append(_summary("pytest"))
+  if any(_over(summary) for summary in config._memory_summaries) and session.exitstatus == 0:
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+  summary = getattr(node, "workeroutput", {}).get("memory")
+  if summary:
+    node.config._memory_summaries.append(summary)
+
+
+def _over(summary):
+  return max(summary["peak"], summary["children_peak"]) > LIMIT_BYTES
+
+
+def pytest_terminal_summary(terminalreporter, config):
+  summaries = sorted(config._memory_summaries, key=lambda s: s["name"])
+  if not summaries:
+    return
+  write = terminalreporter.write_line
+  terminalreporter.section("peak resident memory per test process")
+  for summary in summaries:
+    write(f"{summary['name']}: {_gb(summary['peak'])} ({_gb(summary['first'])} before its first test); "
+          f"the processes it started, at most: {_gb(summary['children_peak'])} (limit {_gb(LIMIT_BYTES)})")
+  for summary in filter(_over, summaries):
+    write(f"FAILED memory budget: {summary['name']} reached "
+          f"{_gb(max(summary['peak'], summary['children_peak']))}, above {_gb(LIMIT_BYTES)}", red=True)
+    for title, key in (("tests during which its peak grew most", "peak_growth"),
+                       ("tests that left the most memory behind", "kept")):
+      write(f"  {title}: " + ("; ".join(f"{name} (+{_gb(size)})" for name, size in summary[key]) or "none"))
