@@ -59,7 +59,8 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def _top(values):
-  return [(name, size) for name, size in sorted(values.items(), key=lambda kv: -kv[1])[:NAMED] if size > MEANINGFUL]
+  ranked = sorted(values.items(), key=lambda item: -item[1])[:NAMED]
+  return [(name, size) for name, size in ranked if size > MEANINGFUL]
 
 
 def _summary(name):
