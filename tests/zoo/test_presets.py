@@ -114,6 +114,8 @@ def test_every_preset_builds_at_full_width_with_the_counted_parameters(name, zer
     expected = cost.parameter_count(preset.family, {**preset.config, **overrides})
     assert encoder.count_params() == expected
     counts.append(encoder.count_params())
+    del encoder
+    gc.collect()   # a full-width model is a reference cycle of hundreds of MB: gone before the next
   per_layer = counts[1] - counts[0]
   if preset.family == "funnel":
     layers = sum(preset.config["block_sizes"]) + preset.config.get("num_decoder_layers", 0)
