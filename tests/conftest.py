@@ -17,34 +17,41 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import pytest  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-from tests import memory_guard  # noqa: E402
-
 # Fails a run whose test processes exceed the memory budget, naming the tests that grew them.
 pytest_plugins = ["tests.memory_guard"]
 
 
-# Growth of resident memory during a test past which the test's garbage is collected at its end.
+# Growth of resident memory during a test past which the test's garbage is collected at its end,
+# and the resident memory past which it is, whatever the test's own growth.
 COLLECT_AFTER_GROWTH_BYTES = 200e6
+COLLECT_ABOVE_BYTES = 2.5e9
+_COLLECTED = {"ceiling": COLLECT_ABOVE_BYTES}
 
 
 @pytest.fixture(autouse=True)
 def _float32_policy():
   """Every test starts and ends with the float32 policy and a fresh Keras graph; a test that grew
-  the process by more than COLLECT_AFTER_GROWTH_BYTES has its garbage collected at its end.
+  the process by more than COLLECT_AFTER_GROWTH_BYTES, or left it above COLLECT_ABOVE_BYTES, has
+  its garbage collected at its end.
 
   Keras models are reference cycles, which only Python's cyclic collector frees, and it runs by
   counts of Python objects, not bytes: a test that builds a large model from a few objects
   (the full-width presets: hundreds of MB each) would otherwise leave it in memory for many
   tests after it (a worker reached 15 GB). What the collection frees goes back to the system."""
+  from tests import memory_guard  # the plugin, imported by pytest_plugins
   keras.mixed_precision.set_global_policy("float32")
   keras.backend.clear_session()
   before = memory_guard.resident()
   yield
   keras.mixed_precision.set_global_policy("float32")
-  if memory_guard.resident() - before > COLLECT_AFTER_GROWTH_BYTES:
+  held = memory_guard.resident()
+  if held - before > COLLECT_AFTER_GROWTH_BYTES or held > _COLLECTED["ceiling"]:
     keras.backend.clear_session()
     gc.collect()
     memory_guard.return_free_memory()
+    # What a collection leaves is held for good (caches, compiled functions): the next
+    # collection by size comes COLLECT_ABOVE_BYTES above it, not after every test.
+    _COLLECTED["ceiling"] = max(COLLECT_ABOVE_BYTES, memory_guard.resident() + COLLECT_AFTER_GROWTH_BYTES)
 
 
 def with_jax_xla_flags(env):

@@ -12,15 +12,26 @@ others into temporary folders they remove at once, so the model directory holds 
 set of checkpoints. Every worker restores from the model directory's.
 
 With each checkpoint, every worker saves its input pipeline's position
-(`tpu.trainer.TrainInput`) under `checkpoints/input/worker-I-of-N/`, and the workers
-meet (`tpu.cluster.sync`) before the chief records the checkpoint: a recorded
-checkpoint has every worker's position. A resumed run restores the position of its
-step and continues the data stream; where there is none (a run saved before positions
-were kept, another number of workers, a TPU) the pipeline starts a new shuffle with the
-seed `seed + step` and says so.
+(`tpu.trainer.TrainInput`) under `checkpoints/input/worker-I-of-N/`, with a record of
+what fixes its data stream beside it (`input_stream`: data, batch size, workers and
+local replicas, seed, shuffle buffer, sequence length, vocabulary, task), and the
+workers meet (`tpu.cluster.sync`) before the chief records the checkpoint: a recorded
+checkpoint has every worker's position. After the save they meet again, so a worker
+never waits for the chief's write (minutes for a large model on `gs://`) inside a
+collective with a timeout: the meeting is bounded by the peers' health only.
+
+A resumed run restores the position of its step and continues the data stream. A
+position saved with other stream settings is refused before any step, naming each
+difference (`InputStreamChanged`), unless the run is told to start a new stream
+(`--reset-input`). Where no position was saved (a run saved before positions were
+kept, a TPU, whose distributed iterators TensorFlow cannot save) the pipeline starts a
+new shuffle with the seed `seed + step` and says so.
 """
 
+import json
 import logging
+import os
+import re
 import shutil
 import signal
 import tempfile
@@ -29,6 +40,8 @@ import threading
 import tensorflow as tf
 
 from tpu import cluster
+from tpu import tasks
+from tpu.data.records import vocab_checksum
 from tpu.strategy import Worker
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
 from zoo.model_dir import GENERATOR_ROOT
@@ -37,14 +50,45 @@ from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
 from zoo.model_dir import find_checkpoint
+from zoo.model_dir import read_json
+from zoo.model_dir import write_atomically
 
 log = logging.getLogger("tpu.train")
 
 PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 
 
+# The settings of `TrainConfig` that fix the training input stream (`input_stream`), besides
+# the task's own input settings (`tpu.tasks.Setting.input`).
+STREAM_FIELDS = ("task", "data", "text_columns", "label_column", "data_dir", "batch_size", "seed",
+                 "shuffle_buffer", "seq_length", "lower_case", "tokenizer")
+# The folders `tf.train.Checkpoint` writes a sharded checkpoint through; an interrupted save leaves one.
+_TEMPORARY_CHECKPOINT = re.compile(r"ckpt-\d+_temp")
+
+
 class Preempted(RuntimeError):
   """SIGTERM arrived; a checkpoint was saved."""
+
+
+class InputStreamChanged(ValueError):
+  """The saved input position belongs to another data stream than this run's settings make."""
+
+
+def input_stream(config, vocab, workers, local_replicas):
+  """What fixes the training input stream that an input position belongs to: the config's
+  `STREAM_FIELDS`, the task's input settings, the number of workers and of local replicas, and
+  the vocabulary's SHA-256. Saved beside every position; a resume compares it with its own."""
+  values = {name: getattr(config, name) for name in STREAM_FIELDS}
+  values.update({name: getattr(config, name) for name, setting in tasks.settings_of(config.task).items()
+                 if setting.input})
+  values.update(workers=workers, local_replicas=local_replicas, vocabulary=vocab_checksum(vocab))
+  return json.loads(json.dumps(values))   # lists, not tuples: as read back
+
+
+def stream_differences(saved, now):
+  """`[(name, saved value, value now)]` of the settings that differ (a name missing on one side is None)."""
+  return [(name, saved.get(name), now.get(name)) for name in sorted(set(saved) | set(now))
+          if saved.get(name) != now.get(name)]
 
 
 def restore_encoder(encoder, path):
@@ -105,10 +149,57 @@ def restore_generator(model, path):
   return prefix
 
 
-class Checkpoints:
-  """The run's `CheckpointManager`: restores or initialises the trainer, saves by step number."""
+def stream_path(prefix):
+  """The file beside the input position `prefix` that records its `input_stream`."""
+  return prefix + ".stream.json"
 
-  def __init__(self, trainer, model_dir, config, worker=None):
+
+def resume_position(model_dir, worker, step, stream, seed, reset_input=False):
+  """The prefix of this worker's input position to continue from at `step`, or None for a new
+  stream (a shuffle seeded `seed + step`, which is logged).
+
+  Raises `InputStreamChanged` when the positions saved at `step` belong to another stream
+  than `stream` (this run's `input_stream`), naming each difference, unless `reset_input`.
+  A position saved without a record (by an older version) is taken as it is.
+  """
+  index, count = worker.index, worker.count
+  prefix = model_dir.input_state_prefix(index, count, step)
+  if tf.io.gfile.exists(prefix + ".index"):
+    saved = read_json(stream_path(prefix)) if tf.io.gfile.exists(stream_path(prefix)) else {}
+  else:   # saved by another number of workers?
+    others = sorted(tf.io.gfile.glob(model_dir.input_state_prefix("*", "*", step) + ".index"))
+    if not others:
+      log.warning("no input position saved at step %d for %s: the input pipeline starts a new shuffle (seed "
+                  "%d), so this run's examples after the resume differ from an uninterrupted run's", step,
+                  worker.name, seed + step)
+      return None
+    other = others[0][:-len(".index")]
+    saved = read_json(stream_path(other)) if tf.io.gfile.exists(stream_path(other)) else {}
+    saved["workers"] = int(re.search(r"worker-\d+-of-(\d+)", other).group(1))
+    prefix = None
+  # A record names what it has (an older one, or the worker count alone, may hold fewer settings).
+  differences = [(name, old, new) for name, old, new in stream_differences(saved, stream) if name in saved]
+  if not differences:
+    return prefix
+  listed = "; ".join(f"{name}: {json.dumps(old)} saved, {json.dumps(new)} now"
+                     for name, old, new in differences)
+  if reset_input:
+    log.warning("--reset-input: the input position saved at step %d belongs to another input stream (%s). "
+                "The model continues from its checkpoint of step %d with this run's input, a new shuffle "
+                "(seed %d): its examples from here on differ from those the saved run would have seen",
+                step, listed, step, seed + step)
+    return None
+  raise InputStreamChanged(
+      f"{model_dir.path}: the checkpoint of step {step} was saved with another input stream than this run's "
+      f"settings make: {listed}. Rerun with the saved settings to continue its data stream exactly, or add "
+      f"--reset-input to continue the model from step {step} with this run's input (a new shuffle)")
+
+
+class Checkpoints:
+  """The run's `CheckpointManager`: restores or initialises the trainer, saves by step number, and
+  saves and checks the input position of `train_input` (a `tpu.trainer.TrainInput`, or None)."""
+
+  def __init__(self, trainer, model_dir, config, worker=None, train_input=None, stream=None):
     self.trainer = trainer
     self.model_dir = model_dir
     self.manager = model_dir.checkpoint_manager(trainer.checkpoint, max_to_keep=config.keep_checkpoints,
@@ -118,7 +209,8 @@ class Checkpoints:
     self.worker = worker or Worker()
     self.is_chief = self.worker.is_chief
     self.saved_step = None   # the same on every worker, unlike the files they see
-    self.train_input = None   # a `tpu.trainer.TrainInput` whose position is saved too
+    self.train_input = train_input
+    self.stream = stream   # `input_stream` of this run, saved beside each position
     self._syncs = 0
 
   @property
@@ -128,7 +220,13 @@ class Checkpoints:
   def restore_or_initialise(self, init_checkpoint=None):
     """Resumes from the latest checkpoint, else initialises the encoder from `init_checkpoint`."""
     if self.latest:
-      self.trainer.checkpoint.restore(self.latest).assert_existing_objects_matched()
+      try:
+        self.trainer.checkpoint.restore(self.latest).assert_existing_objects_matched()
+      except (AssertionError, ValueError, tf.errors.OpError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{self.latest} cannot be restored into this run's model and optimizer "
+                         f"({type(error).__name__}: {reason}); resume it with the settings it was saved "
+                         "with, or use another --model-dir") from None
       log.info("resumed from %s (step %d)", self.latest, self.trainer.step)
       self.saved_step = self.trainer.step
     elif init_checkpoint:
@@ -141,15 +239,15 @@ class Checkpoints:
       if generator:
         log.info("generator initialised from %s", generator)
 
-  def input_state(self, step):
-    """The prefix of this worker's saved input position at `step`, or None; removes positions
-    saved after `step` (by an interrupted run, whose checkpoint was never recorded)."""
-    index, count = self.worker.index, self.worker.count
-    for later in self.model_dir.input_state_steps(index, count):
-      if later > step:
-        self.model_dir.remove_input_state(index, count, later)
-    prefix = self.model_dir.input_state_prefix(index, count, step)
-    return prefix if tf.io.gfile.exists(prefix + ".index") else None
+  def remove_interrupted_saves(self):
+    """Removes what interrupted saves left in `checkpoints/` (the chief's; `ckpt-N_temp/` folders)."""
+    folder = self.model_dir.checkpoint_dir
+    if not self.is_chief or not tf.io.gfile.isdir(folder):
+      return
+    for name in tf.io.gfile.listdir(folder):
+      if _TEMPORARY_CHECKPOINT.fullmatch(name.rstrip("/")):
+        tf.io.gfile.rmtree(os.path.join(folder, name.rstrip("/")))
+        log.info("removed %s, left by an interrupted checkpoint save", os.path.join(folder, name))
 
   def next_due(self, step):
     """The next step at which a checkpoint is due."""
@@ -157,12 +255,15 @@ class Checkpoints:
 
   def save(self, step):
     """Saves the checkpoint of `step`: the chief into the model directory, other workers into a
-    temporary folder they remove."""
+    temporary folder they remove. Every worker returns once the chief has recorded it."""
     self.saved_step = step
     index, count = self.worker.index, self.worker.count
     keeps_input = self.train_input is not None and self.train_input.checkpoint is not None
     if keeps_input:
-      keeps_input = self.train_input.save(self.model_dir.input_state_prefix(index, count, step))
+      prefix = self.model_dir.input_state_prefix(index, count, step)
+      keeps_input = self.train_input.save(prefix)
+      if keeps_input and self.stream is not None:
+        write_atomically(stream_path(prefix), json.dumps(self.stream, indent=1, sort_keys=True) + "\n")
     self._syncs += 1   # every worker's position is written before the checkpoint is recorded
     cluster.sync(self.worker, f"checkpoint-{self._syncs}-step-{step}", False)
     if self.is_chief:
@@ -175,6 +276,10 @@ class Checkpoints:
       finally:
         shutil.rmtree(folder, ignore_errors=True)
       saved = None
+    # The others wait here, health-checked, until the chief's write is done: a write of minutes
+    # (a large model with its optimizer slots to gs://) must not meet them in the next step's
+    # collectives, whose timeout is meant for steps.
+    cluster.sync(self.worker, f"checkpoint-{self._syncs}-step-{step}-recorded", False)
     if keeps_input:
       self._remove_old_input_states(step)
     return saved

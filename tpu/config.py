@@ -24,6 +24,7 @@ Example:
 import copy
 import dataclasses
 
+from tpu import strategy as strategies
 from tpu import tasks
 from zoo.model_dir import CHECKPOINT_DIR  # noqa: F401  (the model directory's names, for callers)
 from zoo.model_dir import CONFIG_FILE  # noqa: F401
@@ -88,6 +89,10 @@ class TrainConfig:
   shuffle_buffer: int = 10000
   seed: int = 0
   export: bool = True
+  # A multi-worker run's fault bounds in seconds (`tpu.strategy.FaultBounds`).
+  heartbeat_timeout: float = strategies.HEARTBEAT_TIMEOUT_SECONDS
+  collective_timeout: float = strategies.COLLECTIVE_TIMEOUT_SECONDS
+  registration_timeout: float = strategies.CLUSTER_REGISTER_TIMEOUT_SECONDS
   num_classes: int | None = None
   label_names: list | None = None
   sentence_pair: bool = False
@@ -168,6 +173,10 @@ class TrainConfig:
     values.update(self.settings)
     return copy.deepcopy(values)
 
+  def fault_bounds(self):
+    """The `tpu.strategy.FaultBounds` of a multi-worker run."""
+    return strategies.FaultBounds(self.heartbeat_timeout, self.collective_timeout, self.registration_timeout)
+
   def text_encoder_args(self):
     """The `zoo.text.TextEncoder` keyword arguments of this run's tokenization (casing and `tokenizer`)."""
     return dict(self.tokenizer or {}, lower_case=True if self.lower_case is None else self.lower_case)
@@ -215,6 +224,7 @@ class TrainConfig:
       raise ValueError(f"tokenizer must be a dict of {list(TOKENIZER_SETTINGS)}, got {self.tokenizer!r}")
     if not isinstance(self.model_overrides, dict):
       raise ValueError(f"model_overrides must be a dict of encoder arguments, got {self.model_overrides!r}")
+    self.fault_bounds()   # raises, naming the bound
     warmup = self.warmup_steps if self.warmup_steps is not None else self.steps // 10
     if not 0 <= warmup <= self.steps:
       raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {warmup}")

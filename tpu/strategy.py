@@ -19,18 +19,21 @@ import logging
 import os
 import re
 
-import tensorflow as tf
-
 from tpu import hardware
 from tpu.hardware import TPUUnavailableError
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")   # imported on first use: `python -m tpu.train --help` names the bounds
 
 log = logging.getLogger(__name__)
 
 # `get_strategy(tpu=AUTO)`: the TPU of this host where it has TPU chips, else as without a TPU.
 AUTO = "auto"
 
-# How a multi-worker run notices a fault (tpu/README.md, "Faults"). Every surviving worker
-# must exit within two minutes of a peer's death or hang, the chief included:
+# How a multi-worker run notices a fault (tpu/README.md, "Faults"); the defaults of `FaultBounds`,
+# which `python -m tpu.train` sets with --heartbeat-timeout, --collective-timeout and
+# --registration-timeout. Every surviving worker must exit within two minutes of a peer's
+# death or hang, the chief included:
 # - the coordination service (hosted by the chief) declares a worker lost when it sends no
 #   heartbeat for HEARTBEAT_TIMEOUT_SECONDS and aborts every worker's collectives; a killed
 #   peer is usually noticed sooner, by its closed connections. A stopped (SIGSTOP) or
@@ -39,7 +42,9 @@ AUTO = "auto"
 # - COLLECTIVE_TIMEOUT_SECONDS bounds a collective whose peer still sends heartbeats but
 #   never joins (a process stuck outside TensorFlow). Workers only meet in collectives
 #   inside train and eval steps and checkpoint saves, so the bound covers the slowest
-#   step of a healthy run, not file writes or compilation before the first step.
+#   step of a healthy run, not file writes (the workers wait for the chief's checkpoint
+#   writes at a health-checked meeting point, `tpu.cluster`) or compilation before the
+#   first step.
 # - CLUSTER_REGISTER_TIMEOUT_SECONDS: how long the workers may take to start and connect
 #   (start them all within this time of each other).
 # - SHUTDOWN_BARRIER_TIMEOUT_SECONDS: how long a finished worker waits at exit for the others.
@@ -48,11 +53,30 @@ COLLECTIVE_TIMEOUT_SECONDS = 100
 CLUSTER_REGISTER_TIMEOUT_SECONDS = 90
 SHUTDOWN_BARRIER_TIMEOUT_SECONDS = 30
 
+
+@dataclasses.dataclass(frozen=True)
+class FaultBounds:
+  """Seconds after which a multi-worker run gives up on a peer (see the comment above)."""
+
+  heartbeat_timeout: int = HEARTBEAT_TIMEOUT_SECONDS
+  collective_timeout: int = COLLECTIVE_TIMEOUT_SECONDS
+  registration_timeout: int = CLUSTER_REGISTER_TIMEOUT_SECONDS
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"{field.name} must be a positive number of seconds, got {value!r}")
+
+
+# The bounds of this process's cluster (one per process: the coordination service is configured once).
+_BOUNDS = FaultBounds()
+
 # Initialised TPU systems, so a notebook that calls get_strategy twice connects once.
 _TPU_STRATEGIES = {}
 
 
-def get_strategy(tpu=None):
+def get_strategy(tpu=None, bounds=None):
   """Returns the strategy to build and train under, and logs what it chose.
 
   - `tpu="local"` (Colab TPU runtimes, Cloud TPU VMs) or a TPU name / `grpc://`
@@ -61,7 +85,8 @@ def get_strategy(tpu=None):
     (`tpu.hardware.tpu_device_files`), else as `tpu=None`. On a TPU machine it never
     falls back to the CPU unnoticed.
   - otherwise, `TF_CONFIG` naming more than one worker: `MultiWorkerMirroredStrategy`,
-    made before any other TensorFlow op;
+    made before any other TensorFlow op, with the fault bounds `bounds` (a `FaultBounds`;
+    default: `FaultBounds()`);
   - otherwise, more than one GPU: `MirroredStrategy` over the GPUs;
   - otherwise the default strategy (one CPU or GPU).
 
@@ -79,15 +104,14 @@ def get_strategy(tpu=None):
     strategy = _tpu_strategy(tpu)
     kind = f"TPUStrategy ({tpu})"
   elif _num_workers() > 1:
-    _configure_coordination_service()
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=COLLECTIVE_TIMEOUT_SECONDS)
+    global _BOUNDS
+    _BOUNDS = bounds or FaultBounds()
+    _configure_coordination_service(_BOUNDS)
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=_BOUNDS.collective_timeout)
     try:
       strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     except tf.errors.OpError as error:   # a worker that never came, or died while the cluster formed
-      reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-      raise WorkerLost(f"the cluster of TF_CONFIG did not form within {CLUSTER_REGISTER_TIMEOUT_SECONDS} s "
-                       f"({type(error).__name__}: {reason}): start every worker within that time of the "
-                       "others, with the same cluster in TF_CONFIG and its own task index") from None
+      raise WorkerLost(unformed_cluster_message(error, _BOUNDS.registration_timeout)) from None
     kind = f"MultiWorkerMirroredStrategy ({_num_workers()} workers from TF_CONFIG)"
   elif len(tf.config.list_logical_devices("GPU")) > 1:
     strategy = tf.distribute.MirroredStrategy()
@@ -142,9 +166,39 @@ def lost_worker_message(error, worker):
           "stops; rerun all workers with the same command to resume from the last checkpoint")
 
 
+class WorkerTooSlow(RuntimeError):
+  """A collective waited past its timeout for workers that are alive: a bound to raise."""
+
+
+_COLLECTIVE_TIMED_OUT = re.compile(r"Collective has timed out", re.IGNORECASE)
+
+
+def _silent_peers(worker):
+  """The names of the other workers that do not answer a health check within 5 s."""
+  from tensorflow.python.eager import context
+  silent = []
+  for device in worker.devices:
+    if device == worker.device:
+      continue
+    job, task = device.rsplit("/", 1)
+    try:
+      context.context().check_collective_ops_peer_health(f"{job}/replica:0/{task}", timeout_in_ms=5000)
+    except tf.errors.OpError:
+      silent.append(worker.names_by_device.get(device, device))
+  return silent
+
+
+def too_slow_message(worker, timeout):
+  return (f"{worker.name} waited over {timeout:g} s in a collective (a train or evaluation step) for the "
+          "other workers, which are alive: a peer too slow, not lost. Raise --collective-timeout (now "
+          f"{timeout:g} s) above the slowest step; rerun all workers with the same command to resume from "
+          "the last checkpoint")
+
+
 @contextlib.contextmanager
 def lost_workers_named(worker):
-  """Turns the errors that a lost peer causes on a multi-worker run into `WorkerLost`."""
+  """Turns the errors that a lost peer causes on a multi-worker run into `WorkerLost` naming it,
+  and a collective that timed out while every peer is alive into `WorkerTooSlow`."""
   if not worker.multi_worker:
     yield
     return
@@ -153,7 +207,44 @@ def lost_workers_named(worker):
   except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
           tf.errors.CancelledError) as error:
     log.debug("the cluster's error in full: %s", error)
+    if _COLLECTIVE_TIMED_OUT.search(str(error)) and not _silent_peers(worker):
+      raise WorkerTooSlow(too_slow_message(worker, _BOUNDS.collective_timeout)) from None
     raise WorkerLost(lost_worker_message(error, worker)) from None
+
+
+_TIMED_OUT_TASKS = re.compile(r"timed out task names:(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def unformed_cluster_message(error, timeout, tf_config=None):
+  """What an error while the cluster of TF_CONFIG formed means: the workers that never registered
+  by name, or (where this worker could not reach the coordination service) its host."""
+  cluster, task = _tf_config(tf_config)
+  jobs = [(job, i) for job in ("chief", "worker") for i in range(len(cluster.get(job, [])))]
+  names = {f"/job:{job}/task:{i}": worker_name(cluster, job, i) for job, i in jobs}
+  me = worker_name(cluster, task.get("type", "worker"), int(task.get("index", 0))) if jobs else "this worker"
+  listed = _TIMED_OUT_TASKS.search(str(error))
+  missing = [names.get(f"/job:{job}/task:{index}", f"/job:{job}/task:{index}")
+             for job, index in _DEVICE_JOB.findall(listed.group(1))] if listed else []
+  if missing:
+    who = f"{', '.join(missing)} never registered"
+  elif jobs and names.get(f"/job:{jobs[0][0]}/task:{jobs[0][1]}") != me:
+    who = (f"{names[f'/job:{jobs[0][0]}/task:{jobs[0][1]}']}, which hosts the coordination service, never "
+           "answered or the cluster did not form there")
+  else:
+    who = "the other workers never registered"
+  first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+  return (f"{me}: the cluster of TF_CONFIG did not form within {timeout:g} s: {who} ({type(error).__name__}: "
+          f"{first}). Start every worker within --registration-timeout (now {timeout:g} s) of the others, "
+          "with the same cluster in TF_CONFIG and its own task index")
+
+
+def _tf_config(text=None):
+  text = os.environ.get("TF_CONFIG", "") if text is None else text
+  try:
+    values = json.loads(text) if text else {}
+  except json.JSONDecodeError:
+    values = {}
+  return values.get("cluster", {}), values.get("task", {})
 
 
 def worker(strategy):
@@ -183,12 +274,12 @@ def worker_name(cluster, task_type, task_id):
   return f"{task_type} {task_id}{address}"
 
 
-def _configure_coordination_service():
-  """The coordination service of a `TF_CONFIG` cluster with this module's fault bounds.
+def _configure_coordination_service(bounds):
+  """The coordination service of a `TF_CONFIG` cluster with the fault bounds `bounds`.
 
   `MultiWorkerMirroredStrategy` configures the service itself unless one is configured
   already, with TensorFlow's defaults; this sets the same service (hosted by the chief,
-  or else worker 0) with the timeouts above.
+  or else worker 0) with those timeouts.
   """
   from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
   from tensorflow.python.distribute import multi_worker_util
@@ -201,8 +292,8 @@ def _configure_coordination_service():
           for job in ("chief", "worker") if job in cluster.jobs]
   context.context().configure_coordination_service(
       service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster),
-      coordinated_jobs=jobs, heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_SECONDS * 1000,
-      cluster_register_timeout_in_ms=CLUSTER_REGISTER_TIMEOUT_SECONDS * 1000,
+      coordinated_jobs=jobs, heartbeat_timeout_in_ms=int(bounds.heartbeat_timeout * 1000),
+      cluster_register_timeout_in_ms=int(bounds.registration_timeout * 1000),
       shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_TIMEOUT_SECONDS * 1000)
   # Every worker, the chief too, waits at registration for all the others and fails after
   # the timeout (without it, a chief whose peers never come waits for ever). The setter

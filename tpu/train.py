@@ -59,18 +59,25 @@ from zoo.model_dir import HISTORY_FILE  # noqa: F401
 log = logging.getLogger("tpu.train")
 
 
-def run(config, strategy=None, export=None):
+def run(config, strategy=None, export=None, reset_input=False):
   """Runs the job of `config`; returns the final evaluation metrics (or {} without eval data).
 
   Args:
     config: a `TrainConfig`.
-    strategy: the strategy to use; by default `get_strategy(config.tpu)`.
+    strategy: the strategy to use; by default `get_strategy(config.tpu, config.fault_bounds())`.
     export: export a SavedModel at the end; by default `config.export`.
+    reset_input: a resumed run whose saved input position belongs to other data settings
+      continues the model with a new input stream (with a warning) instead of refusing.
 
   Raises:
+    InputStreamChanged: (a ValueError) resuming with other data settings than the saved
+      input position's, without `reset_input`; the message names each difference.
     TrainingError: the loss became NaN or infinite.
     Preempted: SIGTERM arrived on this or another worker (a checkpoint was saved first).
-    WorkerLost: another worker of a multi-worker run stopped answering (killed, crashed).
+    WorkerLost: another worker of a multi-worker run stopped answering (killed, crashed), or the
+      cluster did not form (the message names the workers that never registered).
+    WorkerTooSlow: a collective timed out while every worker was alive (raise
+      `collective_timeout`).
   """
   import tensorflow as tf
 
@@ -79,14 +86,15 @@ def run(config, strategy=None, export=None):
 
   with SigtermFlag() as signals:   # from the start: SIGTERM in any phase stops every worker alike
     # First: MultiWorkerMirroredStrategy can only be made before TensorFlow runs any op.
-    strategy = strategy or strategies.get_strategy(config.tpu)
+    strategy = strategy or strategies.get_strategy(config.tpu, config.fault_bounds())
     signals.arm()
     worker = strategies.worker(strategy)
     with strategies.lost_workers_named(worker):   # a lost peer: WorkerLost naming it, never a hang
       # The job's models, input pipelines and step functions are graph code without Python
       # control flow on tensors: AutoGraph stays off for all of them (3 s less CPU to start).
       try:
-        return tf.autograph.experimental.do_not_convert(_run)(config, strategy, worker, export, signals)
+        return tf.autograph.experimental.do_not_convert(_run)(config, strategy, worker, export, signals,
+                                                              reset_input)
       except tf.errors.OperatorNotAllowedInGraphError as error:
         error.add_note(f"python -m tpu.train runs task {config.task!r} and its data with AutoGraph off: "
                        "a branch or loop on a tensor's value needs tf.cond, tf.where or tf.while_loop "
@@ -94,19 +102,23 @@ def run(config, strategy=None, export=None):
         raise
 
 
-def _run(config, strategy, worker, export, signals):
+def _run(config, strategy, worker, export, signals, reset_input):
   import time
 
+  import tensorflow as tf
   import tf_keras as keras
 
   from tpu import cluster
   from tpu import serving
   from tpu.checkpointing import Checkpoints
   from tpu.checkpointing import Preempted
+  from tpu.checkpointing import input_stream
+  from tpu.checkpointing import resume_position
   from tpu.data import pipeline
   from tpu.prepare import prepare
   from tpu.progress import Progress
   from tpu.progress import RunLog
+  from tpu.tasks import get_task
   from tpu.trainer import Trainer
   from tpu.trainer import TrainInput
   from tpu.trainer import train_loop
@@ -120,31 +132,42 @@ def _run(config, strategy, worker, export, signals):
   if config.batch_size % strategy.num_replicas_in_sync:
     raise ValueError(f"batch_size {config.batch_size} must be divisible by the "
                      f"{strategy.num_replicas_in_sync} replicas")
-  trainer = Trainer(config, strategy)
-  checkpoints = Checkpoints(trainer, model_dir, config, worker)
-  checkpoints.restore_or_initialise(config.init_checkpoint)
 
+  # The input stream first: a resume whose saved position belongs to another stream is
+  # refused before the model is built.
+  start = model_dir.latest_step()
+  on_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+  stream = input_stream(config, prepared.vocab, worker.count, strategy.num_replicas_in_sync // worker.count)
+  position = None
+  if on_tpu:
+    log.warning("on a TPU the input pipeline's position is not saved with the checkpoints (TensorFlow cannot "
+                "save its distributed iterators): a resumed run starts a new shuffle (seed + step), so its "
+                "examples after the resume differ from an uninterrupted run's")
+  elif start and start < config.steps:   # refuses another stream's position, or starts a new one
+    position = resume_position(model_dir, worker, start, stream, config.seed, reset_input)
+  seed = config.seed if position or not start else config.seed + start
+  task = get_task(config)
   text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, **config.text_encoder_args())
+  train_input = TrainInput(strategy, pipeline.train_input_fn(
+      prepared.train, task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer, seed=seed,
+      worker_name=worker.name), worker)
+  trainer = Trainer(config, strategy, train_input, task=task)
+  checkpoints = Checkpoints(trainer, model_dir, config, worker, train_input, stream)
+  checkpoints.remove_interrupted_saves()
+  checkpoints.restore_or_initialise(config.init_checkpoint)
+  if trainer.step != start:
+    raise ValueError(f"{checkpoints.latest} holds step {trainer.step}, not the step {start} its name says")
+  if train_input.checkpoint is not None:   # positions an interrupted run saved after its last checkpoint
+    model_dir.remove_input_states_after(worker.index, worker.count, start)
+
   eval_data = None
   if prepared.evaluation is not None:   # each worker evaluates its slice of every batch
     trainer.task.prepare_evaluation(prepared.evaluation)
     eval_data = strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
         prepared.evaluation, trainer.task, text_encoder, config.eval_batch_size, seed=config.seed))
-  start = trainer.step
-  position = checkpoints.input_state(start)   # and removes positions an interrupted run saved later
-  seed = config.seed if position or not start else config.seed + start
-  train_input = TrainInput(strategy, pipeline.train_input_fn(
-      prepared.train, trainer.task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer,
-      seed=seed, worker_name=worker.name), worker)
-  checkpoints.train_input = train_input
   if position:
     train_input.restore(position)
     log.info("the input pipeline continues from its position at step %d", start)
-  elif start:
-    log.warning("no input position saved at step %d for %s (%s): the input pipeline starts a new "
-                "shuffle (seed %d), so this run's examples after the resume differ from an uninterrupted "
-                "run's", start, worker.name, "a TPU's input is not saved" if train_input.checkpoint is None
-                else f"none in {model_dir.input_state_prefix(worker.index, worker.count, start)}", seed)
   run_log = RunLog(model_dir, write=worker.is_chief)
   if worker.is_chief:   # a run killed before its first checkpoint leaves lines of steps from 1 on
     dropped = model_dir.truncate_history(start)
@@ -167,7 +190,7 @@ def _run(config, strategy, worker, export, signals):
   progress = Progress(config.steps, start)
   started = time.monotonic()
   try:
-    train_loop(trainer, train_input, config, checkpoints, run_log, progress, signals,
+    train_loop(trainer, config, checkpoints, run_log, progress, signals,
                evaluate=evaluate if eval_data is not None else None)
   finally:
     progress.close()
@@ -277,6 +300,20 @@ def parser():
   add("--seed", type=int, help="shuffling, masking and initialisation seed (default 0)")
   add("--export", action=argparse.BooleanOptionalAction, default=None,
       help="export a SavedModel at the end (default: on)")
+  add("--reset-input", action="store_true",
+      help="resuming: continue the model from its checkpoint with this run's input settings (a new shuffle), "
+           "where the saved input position belongs to other ones (data, batch size, workers, replicas, seed, "
+           "shuffle buffer, ...), which are otherwise refused")
+  faults = p.add_argument_group("fault bounds of a multi-worker run (TF_CONFIG), in seconds")
+  faults.add_argument("--heartbeat-timeout", type=float, metavar="S",
+                      help="a worker without heartbeats for this long is lost, and every worker stops "
+                           f"(default {defaults.heartbeat_timeout:g})")
+  faults.add_argument("--collective-timeout", type=float, metavar="S",
+                      help="a train or evaluation step's collective waits this long for a peer that is alive "
+                           f"(above the slowest step; default {defaults.collective_timeout:g})")
+  faults.add_argument("--registration-timeout", type=float, metavar="S",
+                      help="every worker must start and connect within this time of the others "
+                           f"(default {defaults.registration_timeout:g})")
   add("-v", "--verbose", action="store_true", help="log more, including TensorFlow's own log lines")
   _add_task_settings(p)
   return p
@@ -304,7 +341,7 @@ def config_from_args(args):
   """defaults < --config FILE < flags."""
   config = TrainConfig.from_file(args.config) if args.config else TrainConfig()
   values = {key: value for key, value in vars(args).items()
-            if value is not None and key not in ("config", "verbose")}
+            if value is not None and key not in ("config", "verbose", "reset_input")}
   if "model_overrides" in values:
     values["model_overrides"] = {**config.model_overrides, **dict(values["model_overrides"])}
   return config.replace(**values)
@@ -320,7 +357,7 @@ def main(argv=None):
   from tpu.checkpointing import Preempted
   from tpu.trainer import TrainingError
   try:
-    results = run(config_from_args(args))
+    results = run(config_from_args(args), reset_input=args.reset_input)
   except Preempted as error:
     print(f"tpu.train: {error}", file=sys.stderr)
     return PREEMPTED_EXIT_CODE

@@ -9,7 +9,10 @@ A step is a function of the weights, the batch and (seed, step number, replica):
 dropout masks and ELECTRA's samples are stateless draws seeded from those
 (`zoo.layers.seeds`), and `TrainInput` keeps the input pipeline's position, which
 checkpoints save. So a run resumed from a checkpoint repeats, step for step, the
-losses of the run that was interrupted.
+losses of the run that was interrupted, on one device, several local replicas or
+several workers. Not on a TPU: TensorFlow cannot save the position of its distributed
+iterator, so a resumed TPU run starts a new shuffle (and says so at its start); its
+random draws are still the interrupted run's.
 """
 
 import logging
@@ -40,13 +43,15 @@ class Trainer:
   """The model, optimizer and compiled train and eval functions of one run.
 
   Builds the model under `strategy.scope()` and the config's precision policy (the
-  global policy is restored afterwards).
+  global policy is restored afterwards). `train_input` (a `TrainInput`) feeds the train
+  function; a trainer without one evaluates only. `task` is the config's task object
+  (`tpu.tasks.get_task`) when the caller has made it already (for the input pipeline).
   """
 
-  def __init__(self, config, strategy):
+  def __init__(self, config, strategy, train_input=None, task=None):
     self.config = config
     self.strategy = strategy
-    self.task = get_task(config)
+    self.task = task or get_task(config)
     previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision == "bfloat16":
       keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -66,7 +71,7 @@ class Trainer:
       compute = tf.function(compute, jit_compile=True, autograph=False)   # TPUs compile the whole step anyway
     self._compute = compute
     self.stop_requested = False
-    self.train_input = None   # the `TrainInput` of the last `run_steps`, which the train function reads
+    self.train_input = train_input
     self.train_steps = tf.function(self._train_steps, autograph=False)
     self.eval_step = tf.function(self._eval_step, autograph=False)
 
@@ -121,16 +126,17 @@ class Trainer:
     stops = reduce(self.strategy.run(tf.identity, args=(stop,)))
     return loss_sum, stats_sum, stops
 
-  def run_steps(self, train_input, count, stop=False):
-    """Runs `count` steps on the batches of `train_input` (a `TrainInput`); returns their mean loss
-    and statistics as Python floats (NaN-checked).
+  def run_steps(self, count, stop=False):
+    """Runs `count` steps on the batches of the trainer's `train_input`; returns their mean loss and
+    statistics as Python floats (NaN-checked).
 
     `stop` is this worker's wish to stop (SIGTERM); afterwards `stop_requested` says
     whether any worker of the cluster wished so, the same answer on every worker.
     """
+    if self.train_input is None:
+      raise ValueError("this Trainer has no train_input to train on")
     step = self.step
-    self.train_input = train_input
-    loss_sum, stats_sum, stops = self.train_steps(train_input.iterator, tf.constant(count),
+    loss_sum, stats_sum, stops = self.train_steps(self.train_input.iterator, tf.constant(count),
                                                   tf.constant(float(stop)))
     self.stop_requested = bool(stops.numpy() > 0)
     loss = float(loss_sum.numpy()) / count
@@ -188,7 +194,8 @@ class TrainInput:
   iterator, whose position `tf.train.Checkpoint` saves and restores (TensorFlow's
   distributed iterators cannot be checkpointed): the local replicas' batches come from
   it in turn, as a distributed iterator deals them. On a TPU the strategy's own
-  distributed iterator feeds the chips (`checkpoint` is None: the position is not kept).
+  distributed iterator feeds the chips (`checkpoint` is None: the position is not kept,
+  and a resumed TPU run starts a new shuffle).
   """
 
   def __init__(self, strategy, input_fn, worker):
@@ -234,10 +241,17 @@ class TrainInput:
       return False
 
   def restore(self, prefix):
-    self.checkpoint.read(prefix).assert_consumed()
+    """Continues from the position saved under `prefix`; a ValueError says why it does not fit."""
+    try:
+      self.checkpoint.read(prefix).assert_consumed()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+      reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+      raise ValueError(f"the input position {prefix} does not fit this run's input pipeline "
+                       f"({type(error).__name__}: {reason}): rerun with the settings it was saved with, or "
+                       "add --reset-input to continue the model with a new input stream") from None
 
 
-def train_loop(trainer, train_input, config, checkpoints, run_log, progress, signals, evaluate=None):
+def train_loop(trainer, config, checkpoints, run_log, progress, signals, evaluate=None):
   """Trains from the trainer's step to `config.steps`.
 
   Executions of up to `steps_per_execution` steps never cross a checkpoint step; after
@@ -253,7 +267,7 @@ def train_loop(trainer, train_input, config, checkpoints, run_log, progress, sig
   while step < config.steps:
     count = min(config.steps_per_execution, config.steps - step, checkpoints.next_due(step) - step)
     try:
-      values = trainer.run_steps(train_input, count, stop=signals.terminated)
+      values = trainer.run_steps(count, stop=signals.terminated)
     except TrainingError as error:
       kept = checkpoints.latest or "none saved yet"
       raise TrainingError(f"{error}; the run stopped without saving, so the last checkpoint ({kept}) is "

@@ -408,6 +408,11 @@ class ModelDir:
     """The prefix of the latest recorded checkpoint, or None."""
     return tf.train.latest_checkpoint(self.checkpoint_dir)
 
+  def latest_step(self):
+    """The step of the latest recorded checkpoint of a training run (`ckpt-<step>`), 0 for none."""
+    latest = self.latest_checkpoint()
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
+
   def checkpoint_manager(self, checkpoint, max_to_keep=1, step_counter=None, directory=None):
     """A `tf.train.CheckpointManager` of `checkpoint` in `checkpoints/` (or `directory`)."""
     return tf.train.CheckpointManager(checkpoint, directory or self.checkpoint_dir, max_to_keep=max_to_keep,
@@ -444,6 +449,13 @@ class ModelDir:
   def remove_input_state(self, worker, workers, step):
     for path in tf.io.gfile.glob(self.input_state_prefix(worker, workers, step) + ".*"):
       tf.io.gfile.remove(path)
+
+  def remove_input_states_after(self, worker, workers, step):
+    """Removes the positions worker `worker` of `workers` saved after `step` (an interrupted run
+    writes its position before its checkpoint is recorded)."""
+    for later in self.input_state_steps(worker, workers):
+      if later > step:
+        self.remove_input_state(worker, workers, later)
 
   # history.jsonl, eval_results.json, source.json
   def truncate_history(self, step):

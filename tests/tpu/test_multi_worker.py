@@ -27,6 +27,7 @@ from zoo.text import TextEncoder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_FUNNEL = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1])
+TINY_TRANSFORMER = dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2)
 TIMEOUT = 300   # seconds any cluster may take (on a loaded machine; a quiet one takes far less)
 
 
@@ -51,17 +52,18 @@ def free_ports(count):
 
 
 class Cluster:
-  """`python -m tpu.train ARGS` as every worker of a TF_CONFIG cluster on loopback ports."""
+  """`python -m MODULE ARGS` (the training job by default) as every worker of a TF_CONFIG cluster on
+  loopback ports, or as the first `started` of them (the others never start)."""
 
-  def __init__(self, folder, args, workers=2):
+  def __init__(self, folder, args, workers=2, module="tpu.train", started=None):
     self.addresses = [f"127.0.0.1:{port}" for port in free_ports(workers)]
     self.logs = [os.path.join(folder, f"worker{i}-{time.monotonic_ns()}") for i in range(workers)]
     self.processes = []
-    for index, log in enumerate(self.logs):
+    for index, log in enumerate(self.logs[:started]):
       tf_config = dict(cluster=dict(worker=self.addresses), task=dict(type="worker", index=index))
       env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(tf_config))
       with open(log + ".out", "w") as out, open(log + ".err", "w") as err:
-        self.processes.append(subprocess.Popen([sys.executable, "-m", "tpu.train", *args], cwd=ROOT,
+        self.processes.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT,
                                                env=env, stdout=out, stderr=err, text=True))
 
   def stderr(self, index):
@@ -208,6 +210,55 @@ def test_a_multi_host_tpu_refuses_text_that_needs_tensorflow_text(tmp_path):
   train._check_tpu_hosts(tpu, prepared)   # pre-tokenized records run
 
 
+# What TensorFlow 2.20's coordination service says when the cluster does not form in time.
+UNFORMED = ("Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0. This usually happens because a "
+            "task triggered the barrier too early or too slowly.\n# of tasks that reached the barrier: 1/3.\n"
+            "The first task at the barrier: /job:worker/replica:0/task:0. Some timed out task names:\n"
+            "/job:worker/replica:0/task:2\n/job:worker/replica:0/task:1\n")
+
+
+def test_a_cluster_that_never_forms_names_the_workers_that_never_registered():
+  tf_config = json.dumps(dict(cluster=dict(worker=["127.0.0.1:1111", "127.0.0.1:2222", "127.0.0.1:3333"]),
+                              task=dict(type="worker", index=0)))
+  error = tf.errors.DeadlineExceededError(None, None, UNFORMED)
+  message = strategies.unformed_cluster_message(error, 90, tf_config)
+  assert message.startswith("worker 0 (127.0.0.1:1111): the cluster of TF_CONFIG did not form within 90 s: "
+                            "worker 2 (127.0.0.1:3333), worker 1 (127.0.0.1:2222) never registered")
+  assert "--registration-timeout (now 90 s)" in message
+  # A worker that cannot reach the coordination service names its host.
+  other = tf_config.replace('"index": 0', '"index": 2')
+  unreachable = tf.errors.UnavailableError(None, None, "RPC: RegisterTask")
+  message = strategies.unformed_cluster_message(unreachable, 5, other)
+  assert message.startswith("worker 2 (127.0.0.1:3333): the cluster of TF_CONFIG did not form within 5 s: "
+                            "worker 0 (127.0.0.1:1111), which hosts the coordination service, never answered")
+
+
+def test_a_collective_timeout_with_every_peer_alive_is_a_peer_too_slow_not_a_lost_one():
+  me = strategies.Worker(index=1, count=2, name="worker 1 (127.0.0.1:2222)")   # no peers to ask: all alive
+  error = tf.errors.DeadlineExceededError(None, None, "Collective has timed out waiting for other workers.")
+  with pytest.raises(strategies.WorkerTooSlow) as slow:
+    with strategies.lost_workers_named(me):
+      raise error
+  assert str(slow.value).startswith("worker 1 (127.0.0.1:2222) waited over 100 s in a collective (a train or "
+                                    "evaluation step) for the other workers, which are alive")
+  assert "Raise --collective-timeout (now 100 s)" in str(slow.value)
+
+
+def test_fault_bounds_are_settings_with_todays_defaults(capsys):
+  config = TrainConfig()
+  assert config.fault_bounds() == strategies.FaultBounds(10, 100, 90)
+  assert TrainConfig(collective_timeout=600).fault_bounds().collective_timeout == 600
+  with pytest.raises(ValueError, match="heartbeat_timeout must be a positive number of seconds, got 0"):
+    tiny_config("/tmp/x", heartbeat_timeout=0).validate()
+  with pytest.raises(SystemExit):
+    train.main(["--help"])
+  text = " ".join(capsys.readouterr().out.split())
+  for flag, default in (("--heartbeat-timeout", 10), ("--collective-timeout", 100),
+                        ("--registration-timeout", 90)):
+    assert re.search(rf"{flag} S [^(]*\((?:[^)]*; )?default {default}\)", text), flag
+  assert "--reset-input" in text
+
+
 # ---------------------------------------------------------------------------------------------
 # Clusters of processes.
 
@@ -229,6 +280,48 @@ def uninterrupted(tmp_path_factory):
     assert codes == [0, 0], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
   return types.SimpleNamespace(model_dir=model_dir, config=config, cluster=cluster,
                                losses=np.array([record["loss"] for record in training_records(model_dir)]))
+
+
+# The slow first checkpoint save of the chief in the resume tests' reference run: longer than the
+# collective timeout that run sets, so it ends rc 0 only if the other worker waits for the
+# write at the meeting point, not in the next step's collective.
+SLOW_SAVE_SECONDS = 30
+SHORT_COLLECTIVE_TIMEOUT = 15
+
+
+@pytest.fixture(scope="module")
+def electra_uninterrupted(tmp_path_factory):
+  """The reference of the resume chain: two workers pre-training ELECTRA (a generator's masked
+  LM and the discriminator) with dropout 0.1, two steps per execution, without interruption.
+
+  Its chief's first checkpoint save takes SLOW_SAVE_SECONDS more (`tests.tpu.slow_chief`),
+  twice the collective timeout the run sets: both workers must still finish every step."""
+  tmp_path = tmp_path_factory.mktemp("electra")
+  config = tiny_config(tmp_path / "cluster", task="electra", model="realformer_small",
+                       model_overrides=TINY_TRANSFORMER, steps=RESUME_STEPS, checkpoint_every=3,
+                       steps_per_execution=2, dropout=0.1, eval_batch_size=4, max_predictions_per_seq=3,
+                       collective_timeout=SHORT_COLLECTIVE_TIMEOUT)
+  started = time.monotonic()
+  with Cluster(str(tmp_path), [str(SLOW_SAVE_SECONDS), "--config", config_file(tmp_path, config)],
+               module="tests.tpu.slow_chief") as cluster:
+    codes = cluster.wait()
+  took = time.monotonic() - started
+  assert codes == [0, 0], cluster.stderr(0)[-3000:] + cluster.stderr(1)[-3000:]
+  records = training_records(config.model_dir)
+  return types.SimpleNamespace(config=config, cluster=cluster, took=took, records=records,
+                               losses=np.array([record["loss"] for record in records]))
+
+
+@pytest.mark.slow
+def test_a_chief_whose_checkpoint_write_outlasts_the_collective_timeout_keeps_the_cluster(
+    electra_uninterrupted):
+  run = electra_uninterrupted
+  assert "slow_chief: the save of" in run.cluster.stderr(0) and run.took > SLOW_SAVE_SECONDS
+  # Every step, in executions of two that never cross a checkpoint (every 3 steps).
+  assert [record["step"] for record in run.records] == [2, 3, 5, 6, 8, 9, 11, 12]
+  assert latest_step(run.config.model_dir) == RESUME_STEPS
+  results = [json.loads(run.cluster.stdout(i)) for i in range(2)]
+  assert results[0] == results[1] and set(results[0]) >= {"mlm_loss", "disc_loss"}
 
 
 def resume_config(tmp_path, uninterrupted):
@@ -260,11 +353,13 @@ def assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, cluste
     assert f"(step {stopped_at})" in cluster.stderr(index)
     assert f"the input pipeline continues from its position at step {stopped_at}" in cluster.stderr(index)
   records = training_records(model_dir)
-  assert [record["step"] for record in records] == list(range(1, RESUME_STEPS + 1))   # each step once
+  steps = [record["step"] for record in records]
+  assert steps == [record["step"] for record in uninterrupted.records]   # each step once
   resumed = np.array([record["loss"] for record in records])
   print(f"stopped after step {stopped_at}; largest loss difference to the uninterrupted run:",
         np.abs(resumed - uninterrupted.losses).max())
-  np.testing.assert_allclose(resumed, uninterrupted.losses, rtol=0, atol=1e-5)
+  # Exact: the same batches, and the same dropout masks and generator samples on each replica.
+  np.testing.assert_array_equal(resumed, uninterrupted.losses)
   assert latest_step(model_dir) == RESUME_STEPS
 
 
@@ -314,14 +409,16 @@ def test_two_workers_follow_one_device_and_write_one_model_dir(uninterrupted, tm
 
 
 @pytest.mark.slow
-def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(uninterrupted, tmp_path):
-  """Three runs of the same command on every worker. The first is preempted: SIGTERM to worker 1
+def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(electra_uninterrupted, tmp_path):
+  """ELECTRA with dropout, two steps per execution (`electra_uninterrupted`): three runs of the
+  same command on every worker. The first is preempted: SIGTERM to worker 1
   after its first step, and both workers save the same step and exit with 143. The second continues
   from there and loses its chief, which hosts the coordination service, to kill -9 at a random
   moment after its first checkpoint: the other worker exits non-zero within the bound, naming
   it. The third continues both workers' data streams and repeats the uninterrupted losses; SIGTERM
   to worker 1 during its final evaluation then ends both workers with 143, the final checkpoint
   saved and no evaluation results written."""
+  uninterrupted = electra_uninterrupted
   model_dir, args = resume_config(tmp_path, uninterrupted)
   with Cluster(str(tmp_path), args) as first:
     first.wait_for(lambda: len(training_records(model_dir)) >= 1)
@@ -357,6 +454,21 @@ def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(uninterrupted, 
   assert not os.path.exists(ModelDir(str(model_dir)).eval_results_path)
   assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, third)
   assert_one_set_of_files(model_dir, runs=3)
+
+
+@pytest.mark.slow
+def test_a_peer_that_never_starts_is_named_when_the_cluster_does_not_form(tmp_path):
+  config = tiny_config(tmp_path / "run", registration_timeout=5)
+  started = time.monotonic()
+  with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)], started=1) as cluster:
+    [code] = cluster.wait(timeout=FAULT_BOUND_SECONDS)
+  took = time.monotonic() - started
+  print(f"worker 0 alone exited {code} after {took:.1f} s")
+  assert code == 1
+  expected = (f"tpu.train: error: worker 0 ({cluster.addresses[0]}): the cluster of TF_CONFIG did not form "
+              f"within 5 s: worker 1 ({cluster.addresses[1]}) never registered")
+  assert expected in cluster.stderr(0), cluster.stderr(0)
+  assert not os.path.exists(config.model_dir)   # nothing written
 
 
 @pytest.fixture(scope="module")

@@ -259,8 +259,10 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
   """MLM: the replicas hold different numbers of masked tokens, so only the exact global
   normalisation gives the single-device loss. The input comes per input pipeline: concatenated
   online text, and pre-tokenized shards (both in one process: the logical devices are
-  configured once). A two-replica run stopped by SIGTERM and run again repeats the
-  uninterrupted run's losses."""
+  configured once). Two-replica MLM and ELECTRA runs with dropout, two steps per execution,
+  stopped by SIGTERM and run again repeat the uninterrupted runs' records exactly (a wrong
+  per-replica seed would not); resumed on one device, the run is refused, naming the replica
+  count, and continues with --reset-input."""
   corpus = _corpus(tmp_path)
   from tpu.data import shard_writer
   from zoo.text import build_vocab
@@ -287,21 +289,39 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
                                vocab_size=200, dropout=0.0, export=False, learning_rate=3e-3, warmup_steps=0)
           train.run(config, strategy=strategy)
           losses[source + "-" + name] = [record["loss"] for record in ModelDir(model_dir).read_history()]
-          if name == "two" and source == "tfrecord":   # SIGTERM after some steps, then the same run again
-            import os, signal, threading, time
-            from tpu.checkpointing import Preempted
-            resumed = ModelDir(model_dir + "-resumed")
-            def preempt():
-              while len(resumed.read_history()) < 2:
-                time.sleep(0.01)
-              os.kill(os.getpid(), signal.SIGTERM)
-            threading.Thread(target=preempt, daemon=True).start()
-            try:
-              train.run(config.replace(model_dir=resumed.path), strategy=strategy)
-            except Preempted:
-              losses[source + "-stopped"] = len(resumed.read_history())
-            train.run(config.replace(model_dir=resumed.path), strategy=strategy)
-            losses[source + "-resumed"] = [record["loss"] for record in resumed.read_history()]
+      # Resume under MirroredStrategy with dropout, two steps per execution, MLM and ELECTRA: an
+      # uninterrupted run, then one stopped by SIGTERM and run again.
+      import os, signal, threading, time
+      from tpu.checkpointing import InputStreamChanged, Preempted
+      two = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+      for task in ("mlm", "electra"):
+        config = TrainConfig(model="realformer_small", model_overrides={TINY_TRANSFORMER!r}, task=task,
+                             data={sources["tfrecord"]!r}, steps=8, checkpoint_every=4, steps_per_execution=2,
+                             batch_size=8, seq_length=16, vocab_size=200, dropout=0.1, export=False,
+                             learning_rate=3e-3, warmup_steps=0, max_predictions_per_seq=3,
+                             model_dir={str(tmp_path)!r} + "/" + task + "-uninterrupted")
+        train.run(config, strategy=two)
+        losses[task + "-uninterrupted"] = ModelDir(config.model_dir).read_history()
+        resumed = ModelDir(config.model_dir.replace("uninterrupted", "resumed"))
+        def preempt():
+          while len(resumed.read_history()) < 1:
+            time.sleep(0.01)
+          os.kill(os.getpid(), signal.SIGTERM)
+        threading.Thread(target=preempt, daemon=True).start()
+        try:
+          train.run(config.replace(model_dir=resumed.path), strategy=two)
+        except Preempted:
+          losses[task + "-stopped"] = resumed.latest_step()
+        train.run(config.replace(model_dir=resumed.path), strategy=two)
+        losses[task + "-resumed"] = resumed.read_history()
+      # The two-replica run resumed on one device: refused, naming the replica count; then reset.
+      one = tf.distribute.OneDeviceStrategy("/cpu:0")
+      try:
+        train.run(config.replace(model_dir=resumed.path, steps=10), strategy=one)
+      except InputStreamChanged as error:
+        losses["one-device-refused"] = str(error)
+      train.run(config.replace(model_dir=resumed.path, steps=10), strategy=one, reset_input=True)
+      losses["one-device-reset"] = [record["step"] for record in resumed.read_history()]
       print(json.dumps(losses))
   """)
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -314,9 +334,15 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
     assert len(one) == 6 and one[0] != one[-1]
     np.testing.assert_allclose(two, one, atol=1e-5, err_msg=source)
     print(f"{source}: largest difference, 2 replicas vs 1 device:", np.abs(two - one).max())
-  # Stopped and resumed under MirroredStrategy: the losses of the uninterrupted run.
-  assert 2 <= losses["tfrecord-stopped"] < 6
-  np.testing.assert_allclose(losses["tfrecord-resumed"], losses["tfrecord-two"], rtol=0, atol=1e-5)
+  # Stopped and resumed under MirroredStrategy with dropout: exactly the records of the uninterrupted run.
+  for task in ("mlm", "electra"):
+    assert 2 <= losses[f"{task}-stopped"] < 8
+    uninterrupted, resumed = losses[f"{task}-uninterrupted"], losses[f"{task}-resumed"]
+    assert [record["step"] for record in uninterrupted] == [2, 4, 6, 8]
+    assert resumed == uninterrupted, task   # every value of every record, to the last bit
+  assert ("the checkpoint of step 8 was saved with another input stream than this run's settings make: "
+          "local_replicas: 2 saved, 1 now. Rerun with the saved settings") in losses["one-device-refused"]
+  assert losses["one-device-reset"] == [2, 4, 6, 8, 10]
 
 
 # ---------------------------------------------------------------------------------------------

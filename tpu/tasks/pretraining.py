@@ -38,8 +38,8 @@ class MaskedLMTask(Task):
   description = "masked language modelling (pre-training)"
   settings = (
       Setting("max_predictions_per_seq", int, None, "masked-LM predictions per sequence (default: 15% of "
-              "--seq-length, rounded up)", minimum=1),
-      Setting("whole_word_masking", bool, False, "mask whole words"),
+              "--seq-length, rounded up)", minimum=1, input=True),
+      Setting("whole_word_masking", bool, False, "mask whole words", input=True),
       # The heads' shape: a converted checkpoint records its own (--init-checkpoint passes them on).
       Setting("mlm_transform", bool, True, "the masked-LM head's dense and layer norm (BERT's; Funnel's "
               "published heads have none)", flag=False, architecture=True),

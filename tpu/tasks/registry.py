@@ -33,6 +33,9 @@ class Setting:
     flag: whether `python -m tpu.train` has a flag for it (dicts and lists: config files only).
     architecture: the value fixes the model's variables, so a model directory cannot be
       resumed with another one.
+    input: the value shapes the training examples (their windows, masks or labels), so a
+      saved input position belongs to it (`tpu.checkpointing.input_stream`): a resume with
+      another one is refused unless told to start a new input stream.
   """
 
   name: str
@@ -43,6 +46,7 @@ class Setting:
   choices: tuple | None = None
   flag: bool = True
   architecture: bool = False
+  input: bool = False
 
   def __post_init__(self):
     if self.type not in SETTING_TYPES:

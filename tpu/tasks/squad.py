@@ -381,8 +381,9 @@ class SquadTask(Task):
   data_type = "question_answering"
   description = "extractive question answering, SQuAD v1.1 and v2.0 (fine-tuning)"
   settings = (
-      Setting("max_query_length", int, 64, "question tokens kept", minimum=1),
-      Setting("doc_stride", int, 128, "tokens between the starts of a context's windows", minimum=1),
+      Setting("max_query_length", int, 64, "question tokens kept", minimum=1, input=True),
+      Setting("doc_stride", int, 128, "tokens between the starts of a context's windows", minimum=1,
+              input=True),
       Setting("max_answer_length", int, 30, "the longest answer in tokens", minimum=1),
       Setting("null_score_diff_threshold", float, 0.0, "SQuAD v2.0: no answer when the null score exceeds "
               "the best span's by more"),

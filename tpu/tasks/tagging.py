@@ -253,9 +253,9 @@ class TagTask(Task):
   description = "token classification, e.g. named entities (fine-tuning)"
   settings = (
       Setting("tag_scheme", str, "auto", "the tags' scheme: how entities are read from them (auto: detected "
-              "from the training tags)", choices=("auto", *TAG_SCHEMES)),
+              "from the training tags)", choices=("auto", *TAG_SCHEMES), input=True),
       Setting("tag_stride", int, None, "tokens between the starts of a long sentence's windows (default: "
-              "half of --seq-length)", minimum=1),
+              "half of --seq-length)", minimum=1, input=True),
   )
   stat_names = ("token_accuracy",)
   prediction_fields = (("words", "words", "texts", "num_words"), ("starts", "starts", "list", "num_words"),

@@ -1,0 +1,158 @@
+"""Resuming with changed settings: the saved input position's stream is compared with the run's,
+differences are refused by name (or continued with --reset-input), and leftovers of interrupted
+saves are removed. (Exact resume after kills: tests/tpu/test_train.py and test_multi_worker.py.)"""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.tpu.tasks.losses import TINY_FUNNEL
+from tests.tpu.tasks.losses import tiny_config
+from tpu import train
+from tpu.checkpointing import InputStreamChanged
+from tpu.checkpointing import input_stream
+from tpu.checkpointing import resume_position
+from tpu.checkpointing import stream_path
+from tpu.config import TrainConfig
+from tpu.strategy import Worker
+from zoo.model_dir import ModelDir
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film"]
+
+
+def _position(run, worker, workers, step, stream=None):
+  """The files of a saved input position (their contents do not matter to the check)."""
+  prefix = run.input_state_prefix(worker, workers, step)
+  os.makedirs(os.path.dirname(prefix), exist_ok=True)
+  for suffix in (".index", ".data-00000-of-00001"):
+    open(prefix + suffix, "wb").close()
+  if stream is not None:
+    with open(stream_path(prefix), "w") as file:
+      json.dump(stream, file)
+  return prefix
+
+
+def test_the_stream_record_holds_what_fixes_the_input():
+  config = TrainConfig(task="mlm", data="text:a.txt", batch_size=8, seq_length=16, seed=3, shuffle_buffer=100,
+                       whole_word_masking=True)
+  stream = input_stream(config, VOCAB, workers=2, local_replicas=4)
+  assert {key: stream[key] for key in ("task", "data", "batch_size", "seq_length", "seed", "shuffle_buffer",
+                                       "workers", "local_replicas", "whole_word_masking",
+                                       "max_predictions_per_seq")} == dict(
+      task="mlm", data="text:a.txt", batch_size=8, seq_length=16, seed=3, shuffle_buffer=100, workers=2,
+      local_replicas=4, whole_word_masking=True, max_predictions_per_seq=None)
+  assert len(stream["vocabulary"]) == 64
+  assert input_stream(config, VOCAB[:-1], 2, 4)["vocabulary"] != stream["vocabulary"]
+  # Settings that change no example are not part of it.
+  assert input_stream(config.replace(learning_rate=1.0, steps=5, dropout=0.3), VOCAB, 2, 4) == stream
+  assert "learning_rate" not in stream and "dropout" not in stream and "steps_per_execution" not in stream
+
+
+def test_a_position_of_another_stream_is_refused_naming_each_difference(tmp_path, caplog):
+  run = ModelDir(str(tmp_path))
+  config = TrainConfig(task="mlm", data="text:a.txt", batch_size=8, seq_length=16)
+  saved = input_stream(config, VOCAB, 1, 2)
+  prefix = _position(run, 0, 1, 6, saved)
+  assert resume_position(run, Worker(), 6, saved, seed=0) == prefix
+
+  now = input_stream(config.replace(batch_size=16, data="text:b.txt"), VOCAB, 1, 1)
+  with pytest.raises(InputStreamChanged) as refused:
+    resume_position(run, Worker(), 6, now, seed=0)
+  message = str(refused.value)
+  assert message.startswith(f"{tmp_path}: the checkpoint of step 6 was saved with another input stream")
+  assert ('batch_size: 8 saved, 16 now; data: "text:a.txt" saved, "text:b.txt" now; local_replicas: 2 saved, '
+          '1 now. Rerun with the saved settings') in message
+  assert "or add --reset-input to continue the model from step 6" in message
+
+  caplog.set_level(logging.INFO, logger="tpu")
+  assert resume_position(run, Worker(), 6, now, seed=5, reset_input=True) is None
+  assert "--reset-input: the input position saved at step 6 belongs to another input stream" in caplog.text
+  assert "batch_size: 8 saved, 16 now" in caplog.text and "a new shuffle (seed 11)" in caplog.text
+
+
+def test_another_number_of_workers_is_refused_and_a_step_without_positions_starts_a_new_shuffle(tmp_path,
+                                                                                                caplog):
+  run = ModelDir(str(tmp_path))
+  config = TrainConfig(task="classify", data="demo", batch_size=8, seq_length=16)
+  for index in range(2):
+    _position(run, index, 2, 4, input_stream(config, VOCAB, 2, 1))
+  with pytest.raises(InputStreamChanged, match=r"step 4 .*: workers: 2 saved, 1 now\. Rerun"):
+    resume_position(run, Worker(), 4, input_stream(config, VOCAB, 1, 1), seed=0)
+  # Positions written before the record existed: the worker count still tells.
+  os.remove(stream_path(run.input_state_prefix(0, 2, 4)))
+  with pytest.raises(InputStreamChanged, match=r"step 4 .*: workers: 2 saved, 1 now\. Rerun"):
+    resume_position(run, Worker(), 4, input_stream(config, VOCAB, 1, 1), seed=0)
+  old = _position(run, 0, 1, 8)   # this worker's position without a record: taken as it is
+  assert resume_position(run, Worker(), 8, input_stream(config, VOCAB, 1, 1), seed=0) == old
+
+  caplog.set_level(logging.INFO, logger="tpu")
+  assert resume_position(run, Worker(), 12, input_stream(config, VOCAB, 1, 1), seed=2) is None
+  assert "no input position saved at step 12 for the only worker: the input pipeline starts a new shuffle " \
+         "(seed 14)" in caplog.text
+
+
+def _corpus(path, words):
+  path.write_text("".join(f"{' '.join(words[(i + j) % len(words)] for j in range(9))}\n" for i in range(200)),
+                  encoding="utf-8")
+  return f"text:{path}"
+
+
+@pytest.mark.slow
+def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_then_reset(tmp_path, caplog):
+  """The same model directory rerun with another batch size, or on another corpus (both would
+  have gone on silently or in a TensorFlow traceback): refused before any step, nothing written;
+  with --reset-input the model continues from its checkpoint on the new input, with a warning."""
+  first = _corpus(tmp_path / "a.txt", ["the", "film", "was", "good", "plot", "dull", "cast", "fine"])
+  second = _corpus(tmp_path / "b.txt", ["a", "story", "felt", "long", "ending", "bad", "music", "loud"])
+  config = tiny_config(tmp_path / "run", task="mlm", data=first, steps=4, checkpoint_every=2, batch_size=8,
+                       model_overrides=dict(TINY_FUNNEL, num_decoder_layers=1), vocab_size=60,
+                       max_predictions_per_seq=2, export=False)
+  train.run(config)
+  run = ModelDir(config.model_dir)
+  lines = run.read_history()
+  assert json.load(open(stream_path(run.input_state_prefix(0, 1, 4))))["batch_size"] == 8
+
+  for changed, named in ((dict(batch_size=16), "batch_size: 8 saved, 16 now"),
+                         (dict(data=second), f'data: "{first}" saved, "{second}" now')):
+    with pytest.raises(InputStreamChanged, match="Rerun with the saved settings") as refused:
+      train.run(config.replace(steps=6, **changed))
+    assert named in str(refused.value) and "step 4" in str(refused.value)
+    assert run.read_history() == lines and run.latest_step() == 4   # not a step taken
+
+  # The command line says the same on stderr, with status 2 and no traceback.
+  process = subprocess.run([sys.executable, "-m", "tpu.train", "--config", _write_config(tmp_path, config),
+                            "--steps", "6", "--batch-size", "16"], cwd=ROOT, capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+  assert process.returncode == 2, process.stderr[-2000:]
+  assert "tpu.train: error: " in process.stderr and "batch_size: 8 saved, 16 now" in process.stderr
+  assert "Traceback" not in process.stderr
+
+  caplog.set_level(logging.INFO, logger="tpu")
+  train.run(config.replace(steps=6, data=second), reset_input=True)
+  assert "--reset-input: the input position saved at step 4 belongs to another input stream" in caplog.text
+  assert [record["step"] for record in run.read_history() if "loss" in record] == [1, 2, 3, 4, 5, 6]
+  stream = json.load(open(stream_path(run.input_state_prefix(0, 1, 6))))
+  assert stream["data"] == second   # the positions from here on belong to the new stream
+  train.run(config.replace(steps=8, data=second))   # which resumes as usual
+  assert run.latest_step() == 8
+
+
+def _write_config(tmp_path, config):
+  path = tmp_path / "config.json"
+  path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+  return str(path)
+
+
+def test_leftovers_of_interrupted_checkpoint_saves_are_removed_at_start(tmp_path, caplog):
+  config = tiny_config(tmp_path / "run", steps=2, checkpoint_every=2, export=False, eval_batch_size=500)
+  leftover = os.path.join(ModelDir(config.model_dir).checkpoint_dir, "ckpt-7_temp")
+  os.makedirs(os.path.join(leftover, "part-00000-of-00001"))
+  caplog.set_level(logging.INFO, logger="tpu")
+  train.run(config)
+  assert not os.path.exists(leftover)
+  assert f"removed {leftover}, left by an interrupted checkpoint save" in caplog.text
