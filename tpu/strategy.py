@@ -212,7 +212,8 @@ def lost_workers_named(worker):
     raise WorkerLost(lost_worker_message(error, worker)) from None
 
 
-_TIMED_OUT_TASKS = re.compile(r"timed out task names:(.*)", re.IGNORECASE | re.DOTALL)
+_TIMED_OUT_TASKS = re.compile(r"timed out task names:(.*?)(?=timed out task names:|\Z)",
+                              re.IGNORECASE | re.DOTALL)
 
 
 def unformed_cluster_message(error, timeout, tf_config=None):
@@ -222,9 +223,15 @@ def unformed_cluster_message(error, timeout, tf_config=None):
   jobs = [(job, i) for job in ("chief", "worker") for i in range(len(cluster.get(job, [])))]
   names = {f"/job:{job}/task:{i}": worker_name(cluster, job, i) for job, i in jobs}
   me = worker_name(cluster, task.get("type", "worker"), int(task.get("index", 0))) if jobs else "this worker"
-  listed = _TIMED_OUT_TASKS.search(str(error))
-  missing = [names.get(f"/job:{job}/task:{index}", f"/job:{job}/task:{index}")
-             for job, index in _DEVICE_JOB.findall(listed.group(1))] if listed else []
+  missing = []
+  for listed in _TIMED_OUT_TASKS.finditer(str(error)):   # the task names on the lines after the words
+    for line in listed.group(1).split("\n")[1:]:
+      task = _DEVICE_JOB.fullmatch(line.strip())
+      if not task:
+        break
+      name = names.get(f"/job:{task.group(1)}/task:{task.group(2)}", line.strip())
+      if name not in missing:
+        missing.append(name)
   if missing:
     who = f"{', '.join(missing)} never registered"
   elif jobs and names.get(f"/job:{jobs[0][0]}/task:{jobs[0][1]}") != me:

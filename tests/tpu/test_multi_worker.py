@@ -214,7 +214,11 @@ def test_a_multi_host_tpu_refuses_text_that_needs_tensorflow_text(tmp_path):
 UNFORMED = ("Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0. This usually happens because a "
             "task triggered the barrier too early or too slowly.\n# of tasks that reached the barrier: 1/3.\n"
             "The first task at the barrier: /job:worker/replica:0/task:0. Some timed out task names:\n"
-            "/job:worker/replica:0/task:2\n/job:worker/replica:0/task:1\n")
+            "/job:worker/replica:0/task:2\n/job:worker/replica:0/task:1\n\nAdditional GRPC error information "
+            "from remote target /job:worker/replica:0/task:0 while calling /tensorflow.CoordinationService/"
+            "RegisterTask:\n:UNKNOWN:Error received from peer  {grpc_message:\"Barrier timed out. [...]\nThe "
+            "first task at the barrier: /job:worker/replica:0/task:0. Some timed out task names:\n"
+            "/job:worker/replica:0/task:2\n/job:worker/replica:0/task:1\n\"}")
 
 
 def test_a_cluster_that_never_forms_names_the_workers_that_never_registered():
