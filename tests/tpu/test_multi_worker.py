@@ -289,8 +289,8 @@ def uninterrupted(tmp_path_factory):
 # The slow first checkpoint save of the chief in the resume tests' reference run: longer than the
 # collective timeout that run sets, so it ends rc 0 only if the other worker waits for the
 # write at the meeting point, not in the next step's collective.
-SLOW_SAVE_SECONDS = 30
-SHORT_COLLECTIVE_TIMEOUT = 15
+SLOW_SAVE_SECONDS = 40
+SHORT_COLLECTIVE_TIMEOUT = 20
 
 
 @pytest.fixture(scope="module")
