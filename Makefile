@@ -32,9 +32,18 @@ demo: $(STAMP)
 	  "the soundtrack was not bad" \
 	  "at first the film felt boring but the finale was brilliant and the cast was charming"
 
+# The suite in two sessions of about equal length, each with new test processes: what one
+# process accumulates over a session (TensorFlow's and XLA's caches of compiled functions,
+# allocator high-water marks) stays within the memory budget that tests/memory_guard.py checks
+# (one session of everything grew a worker to 4.9 GB). Tests that share a session fixture are
+# in the same half (the prose vocabulary: tests/zoo/text and tests/tpu/tasks).
+TESTS_FIRST := tests/zoo tests/export tests/tpu/tasks
+TESTS_SECOND := tests/tpu tests/notebooks tests/benchmarks $(wildcard tests/test_*.py)
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check zoo tpu export benchmarks tests
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(TESTS_FIRST)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(TESTS_SECOND) --ignore tests/tpu/tasks
 
 # Everything but the tests marked slow.
 test-fast: $(STAMP)

@@ -85,10 +85,12 @@ def pytest_configure(config):
 def pytest_sessionfinish(session):
   config = session.config
   worker = os.environ.get("PYTEST_XDIST_WORKER")
+  ran = _STATE["first"] is not None   # no test ran here: collection only, or the controller of workers
   if worker:   # sent to the controller with the worker's end (pytest-xdist's `workeroutput`)
-    config.workeroutput["memory"] = _summary(worker)
+    if ran:
+      config.workeroutput["memory"] = _summary(worker)
     return
-  if config.pluginmanager.getplugin("dsession") is None:   # the tests ran in this process
+  if ran and config.pluginmanager.getplugin("dsession") is None:   # the tests ran in this process
     config._memory_summaries.append(_summary("pytest"))
   if any(_over(summary) for summary in config._memory_summaries) and session.exitstatus == 0:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
