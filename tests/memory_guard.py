@@ -19,6 +19,7 @@ import pytest
 
 LIMIT_BYTES = float(os.environ.get("ZOO_TEST_MEMORY_LIMIT_GB", "4")) * 1e9
 NAMED = 5   # tests named per list in a report over the limit
+SHOWN = 3   # tests named per process within the limit
 MEANINGFUL = 10e6   # bytes of growth worth naming
 _STATE = {"peak_growth": {}, "kept": {}, "first": None}
 
@@ -116,6 +117,9 @@ def pytest_terminal_summary(terminalreporter, config):
   for summary in summaries:
     write(f"{summary['name']}: {_gb(summary['peak'])} ({_gb(summary['first'])} before its first test); "
           f"the processes it started, at most: {_gb(summary['children_peak'])} (limit {_gb(LIMIT_BYTES)})")
+    if not _over(summary):
+      write("  grew most during: " + ("; ".join(f"{name} (+{_gb(size)})" for name, size in
+                                                summary["peak_growth"][:SHOWN]) or "none"))
   for summary in filter(_over, summaries):
     write(f"FAILED memory budget: {summary['name']} reached "
           f"{_gb(max(summary['peak'], summary['children_peak']))}, above {_gb(LIMIT_BYTES)}", red=True)

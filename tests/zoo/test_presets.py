@@ -1,16 +1,22 @@
 """Presets: names, paper ratios, full-size parameter counts, one training step each."""
 
-import gc
+import hashlib
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from tests.conftest import shared_file
 from zoo import presets
 from zoo.presets import __main__ as presets_cli
 from zoo.presets import cost
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REQUIRED = [
     "bert_small", "bert_base", "bert_large", "prenorm_small", "prenorm_base", "prenorm_large",
     "realformer_small", "realformer_base", "realformer_large", "realformer_xlarge",
@@ -19,13 +25,40 @@ REQUIRED = [
 ]
 
 
-@pytest.fixture
-def zero_initialized(monkeypatch):
-  """Weights built as zeros: a parameter count depends on the shapes only, and drawing
-  hundreds of millions of truncated-normal values is most of a full-size build's time."""
-  def zeros(self, shape, dtype=None, **kwargs):
-    return tf.zeros(shape, dtype or tf.float32)
-  monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", zeros)
+FULL_SIZE = ["bert_base", "rel_transformer_base", "funnel_b4_4_4", "funnel_b6_3x2_3x2",
+             "funnel_b6_6_6_decoder"]
+
+
+def _full_size_overrides(name):
+  return {"seq_length": 128} if presets.get(name).family == "funnel" else {}
+
+
+def _builds_of(item):
+  """The `[preset, overrides]` builds a selected test of this module counts the parameters of."""
+  name = item.callspec.params["name"] if hasattr(item, "callspec") else None
+  if item.originalname == "test_full_size_preset_builds_with_the_counted_parameters":
+    return [[name, _full_size_overrides(name)]]
+  if item.originalname == "test_every_preset_builds_at_full_width_with_the_counted_parameters":
+    return [[name, _depth_override(presets.get(name), depth)] for depth in (1, 2)]
+  return []
+
+
+@pytest.fixture(scope="session")
+def built(request, tmp_path_factory):
+  """`count(name, overrides)`: the parameters of a preset build, from one process of its own
+  (`tests.zoo.preset_builds`) that builds what the selected tests ask for, once per run."""
+  specs = json.loads(json.dumps([build for item in request.session.items for build in _builds_of(item)]))
+
+  def make(out):
+    subprocess.run([sys.executable, "-m", "tests.zoo.preset_builds", out, json.dumps(specs)], check=True,
+                   cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=900)
+
+  digest = hashlib.sha256(json.dumps(specs).encode()).hexdigest()[:16]
+  with open(shared_file(tmp_path_factory, f"preset-counts-{digest}.json", make)) as file:
+    counts = json.load(file)
+  by_build = {json.dumps(spec, sort_keys=True): count for spec, count in zip(specs, counts, strict=True)}
+  return lambda name, overrides: by_build[json.dumps(json.loads(json.dumps([name, overrides])),
+                                                     sort_keys=True)]
 
 
 def _params(name):
@@ -74,16 +107,9 @@ def test_single_block_funnel_flops_equal_the_relative_transformer():
 
 # Full-size builds of the presets behind the paper's parameter ratios.
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["bert_base", "rel_transformer_base", "funnel_b4_4_4",
-                                  "funnel_b6_3x2_3x2", "funnel_b6_6_6_decoder"])
-def test_full_size_preset_builds_with_the_counted_parameters(name, zero_initialized):
-  keras.backend.clear_session()
-  overrides = {"seq_length": 128} if presets.get(name).family == "funnel" else {}
-  encoder = presets.build(name, **overrides)
-  assert encoder.count_params() == _params(name)
-  del encoder
-  keras.backend.clear_session()
-  gc.collect()
+@pytest.mark.parametrize("name", FULL_SIZE)
+def test_full_size_preset_builds_with_the_counted_parameters(name, built):
+  assert built(name, _full_size_overrides(name)) == _params(name)
 
 
 def _depth_override(preset, depth):
@@ -103,19 +129,14 @@ def _fast_or_slow(names):
 
 
 @pytest.mark.parametrize("name", _fast_or_slow(presets.names()))
-def test_every_preset_builds_at_full_width_with_the_counted_parameters(name, zero_initialized):
+def test_every_preset_builds_at_full_width_with_the_counted_parameters(name, built):
   """Parameters are linear in depth, so two full-width depths fix the full-size count."""
   preset = presets.get(name)
   counts = []
   for depth in (1, 2):
-    keras.backend.clear_session()
     overrides = _depth_override(preset, depth)
-    encoder = presets.build(name, **overrides)
-    expected = cost.parameter_count(preset.family, {**preset.config, **overrides})
-    assert encoder.count_params() == expected
-    counts.append(encoder.count_params())
-    del encoder
-    gc.collect()   # a full-width model is a reference cycle of hundreds of MB: gone before the next
+    counts.append(built(name, overrides))
+    assert counts[-1] == cost.parameter_count(preset.family, {**preset.config, **overrides})
   per_layer = counts[1] - counts[0]
   if preset.family == "funnel":
     layers = sum(preset.config["block_sizes"]) + preset.config.get("num_decoder_layers", 0)
