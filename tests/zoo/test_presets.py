@@ -35,10 +35,13 @@ def _full_size_overrides(name):
 
 def _builds_of(item):
   """The `[preset, overrides]` builds a selected test of this module counts the parameters of."""
-  name = item.callspec.params["name"] if hasattr(item, "callspec") else None
+  if getattr(item, "module", None) is not sys.modules[__name__]:
+    return []
   if item.originalname == "test_full_size_preset_builds_with_the_counted_parameters":
+    name = item.callspec.params["name"]
     return [[name, _full_size_overrides(name)]]
   if item.originalname == "test_every_preset_builds_at_full_width_with_the_counted_parameters":
+    name = item.callspec.params["name"]
     return [[name, _depth_override(presets.get(name), depth)] for depth in (1, 2)]
   return []
 
