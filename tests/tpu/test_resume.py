@@ -148,6 +148,7 @@ def _write_config(tmp_path, config):
   return str(path)
 
 
+@pytest.mark.slow
 def test_leftovers_of_interrupted_checkpoint_saves_are_removed_at_start(tmp_path, caplog):
   config = tiny_config(tmp_path / "run", steps=2, checkpoint_every=2, export=False, eval_batch_size=500)
   leftover = os.path.join(ModelDir(config.model_dir).checkpoint_dir, "ckpt-7_temp")
