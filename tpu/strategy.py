@@ -58,9 +58,9 @@ SHUTDOWN_BARRIER_TIMEOUT_SECONDS = 30
 class FaultBounds:
   """Seconds after which a multi-worker run gives up on a peer (see the comment above)."""
 
-  heartbeat_timeout: int = HEARTBEAT_TIMEOUT_SECONDS
-  collective_timeout: int = COLLECTIVE_TIMEOUT_SECONDS
-  registration_timeout: int = CLUSTER_REGISTER_TIMEOUT_SECONDS
+  heartbeat_timeout: float = HEARTBEAT_TIMEOUT_SECONDS
+  collective_timeout: float = COLLECTIVE_TIMEOUT_SECONDS
+  registration_timeout: float = CLUSTER_REGISTER_TIMEOUT_SECONDS
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -174,16 +174,13 @@ _COLLECTIVE_TIMED_OUT = re.compile(r"Collective has timed out", re.IGNORECASE)
 
 
 def _silent_peers(worker):
-  """The names of the other workers that do not answer a health check within 5 s."""
-  from tensorflow.python.eager import context
+  """The names of the other workers that do not answer a health check (`tpu.cluster.check_alive`)."""
+  from tpu import cluster  # which imports this module
   silent = []
-  for device in worker.devices:
-    if device == worker.device:
-      continue
-    job, task = device.rsplit("/", 1)
+  for index, device in enumerate(worker.devices):
     try:
-      context.context().check_collective_ops_peer_health(f"{job}/replica:0/{task}", timeout_in_ms=5000)
-    except tf.errors.OpError:
+      cluster.check_alive(worker, index, "a collective")
+    except WorkerLost:
       silent.append(worker.names_by_device.get(device, device))
   return silent
 
