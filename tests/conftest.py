@@ -13,6 +13,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # in each of the ~60 TensorFlow processes of a run. The Keras 3 tests import `keras` itself,
 # which this leaves alone.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# XLA's CPU backend without LLVM's optimization passes, in this process and the ones the tests
+# start (TensorFlow's jit_compile and every JAX function): compiling takes about half the time,
+# and the compiled programs (HLO, and so their gathers) are the same.
+XLA_TEST_FLAG = "--xla_backend_optimization_level=0"
+if XLA_TEST_FLAG not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), XLA_TEST_FLAG]))
 
 import pytest  # noqa: E402
 import tf_keras as keras  # noqa: E402
@@ -52,14 +58,6 @@ def _float32_policy():
     # What a collection leaves is held for good (caches, compiled functions): the next
     # collection by size comes COLLECT_ABOVE_BYTES above it, not after every test.
     _COLLECTED["ceiling"] = max(COLLECT_ABOVE_BYTES, memory_guard.resident() + COLLECT_AFTER_GROWTH_BYTES)
-
-
-def with_jax_xla_flags(env):
-  """`env` (a process environment) with XLA's CPU backend running without LLVM's optimization
-  passes, for processes that run JAX: every jitted function and eager operation compiles in half
-  the time. Keeps the XLA_FLAGS `env` already has."""
-  env["XLA_FLAGS"] = " ".join(filter(None, [env.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
-  return env
 
 
 def shared_file(tmp_path_factory, name, make):

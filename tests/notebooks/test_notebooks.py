@@ -4,8 +4,8 @@ The runner drops the cells tagged `skip-ci` (installs and TPU-only cells), injec
 small settings of `CI_PARAMETERS` right after the cell tagged `parameters` (the
 papermill convention), and executes the notebook with nbclient in a fresh kernel whose
 working directory is a temporary directory, with the repository on PYTHONPATH,
-matplotlib's Agg backend and, for the JAX notebooks (`JAX_NOTEBOOKS`), XLA flags that
-halve the compile time. A cell that raises fails the test, naming the cell.
+matplotlib's Agg backend and the suite's XLA flags (tests/conftest.py: half the compile
+time). A cell that raises fails the test, naming the cell.
 
 The repository's copies must be clean and runnable from Colab: no outputs or execution
 counts, no repository address of their own (`ZOO_REPO`, a parameter, says where the zoo
@@ -24,8 +24,6 @@ import types
 
 import nbformat
 import pytest
-
-from tests.conftest import with_jax_xla_flags
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -61,8 +59,6 @@ CI_PARAMETERS = {
         DATA="demo", TRAIN_EXAMPLES=32, VALIDATION_EXAMPLES=32, EPOCHS=1, BATCH_SIZE=32, SEQ_LENGTH=32,
         LEARNING_RATE=1e-3),
 }
-# Notebooks whose kernel runs JAX: XLA's CPU backend without LLVM's optimization passes there.
-JAX_NOTEBOOKS = {"05_keras3_jax_tpu.ipynb"}
 # Notebooks whose install cell leaves the runtime's JAX and TensorFlow-less TPU stack alone: they
 # install requirements.txt (TensorFlow's CPU build) and keras-hub wherever they run.
 KERAS3_NOTEBOOKS = ("05_keras3_jax_tpu.ipynb",)
@@ -267,8 +263,6 @@ def _execute(name, tmp_path, extra=None):
   env = dict(os.environ, MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
              HF_HUB_OFFLINE="1",
              PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-  if name in JAX_NOTEBOOKS:
-    with_jax_xla_flags(env)
   client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                           resources={"metadata": {"path": str(tmp_path)}})
   failure = None

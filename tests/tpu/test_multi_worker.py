@@ -273,12 +273,11 @@ RESUME_STEPS = 12
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-  """Two workers training RESUME_STEPS steps without interruption, with an export: the
-  reference of the resume tests, and the run the one-device test checks. Evaluation batches of
-  4 (125 of them) keep the final evaluation long enough for a signal to land in it."""
+  """Two workers training a classifier RESUME_STEPS steps without interruption, with an export:
+  the run the one-device test checks. Evaluation batches of 64 (7 full, the last one padded)."""
   tmp_path = tmp_path_factory.mktemp("uninterrupted")
   model_dir = tmp_path / "cluster"
-  config = tiny_config(model_dir, steps=RESUME_STEPS, checkpoint_every=3, export=True, eval_batch_size=4)
+  config = tiny_config(model_dir, steps=RESUME_STEPS, checkpoint_every=3, export=True, eval_batch_size=64)
   with Cluster(str(tmp_path), ["--config", config_file(tmp_path, config)]) as cluster:
     codes = cluster.wait()
     assert codes == [0, 0], cluster.stderr(0)[-2000:] + cluster.stderr(1)[-2000:]
@@ -303,7 +302,7 @@ def electra_uninterrupted(tmp_path_factory):
   tmp_path = tmp_path_factory.mktemp("electra")
   config = tiny_config(tmp_path / "cluster", task="electra", model="realformer_small",
                        model_overrides=TINY_TRANSFORMER, steps=RESUME_STEPS, checkpoint_every=3,
-                       steps_per_execution=2, dropout=0.1, eval_batch_size=4, max_predictions_per_seq=3,
+                       steps_per_execution=2, dropout=0.1, eval_batch_size=64, max_predictions_per_seq=3,
                        collective_timeout=SHORT_COLLECTIVE_TIMEOUT)
   started = time.monotonic()
   with Cluster(str(tmp_path), [str(SLOW_SAVE_SECONDS), "--config", config_file(tmp_path, config)],
@@ -328,9 +327,14 @@ def test_a_chief_whose_checkpoint_write_outlasts_the_collective_timeout_keeps_th
   assert results[0] == results[1] and set(results[0]) >= {"mlm_loss", "disc_loss"}
 
 
+# The resumed runs' evaluation batches: 125 of them keep the final evaluation long enough for a
+# signal to land in it (the uninterrupted run's size changes no training step).
+RESUME_EVAL_BATCH_SIZE = 4
+
+
 def resume_config(tmp_path, uninterrupted):
   model_dir = tmp_path / "run"
-  config = uninterrupted.config.replace(model_dir=str(model_dir))
+  config = uninterrupted.config.replace(model_dir=str(model_dir), eval_batch_size=RESUME_EVAL_BATCH_SIZE)
   return model_dir, ["--config", config_file(tmp_path, config)]
 
 

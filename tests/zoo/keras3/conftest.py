@@ -8,7 +8,6 @@ import sys
 import pytest
 
 from tests.conftest import shared_file
-from tests.conftest import with_jax_xla_flags
 from tests.zoo.keras3 import twins
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -19,8 +18,6 @@ def run_in_backend(backend, module, *args, timeout=900):
   """Runs `python -m module args` with Keras on `backend`; fails the test with its stderr."""
   env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-  if backend == "jax":
-    with_jax_xla_flags(env)
   result = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
   if result.returncode:
