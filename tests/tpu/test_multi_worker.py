@@ -292,6 +292,31 @@ SLOW_SAVE_SECONDS = 40
 SHORT_COLLECTIVE_TIMEOUT = 20
 
 
+class ElectraReference:
+  """The reference run of the resume chain, started at once and waited for when first needed
+  (`finished()`): its chief's slow save (SLOW_SAVE_SECONDS of waiting) overlaps the chain's
+  own clusters instead of holding up the test process."""
+
+  def __init__(self, tmp_path):
+    self.config = tiny_config(tmp_path / "cluster", task="electra", model="realformer_small",
+                              model_overrides=TINY_TRANSFORMER, steps=RESUME_STEPS, checkpoint_every=3,
+                              steps_per_execution=2, dropout=0.1, eval_batch_size=64,
+                              max_predictions_per_seq=3, collective_timeout=SHORT_COLLECTIVE_TIMEOUT)
+    self.started = time.monotonic()
+    args = [str(SLOW_SAVE_SECONDS), "--config", config_file(tmp_path, self.config)]
+    self.cluster = Cluster(str(tmp_path), args, module="tests.tpu.slow_chief")
+    self.took = self.records = self.losses = None
+
+  def finished(self):
+    if self.records is None:
+      codes = self.cluster.wait()
+      self.took = time.monotonic() - self.started
+      assert codes == [0, 0], self.cluster.stderr(0)[-3000:] + self.cluster.stderr(1)[-3000:]
+      self.records = training_records(self.config.model_dir)
+      self.losses = np.array([record["loss"] for record in self.records])
+    return self
+
+
 @pytest.fixture(scope="module")
 def electra_uninterrupted(tmp_path_factory):
   """The reference of the resume chain: two workers pre-training ELECTRA (a generator's masked
@@ -299,32 +324,9 @@ def electra_uninterrupted(tmp_path_factory):
 
   Its chief's first checkpoint save takes SLOW_SAVE_SECONDS more (`tests.tpu.slow_chief`),
   twice the collective timeout the run sets: both workers must still finish every step."""
-  tmp_path = tmp_path_factory.mktemp("electra")
-  config = tiny_config(tmp_path / "cluster", task="electra", model="realformer_small",
-                       model_overrides=TINY_TRANSFORMER, steps=RESUME_STEPS, checkpoint_every=3,
-                       steps_per_execution=2, dropout=0.1, eval_batch_size=64, max_predictions_per_seq=3,
-                       collective_timeout=SHORT_COLLECTIVE_TIMEOUT)
-  started = time.monotonic()
-  with Cluster(str(tmp_path), [str(SLOW_SAVE_SECONDS), "--config", config_file(tmp_path, config)],
-               module="tests.tpu.slow_chief") as cluster:
-    codes = cluster.wait()
-  took = time.monotonic() - started
-  assert codes == [0, 0], cluster.stderr(0)[-3000:] + cluster.stderr(1)[-3000:]
-  records = training_records(config.model_dir)
-  return types.SimpleNamespace(config=config, cluster=cluster, took=took, records=records,
-                               losses=np.array([record["loss"] for record in records]))
-
-
-@pytest.mark.slow
-def test_a_chief_whose_checkpoint_write_outlasts_the_collective_timeout_keeps_the_cluster(
-    electra_uninterrupted):
-  run = electra_uninterrupted
-  assert "slow_chief: the save of" in run.cluster.stderr(0) and run.took > SLOW_SAVE_SECONDS
-  # Every step, in executions of two that never cross a checkpoint (every 3 steps).
-  assert [record["step"] for record in run.records] == [2, 3, 5, 6, 8, 9, 11, 12]
-  assert latest_step(run.config.model_dir) == RESUME_STEPS
-  results = [json.loads(run.cluster.stdout(i)) for i in range(2)]
-  assert results[0] == results[1] and set(results[0]) >= {"mlm_loss", "disc_loss"}
+  reference = ElectraReference(tmp_path_factory.mktemp("electra"))
+  yield reference
+  reference.cluster.kill()
 
 
 # The resumed runs' evaluation batches: 125 of them keep the final evaluation long enough for a
@@ -460,8 +462,20 @@ def test_a_preempted_then_killed_cluster_resumes_as_the_same_run(electra_uninter
   assert f"SIGTERM during the evaluation at step {RESUME_STEPS}" in third.stderr(1), third.stderr(1)[-2000:]
   assert f"SIGTERM on another worker during the evaluation at step {RESUME_STEPS}" in third.stderr(0)
   assert not os.path.exists(ModelDir(str(model_dir)).eval_results_path)
-  assert_resumed_as_uninterrupted(model_dir, uninterrupted, stopped_at, third)
+  assert_resumed_as_uninterrupted(model_dir, uninterrupted.finished(), stopped_at, third)
   assert_one_set_of_files(model_dir, runs=3)
+
+
+@pytest.mark.slow
+def test_a_chief_whose_checkpoint_write_outlasts_the_collective_timeout_keeps_the_cluster(
+    electra_uninterrupted):
+  run = electra_uninterrupted.finished()
+  assert "slow_chief: the save of" in run.cluster.stderr(0) and run.took > SLOW_SAVE_SECONDS
+  # Every step, in executions of two that never cross a checkpoint (every 3 steps).
+  assert [record["step"] for record in run.records] == [2, 3, 5, 6, 8, 9, 11, 12]
+  assert latest_step(run.config.model_dir) == RESUME_STEPS
+  results = [json.loads(run.cluster.stdout(i)) for i in range(2)]
+  assert results[0] == results[1] and set(results[0]) >= {"mlm_loss", "disc_loss"}
 
 
 @pytest.mark.slow
