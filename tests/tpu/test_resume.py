@@ -115,7 +115,7 @@ def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_the
   train.run(config)
   run = ModelDir(config.model_dir)
   lines = run.read_history()
-  assert json.load(open(stream_path(run.input_state_prefix(0, 1, 4))))["batch_size"] == 8
+  assert _saved_stream(run, 4)["batch_size"] == 8
 
   for changed, named in ((dict(batch_size=16), "batch_size: 8 saved, 16 now"),
                          (dict(data=second), f'data: "{first}" saved, "{second}" now')):
@@ -136,10 +136,15 @@ def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_the
   train.run(config.replace(steps=6, data=second), reset_input=True)
   assert "--reset-input: the input position saved at step 4 belongs to another input stream" in caplog.text
   assert [record["step"] for record in run.read_history() if "loss" in record] == [1, 2, 3, 4, 5, 6]
-  stream = json.load(open(stream_path(run.input_state_prefix(0, 1, 6))))
-  assert stream["data"] == second   # the positions from here on belong to the new stream
+  assert _saved_stream(run, 6)["data"] == second   # the positions from here on belong to the new stream
   train.run(config.replace(steps=8, data=second))   # which resumes as usual
   assert run.latest_step() == 8
+
+
+def _saved_stream(run, step):
+  """The stream record of the only worker's input position at `step`."""
+  with open(stream_path(run.input_state_prefix(0, 1, step))) as file:
+    return json.load(file)
 
 
 def _write_config(tmp_path, config):

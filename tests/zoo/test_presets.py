@@ -50,7 +50,7 @@ def _builds_of(item):
 def built(request, tmp_path_factory):
   """`count(name, overrides)`: the parameters of a preset build, from one process of its own
   (`tests.zoo.preset_builds`) that builds what the selected tests ask for, once per run."""
-  specs = json.loads(json.dumps([build for item in request.session.items for build in _builds_of(item)]))
+  specs = [build for item in request.session.items for build in _builds_of(item)]
 
   def make(out):
     subprocess.run([sys.executable, "-m", "tests.zoo.preset_builds", out, json.dumps(specs)], check=True,
@@ -59,9 +59,9 @@ def built(request, tmp_path_factory):
   digest = hashlib.sha256(json.dumps(specs).encode()).hexdigest()[:16]
   with open(shared_file(tmp_path_factory, f"preset-counts-{digest}.json", make)) as file:
     counts = json.load(file)
+  # JSON text as the key: tuples and lists of the same values are the same build.
   by_build = {json.dumps(spec, sort_keys=True): count for spec, count in zip(specs, counts, strict=True)}
-  return lambda name, overrides: by_build[json.dumps(json.loads(json.dumps([name, overrides])),
-                                                     sort_keys=True)]
+  return lambda name, overrides: by_build[json.dumps([name, overrides], sort_keys=True)]
 
 
 def _params(name):
