@@ -36,14 +36,14 @@ demo: $(STAMP)
 # process accumulates over a session (TensorFlow's and XLA's caches of compiled functions,
 # allocator high-water marks) stays within the memory budget that tests/memory_guard.py checks
 # (one session of everything grew a worker to 4.9 GB). Tests that share a session fixture are
-# in the same half (the prose vocabulary: tests/zoo/text and tests/tpu/tasks).
+# in the same half (the prose vocabulary: tests/zoo/text and tests/tpu/tasks); the second session
+# runs every test outside TESTS_FIRST.
 TESTS_FIRST := tests/zoo tests/export tests/tpu/tasks
-TESTS_SECOND := tests/tpu tests/notebooks tests/benchmarks $(wildcard tests/test_*.py)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check zoo tpu export benchmarks tests
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(TESTS_FIRST)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(TESTS_SECOND) --ignore tests/tpu/tasks
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal tests $(addprefix --ignore ,$(TESTS_FIRST))
 
 # Everything but the tests marked slow.
 test-fast: $(STAMP)

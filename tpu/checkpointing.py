@@ -43,6 +43,7 @@ from tpu import cluster
 from tpu import tasks
 from tpu.data.records import vocab_checksum
 from tpu.strategy import Worker
+from zoo.logs import error_reason
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
 from zoo.model_dir import GENERATOR_ROOT
 from zoo.model_dir import HEAD_ROOTS
@@ -83,12 +84,6 @@ def input_stream(config, vocab, workers, local_replicas):
                  if setting.input})
   values.update(workers=workers, local_replicas=local_replicas, vocabulary=vocab_checksum(vocab))
   return json.loads(json.dumps(values))   # lists, not tuples: as read back
-
-
-def stream_differences(saved, now):
-  """`[(name, saved value, value now)]` of the settings that differ (a name missing on one side is None)."""
-  return [(name, saved.get(name), now.get(name)) for name in sorted(set(saved) | set(now))
-          if saved.get(name) != now.get(name)]
 
 
 def restore_encoder(encoder, path):
@@ -154,6 +149,12 @@ def stream_path(prefix):
   return prefix + ".stream.json"
 
 
+def _saved_stream(prefix):
+  """The stream record beside the input position `prefix`; {} for one saved without it."""
+  path = stream_path(prefix)
+  return read_json(path) if tf.io.gfile.exists(path) else {}
+
+
 def resume_position(model_dir, worker, step, stream, seed, reset_input=False):
   """The prefix of this worker's input position to continue from at `step`, or None for a new
   stream (a shuffle seeded `seed + step`, which is logged).
@@ -165,7 +166,7 @@ def resume_position(model_dir, worker, step, stream, seed, reset_input=False):
   index, count = worker.index, worker.count
   prefix = model_dir.input_state_prefix(index, count, step)
   if tf.io.gfile.exists(prefix + ".index"):
-    saved = read_json(stream_path(prefix)) if tf.io.gfile.exists(stream_path(prefix)) else {}
+    saved = _saved_stream(prefix)
   else:   # saved by another number of workers?
     others = sorted(tf.io.gfile.glob(model_dir.input_state_prefix("*", "*", step) + ".index"))
     if not others:
@@ -174,11 +175,12 @@ def resume_position(model_dir, worker, step, stream, seed, reset_input=False):
                   worker.name, seed + step)
       return None
     other = others[0][:-len(".index")]
-    saved = read_json(stream_path(other)) if tf.io.gfile.exists(stream_path(other)) else {}
+    saved = _saved_stream(other)
     saved["workers"] = int(re.search(r"worker-\d+-of-(\d+)", other).group(1))
     prefix = None
   # A record names what it has (an older one, or the worker count alone, may hold fewer settings).
-  differences = [(name, old, new) for name, old, new in stream_differences(saved, stream) if name in saved]
+  differences = [(name, value, stream.get(name)) for name, value in sorted(saved.items())
+                 if value != stream.get(name)]
   if not differences:
     return prefix
   listed = "; ".join(f"{name}: {json.dumps(old)} saved, {json.dumps(new)} now"
@@ -197,9 +199,10 @@ def resume_position(model_dir, worker, step, stream, seed, reset_input=False):
 
 class Checkpoints:
   """The run's `CheckpointManager`: restores or initialises the trainer, saves by step number, and
-  saves and checks the input position of `train_input` (a `tpu.trainer.TrainInput`, or None)."""
+  saves and checks the input position of the trainer's `train_input` (a `tpu.trainer.TrainInput`,
+  or None)."""
 
-  def __init__(self, trainer, model_dir, config, worker=None, train_input=None, stream=None):
+  def __init__(self, trainer, model_dir, config, worker=None, stream=None):
     self.trainer = trainer
     self.model_dir = model_dir
     self.manager = model_dir.checkpoint_manager(trainer.checkpoint, max_to_keep=config.keep_checkpoints,
@@ -209,7 +212,6 @@ class Checkpoints:
     self.worker = worker or Worker()
     self.is_chief = self.worker.is_chief
     self.saved_step = None   # the same on every worker, unlike the files they see
-    self.train_input = train_input
     self.stream = stream   # `input_stream` of this run, saved beside each position
     self._syncs = 0
 
@@ -223,7 +225,7 @@ class Checkpoints:
       try:
         self.trainer.checkpoint.restore(self.latest).assert_existing_objects_matched()
       except (AssertionError, ValueError, tf.errors.OpError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = error_reason(error)
         raise ValueError(f"{self.latest} cannot be restored into this run's model and optimizer "
                          f"({type(error).__name__}: {reason}); resume it with the settings it was saved "
                          "with, or use another --model-dir") from None
@@ -258,10 +260,11 @@ class Checkpoints:
     temporary folder they remove. Every worker returns once the chief has recorded it."""
     self.saved_step = step
     index, count = self.worker.index, self.worker.count
-    keeps_input = self.train_input is not None and self.train_input.checkpoint is not None
+    train_input = self.trainer.train_input
+    keeps_input = train_input is not None and train_input.checkpoint is not None
     if keeps_input:
       prefix = self.model_dir.input_state_prefix(index, count, step)
-      keeps_input = self.train_input.save(prefix)
+      keeps_input = train_input.save(prefix)
       if keeps_input and self.stream is not None:
         write_atomically(stream_path(prefix), json.dumps(self.stream, indent=1, sort_keys=True) + "\n")
     self._syncs += 1   # every worker's position is written before the checkpoint is recorded

@@ -19,10 +19,11 @@ import time
 import tensorflow as tf
 
 from tpu.strategy import WorkerLost
+from tpu.strategy import peer_health_error
+from zoo.logs import error_reason
 
-# Seconds between two polls of a waiting worker, and how long a peer has to answer "alive".
+# Seconds between two polls of a waiting worker.
 POLL_SECONDS = 2
-PEER_CHECK_SECONDS = 5
 # Values a worker publishes at a sync point.
 _GOING_ON, _TERMINATED = "going on", "SIGTERM"
 _PREFIX = "tpu.train"
@@ -33,25 +34,19 @@ def _context():
   return context.context()
 
 
-def _peer_task(device):
-  """'/job:worker/task:1' -> '/job:worker/replica:0/task:1', the name peer checks take."""
-  job, task = device.rsplit("/", 1)
-  return f"{job}/replica:0/{task}"
-
-
 def check_alive(worker, index, waiting_for):
-  """Raises `WorkerLost` unless worker `index` of the cluster answers within `PEER_CHECK_SECONDS`."""
+  """Raises `WorkerLost` unless worker `index` of the cluster answers a health check
+  (`tpu.strategy.peer_health_error`)."""
   if not worker.devices or index == worker.index:
     return
   device = worker.devices[index]
-  try:
-    _context().check_collective_ops_peer_health(_peer_task(device), timeout_in_ms=PEER_CHECK_SECONDS * 1000)
-  except tf.errors.OpError as error:
+  error = peer_health_error(device)
+  if error is not None:
     name = worker.names_by_device.get(device, device)
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    reason = error_reason(error)
     raise WorkerLost(f"{worker.name} lost {name} while waiting for {waiting_for}: {type(error).__name__}: "
                      f"{reason}. Every worker stops; rerun all workers with the same command to resume "
-                     "from the last checkpoint") from None
+                     "from the last checkpoint")
 
 
 def publish(key, value):

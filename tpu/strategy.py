@@ -22,6 +22,7 @@ import re
 from tpu import hardware
 from tpu.hardware import TPUUnavailableError
 from zoo.lazy import lazy_module
+from zoo.logs import error_reason
 
 tf = lazy_module("tensorflow")   # imported on first use: `python -m tpu.train --help` names the bounds
 
@@ -173,20 +174,27 @@ class WorkerTooSlow(RuntimeError):
 _COLLECTIVE_TIMED_OUT = re.compile(r"Collective has timed out", re.IGNORECASE)
 
 
-def _silent_peers(worker):
-  """The names of the other workers that do not answer a health check within 5 s (the check
-  `tpu.cluster.check_alive` makes; that module imports this one)."""
+# Seconds a peer has to answer a health check.
+PEER_CHECK_SECONDS = 5
+
+
+def peer_health_error(device):
+  """None if the worker of `device` ('/job:worker/task:1') answers a health check of the
+  coordination service within PEER_CHECK_SECONDS, else TensorFlow's error."""
   from tensorflow.python.eager import context
-  silent = []
-  for device in worker.devices:
-    if device == worker.device:
-      continue
-    job, task = device.rsplit("/", 1)
-    try:
-      context.context().check_collective_ops_peer_health(f"{job}/replica:0/{task}", timeout_in_ms=5000)
-    except tf.errors.OpError:
-      silent.append(worker.names_by_device.get(device, device))
-  return silent
+  job, task = device.rsplit("/", 1)
+  try:
+    context.context().check_collective_ops_peer_health(f"{job}/replica:0/{task}",
+                                                       timeout_in_ms=PEER_CHECK_SECONDS * 1000)
+  except tf.errors.OpError as error:
+    return error
+  return None
+
+
+def _silent_peers(worker):
+  """The names of the other workers that do not answer a health check."""
+  return [worker.names_by_device.get(device, device) for device in worker.devices
+          if device != worker.device and peer_health_error(device) is not None]
 
 
 def too_slow_message(worker, timeout):
@@ -240,7 +248,7 @@ def unformed_cluster_message(error, timeout, tf_config=None):
            "answered or the cluster did not form there")
   else:
     who = "the other workers never registered"
-  first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+  first = error_reason(error)
   return (f"{me}: the cluster of TF_CONFIG did not form within {timeout:g} s: {who} ({type(error).__name__}: "
           f"{first}). Start every worker within --registration-timeout (now {timeout:g} s) of the others, "
           "with the same cluster in TF_CONFIG and its own task index")

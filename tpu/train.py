@@ -152,7 +152,7 @@ def _run(config, strategy, worker, export, signals, reset_input):
       prepared.train, task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer, seed=seed,
       worker_name=worker.name), worker)
   trainer = Trainer(config, strategy, train_input, task=task)
-  checkpoints = Checkpoints(trainer, model_dir, config, worker, train_input, stream)
+  checkpoints = Checkpoints(trainer, model_dir, config, worker, stream)
   checkpoints.remove_interrupted_saves()
   checkpoints.restore_or_initialise(config.init_checkpoint)
   if trainer.step != start:

@@ -25,6 +25,7 @@ import tf_keras as keras
 from tpu.optimization import make_optimizer
 from tpu.tasks import get_task
 from zoo.layers import seeds
+from zoo.logs import error_reason
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import OPTIMIZER_ROOT
 
@@ -232,7 +233,7 @@ class TrainInput:
       self.checkpoint.write(prefix)
       return True
     except tf.errors.FailedPreconditionError as error:
-      reason = str(error).strip().splitlines()[0]
+      reason = error_reason(error)
       log.warning("the input pipeline's position cannot be saved (%s): a resumed run will start a new "
                   "shuffle", reason)
       self.checkpoint = None
@@ -245,7 +246,7 @@ class TrainInput:
     try:
       self.checkpoint.read(prefix).assert_consumed()
     except (AssertionError, ValueError, tf.errors.OpError) as error:
-      reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+      reason = error_reason(error)
       raise ValueError(f"the input position {prefix} does not fit this run's input pipeline "
                        f"({type(error).__name__}: {reason}): rerun with the settings it was saved with, or "
                        "add --reset-input to continue the model with a new input stream") from None
