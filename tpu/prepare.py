@@ -2,8 +2,9 @@
 
 `prepare(config)` returns a `Prepared` run: the config with the data's metadata and
 the vocabulary size filled in, the vocabulary, and the training and evaluation
-sources. It writes `config.json` and `vocab.txt` (atomically) and refuses to resume a
-model directory with other model settings.
+sources. It refuses to resume a model directory with other model settings, then writes
+`config.json` and `vocab.txt` (atomically); `prepare(config, write=False)` leaves the
+writing to `write_files`, for a caller with checks of its own to make first.
 
 On several workers only the chief writes them, and the vocabulary is decided once: a
 vocabulary that is learned from the training text is learned by the chief, and the
@@ -187,8 +188,9 @@ def resolve_config(config):
   return config.validate(), init_dir
 
 
-def prepare(config, worker=None):
-  """Validates the config, loads the data and vocabulary, and writes the model dir's files.
+def prepare(config, worker=None, write=True):
+  """Validates the config, loads the data and vocabulary, and writes the model dir's files
+  (`write_files`) unless `write` is False.
 
   `worker` (a `tpu.strategy.Worker`): on several workers only the chief writes.
   """
@@ -202,13 +204,21 @@ def prepare(config, worker=None):
       check_records(source, config, vocab)
   task = get_task(config)
   config = config.replace(**task.data_metadata(train), vocab_size=len(vocab))
-  is_chief = worker is None or worker.is_chief
-  if is_chief:
-    model_dir.makedirs()
   if model_dir.has_config():
     check_resumable(TrainConfig.from_model_dir(model_dir), config)
-  if is_chief:
-    if not model_dir.has_vocab():
-      model_dir.write_vocab(vocab)
-    model_dir.write_config(config.to_dict())
-  return Prepared(config, vocab, train, evaluation, model_dir)
+  prepared = Prepared(config, vocab, train, evaluation, model_dir)
+  if write:
+    write_files(prepared, worker)
+  return prepared
+
+
+def write_files(prepared, worker=None):
+  """Writes the prepared run's `config.json`, and its `vocab.txt` where the model directory has
+  none; on several workers the chief does, the others nothing."""
+  if worker is not None and not worker.is_chief:
+    return
+  model_dir = prepared.model_dir
+  model_dir.makedirs()
+  if not model_dir.has_vocab():
+    model_dir.write_vocab(prepared.vocab)
+  model_dir.write_config(prepared.config.to_dict())

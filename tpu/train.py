@@ -116,6 +116,7 @@ def _run(config, strategy, worker, export, signals, reset_input):
   from tpu.checkpointing import resume_position
   from tpu.data import pipeline
   from tpu.prepare import prepare
+  from tpu.prepare import write_files
   from tpu.progress import Progress
   from tpu.progress import RunLog
   from tpu.tasks import get_task
@@ -124,7 +125,7 @@ def _run(config, strategy, worker, export, signals, reset_input):
   from tpu.trainer import train_loop
   from zoo.text import TextEncoder
 
-  prepared = prepare(config, worker=worker)
+  prepared = prepare(config, worker=worker, write=False)   # written once the resume checks pass
   config, model_dir = prepared.config, prepared.model_dir
   _check_tpu_hosts(strategy, prepared)
   pipeline.check_input(prepared.train, worker.count)   # no input pipeline without examples
@@ -145,6 +146,7 @@ def _run(config, strategy, worker, export, signals, reset_input):
                 "examples after the resume differ from an uninterrupted run's")
   elif start and start < config.steps:   # refuses another stream's position, or starts a new one
     position = resume_position(model_dir, worker, start, stream, config.seed, reset_input)
+  write_files(prepared, worker)
   seed = config.seed if position or not start else config.seed + start
   task = get_task(config)
   text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, **config.text_encoder_args())

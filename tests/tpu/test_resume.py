@@ -115,6 +115,8 @@ def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_the
   train.run(config)
   run = ModelDir(config.model_dir)
   lines = run.read_history()
+  with open(run.config_path) as file:
+    saved_config = file.read()
   assert _saved_stream(run, 4)["batch_size"] == 8
 
   for changed, named in ((dict(batch_size=16), "batch_size: 8 saved, 16 now"),
@@ -123,6 +125,8 @@ def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_the
       train.run(config.replace(steps=6, **changed))
     assert named in str(refused.value) and "step 4" in str(refused.value)
     assert run.read_history() == lines and run.latest_step() == 4   # not a step taken
+    with open(run.config_path) as file:
+      assert file.read() == saved_config   # nor the refused settings written
 
   # The command line says the same on stderr, with status 2 and no traceback.
   process = subprocess.run([sys.executable, "-m", "tpu.train", "--config", _write_config(tmp_path, config),
