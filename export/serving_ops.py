@@ -1,6 +1,6 @@
 """Which ops a SavedModel uses, and whether a stock TensorFlow Serving 2.12+ links them all.
 
-  python -m export.serving_ops BASE/1      # lists the op types; exit status 1 if one is not served
+  python -m export.serving_ops BASE/1 [BASE/2 ...]   # lists the op types; exit status 1 if one is not served
 
 TF Serving links the core TensorFlow ops and the ops of one tensorflow-text release:
 its `SUPPORTED_TENSORFLOW_OPS` include `@org_tensorflow_text//tensorflow_text:ops_lib`,
@@ -139,16 +139,23 @@ def problems(path: str) -> list[str]:
 def main(argv=None):
   parser = argparse.ArgumentParser(prog="python -m export.serving_ops",
                                    description=__doc__.split("\n\n")[0])
-  parser.add_argument("saved_model", help="a SavedModel directory (holding saved_model.pb)")
+  parser.add_argument("saved_model", nargs="+",
+                      help="SavedModel directories (each holding saved_model.pb); with several, each "
+                           "one's list starts with a line '# DIRECTORY'")
   args = parser.parse_args(argv)
   core = core_ops()
-  for op, count in sorted(op_types(args.saved_model).items()):
-    origin = "core" if op in core else "tensorflow-text" if op in TFTEXT_OPS else "NOT SERVED"
-    print(f"{op}\t{count}\t{origin}")
-  found = problems(args.saved_model)
-  for problem in found:
-    print(f"export.serving_ops: {problem}", file=sys.stderr)
-  return 1 if found else 0
+  failed = False
+  for path in args.saved_model:
+    if len(args.saved_model) > 1:
+      print(f"# {path}")
+    for op, count in sorted(op_types(path).items()):
+      origin = "core" if op in core else "tensorflow-text" if op in TFTEXT_OPS else "NOT SERVED"
+      print(f"{op}\t{count}\t{origin}")
+    found = problems(path)
+    for problem in found:
+      print(f"export.serving_ops: {path}: {problem}", file=sys.stderr)
+    failed = failed or bool(found)
+  return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ op, an attribute tensorflow-text 2.12 does not declare).
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -60,11 +58,12 @@ def test_text_encoder_exports_use_served_ops_only(tmp_path, lower_case):
     assert set(ops) & serving_ops.TFTEXT_OPS == tokenizer_ops
 
 
-def test_the_trimmer_op_is_reported(tmp_path):
-  def trimmed(texts):
-    words = tf.strings.split(texts)
-    return text.RoundRobinTrimmer(3).trim([words, words])[0].to_tensor()
+def trimmed(texts):
+  words = tf.strings.split(texts)
+  return text.RoundRobinTrimmer(3).trim([words, words])[0].to_tensor()
 
+
+def test_the_trimmer_op_is_reported(tmp_path):
   path = save(tmp_path, trimmed)
   assert any(op.startswith("TFText>RoundRobin") for op in serving_ops.op_types(path))
   found = serving_ops.problems(path)
@@ -88,22 +87,46 @@ def test_the_command_line(tmp_path, capsys):
   assert lines["FastWordpieceTokenizeWithOffsets"] == "tensorflow-text" and lines["StringLower"] == "core"
 
 
+TASK_EXPORTS = ["classify_export", "regress_pair_export", "mlm_export"]
+
+
 @pytest.mark.slow
-def test_reading_ops_does_not_import_tensorflow_text(tmp_path):
-  path = save(tmp_path, TextEncoder(VOCAB, seq_length=8).encode)
-  code = ("import json, sys; from export import serving_ops; ops = serving_ops.op_types(sys.argv[1]); "
-          "print(json.dumps({'ops': sorted(ops), 'problems': serving_ops.problems(sys.argv[1]), "
-          "'text': [m for m in sys.modules if m.startswith('tensorflow_text')]}))")
-  process = start_python(["-c", code, path], cwd=ROOT)
+def test_the_command_line_checks_every_task_export_without_importing_tensorflow_text(request, tmp_path):
+  """`python -m export.serving_ops` (run as `-m` runs it) over the training runs' exports and a
+  tokenizer alone, in one process: exit status 0, and tensorflow_text never imported."""
+  paths = [request.getfixturevalue(name) for name in TASK_EXPORTS]
+  paths.append(save(tmp_path, TextEncoder(VOCAB, seq_length=8).encode))
+  code = ("import json, runpy, sys\n"
+          "sys.argv = ['serving_ops', *sys.argv[1:]]\n"
+          "try:\n"
+          "  runpy.run_module('export.serving_ops', run_name='__main__', alter_sys=True)\n"
+          "except SystemExit as exit:\n"
+          "  code = exit.code\n"
+          "text = [name for name in sys.modules if name.startswith('tensorflow_text')]\n"
+          "print(json.dumps({'code': code, 'text': text}))")
+  process = start_python(["-c", code, *paths], cwd=ROOT)
   stdout, stderr = process.communicate(timeout=300)
   assert process.returncode == 0, stderr.decode()[-3000:]
-  result = json.loads(stdout.decode().strip().splitlines()[-1])
-  assert result["text"] == [] and result["problems"] == []
-  assert TOKENIZER_OPS <= set(result["ops"])
+  lines = stdout.decode().strip().splitlines()
+  result = json.loads(lines[-1])
+  assert result == {"code": 0, "text": []}, stderr.decode()[-3000:]
+  listed = [line[2:] for line in lines if line.startswith("# ")]
+  assert listed == paths
+  assert TOKENIZER_OPS <= {line.split("\t")[0] for line in lines if line.endswith("\ttensorflow-text")}
+
+
+def test_the_command_line_names_the_export_that_fails(tmp_path, capsys):
+  good = save(tmp_path, TextEncoder(VOCAB, seq_length=8).encode, "good")
+  bad = save(tmp_path, trimmed, "trimmed")
+  assert serving_ops.main([good, bad]) == 1
+  captured = capsys.readouterr()
+  assert f"# {good}\n" in captured.out and f"# {bad}\n" in captured.out
+  assert f"export.serving_ops: {bad}: op 'TFText>RoundRobin" in captured.err
+  assert good + ":" not in captured.err
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["classify_export", "regress_pair_export", "mlm_export"])
+@pytest.mark.parametrize("name", TASK_EXPORTS)
 def test_every_task_export_uses_served_ops_only(request, name):
   """The exports of the training runs: single texts (classify, mlm) and sentence pairs (regress_pair)."""
   path = request.getfixturevalue(name)
@@ -111,9 +134,6 @@ def test_every_task_export_uses_served_ops_only(request, name):
   ops = serving_ops.op_types(path)
   assert TOKENIZER_OPS <= set(ops)
   assert not [op for op in ops if op.startswith("TFText>")]
-  result = subprocess.run([sys.executable, "-m", "export.serving_ops", path], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
 
 
 @pytest.mark.slow
