@@ -76,7 +76,7 @@ def _contents(directory):
   return contents
 
 
-@pytest.mark.parametrize("kind", ["hf-funnel", "hf-bert"])
+@pytest.mark.parametrize("kind", [pytest.param("hf-funnel", marks=pytest.mark.slow), "hf-bert"])
 def test_every_layout_converts_to_the_same_model_directory(tmp_path, kind):
   torch.manual_seed(5)
   if kind == "hf-funnel":

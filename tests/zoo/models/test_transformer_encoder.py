@@ -109,7 +109,9 @@ def test_attention_probs_on_request():
   assert probs[1].numpy()[1, :, :, 5:].max() < 1e-6   # padded keys get no attention
 
 
-@pytest.mark.parametrize("position_encoding", ["absolute", "factorized", "shift"])
+# `make test-fast` runs the first of each list (the others: `make test`).
+@pytest.mark.parametrize("position_encoding", ["absolute", *(pytest.param(name, marks=pytest.mark.slow)
+                                                            for name in ("factorized", "shift"))])
 def test_works_as_model_garden_bert_classifier_network(position_encoding):
   keras.utils.set_random_seed(0)
   encoder = TransformerEncoder(**SMALL, position_encoding=position_encoding, seq_length=LENGTH,
@@ -148,7 +150,8 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=list(VARIANTS))
+@pytest.mark.parametrize("variant", [
+    pytest.param(name, marks=pytest.mark.slow if name in ("post_ln", "pre_ln") else ()) for name in VARIANTS])
 def test_save_reload_xla_and_mixed_precision(variant, tmp_path):
   config = dict(SMALL, **VARIANTS[variant])
   run_encoder_checks(TransformerEncoder, config, _inputs(), tmp_path)
