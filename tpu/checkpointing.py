@@ -51,6 +51,7 @@ from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
 from zoo.model_dir import find_checkpoint
+from zoo.model_dir import is_temporary
 from zoo.model_dir import read_json
 from zoo.model_dir import write_atomically
 
@@ -63,8 +64,6 @@ PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 # the task's own input settings (`tpu.tasks.Setting.input`).
 STREAM_FIELDS = ("task", "data", "text_columns", "label_column", "data_dir", "batch_size", "seed",
                  "shuffle_buffer", "seq_length", "lower_case", "tokenizer")
-# The folders `tf.train.Checkpoint` writes a sharded checkpoint through; an interrupted save leaves one.
-_TEMPORARY_CHECKPOINT = re.compile(r"ckpt-\d+_temp")
 
 
 class Preempted(RuntimeError):
@@ -182,6 +181,11 @@ def resume_position(model_dir, worker, step, stream, seed, reset_input=False):
   differences = [(name, value, stream.get(name)) for name, value in sorted(saved.items())
                  if value != stream.get(name)]
   if not differences:
+    if prefix is None:   # the other workers' positions of this stream, but not this worker's
+      log.warning("no input position saved at step %d for %s, though %s holds another worker's of the "
+                  "same stream: this worker's input pipeline starts a new shuffle (seed %d), so its examples "
+                  "after the resume differ from an uninterrupted run's", step, worker.name, others[0],
+                  seed + step)
     return prefix
   listed = "; ".join(f"{name}: {json.dumps(old)} saved, {json.dumps(new)} now"
                      for name, old, new in differences)
@@ -241,15 +245,13 @@ class Checkpoints:
       if generator:
         log.info("generator initialised from %s", generator)
 
-  def remove_interrupted_saves(self):
-    """Removes what interrupted saves left in `checkpoints/` (the chief's; `ckpt-N_temp/` folders)."""
-    folder = self.model_dir.checkpoint_dir
-    if not self.is_chief or not tf.io.gfile.isdir(folder):
-      return
-    for name in tf.io.gfile.listdir(folder):
-      if _TEMPORARY_CHECKPOINT.fullmatch(name.rstrip("/")):
-        tf.io.gfile.rmtree(os.path.join(folder, name.rstrip("/")))
-        log.info("removed %s, left by an interrupted checkpoint save", os.path.join(folder, name))
+  def remove_leftovers(self):
+    """Removes what killed writers left in the model directory (the chief's; `ModelDir.remove_leftovers`):
+    `ckpt-N_temp/` folders of interrupted checkpoint saves and temporary files of atomic writes."""
+    if self.is_chief:
+      for path in self.model_dir.remove_leftovers():
+        log.info("removed %s, left by an interrupted %s", path,
+                 "write" if is_temporary(os.path.basename(path)) else "checkpoint save")
 
   def next_due(self, step):
     """The next step at which a checkpoint is due."""

@@ -155,7 +155,7 @@ def _run(config, strategy, worker, export, signals, reset_input):
       worker_name=worker.name), worker)
   trainer = Trainer(config, strategy, train_input, task=task)
   checkpoints = Checkpoints(trainer, model_dir, config, worker, stream)
-  checkpoints.remove_interrupted_saves()
+  checkpoints.remove_leftovers()
   checkpoints.restore_or_initialise(config.init_checkpoint)
   if trainer.step != start:
     raise ValueError(f"{checkpoints.latest} holds step {trainer.step}, not the step {start} its name says")

@@ -115,6 +115,10 @@ def is_temporary(name):
   return name.startswith(".") and TEMPORARY_MARK in name
 
 
+# The folder a checkpoint save writes before its files are complete (TensorFlow's sharded saves).
+INTERRUPTED_SAVE = re.compile(r"ckpt-\d+_temp")
+
+
 @contextlib.contextmanager
 def atomic_path(path):
   """Yields a temporary path beside `path` to write; on success it is renamed onto `path`.
@@ -433,6 +437,32 @@ class ModelDir:
     write_atomically(os.path.join(self.checkpoint_dir, CHECKPOINT_STATE_FILE),
                      f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
     return prefix
+
+  def remove_leftovers(self):
+    """Removes what killed writers left in the run's own folders (the directory, `checkpoints/`
+    and each worker's input positions): temporary files of atomic writes (`is_temporary`) and the
+    `ckpt-N_temp/` folders of interrupted checkpoint saves. Export versions being written
+    (`export/.tmp-*`, which TensorFlow Serving skips) are left to their writer. Returns the
+    removed paths."""
+    folders = [self.path, self.checkpoint_dir]
+    inputs = self.join(CHECKPOINT_DIR, INPUT_STATE_DIR)
+    if tf.io.gfile.isdir(inputs):
+      folders += [os.path.join(inputs, name.rstrip("/")) for name in tf.io.gfile.listdir(inputs)]
+    removed = []
+    for folder in folders:
+      if not tf.io.gfile.isdir(folder):
+        continue
+      for name in tf.io.gfile.listdir(folder):
+        name = name.rstrip("/")
+        path = os.path.join(folder, name)
+        if INTERRUPTED_SAVE.fullmatch(name) and tf.io.gfile.isdir(path):
+          tf.io.gfile.rmtree(path)
+        elif is_temporary(name) and not tf.io.gfile.isdir(path):
+          tf.io.gfile.remove(path)
+        else:
+          continue
+        removed.append(path)
+    return removed
 
   def input_state_prefix(self, worker, workers, step):
     """The checkpoint prefix of the input position of worker `worker` of `workers` at `step`."""

@@ -20,6 +20,7 @@ from tpu.checkpointing import stream_path
 from tpu.config import TrainConfig
 from tpu.strategy import Worker
 from zoo.model_dir import ModelDir
+from zoo.model_dir import temporary_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film"]
@@ -94,6 +95,13 @@ def test_another_number_of_workers_is_refused_and_a_step_without_positions_start
   assert resume_position(run, Worker(), 12, input_stream(config, VOCAB, 1, 1), seed=2) is None
   assert "no input position saved at step 12 for the only worker: the input pipeline starts a new shuffle " \
          "(seed 14)" in caplog.text
+  # One worker's position lost, its sibling's kept: that worker starts a new shuffle, and says so.
+  stream = input_stream(config, VOCAB, 2, 1)
+  sibling = _position(run, 0, 2, 16, stream)
+  me = Worker(index=1, count=2, is_chief=False, name="worker 1")
+  assert resume_position(run, me, 16, stream, seed=3) is None
+  assert (f"no input position saved at step 16 for worker 1, though {sibling}.index holds another worker's "
+          "of the same stream: this worker's input pipeline starts a new shuffle (seed 19)") in caplog.text
 
 
 def _corpus(path, words):
@@ -158,11 +166,30 @@ def _write_config(tmp_path, config):
 
 
 @pytest.mark.slow
-def test_leftovers_of_interrupted_checkpoint_saves_are_removed_at_start(tmp_path, caplog):
+def test_leftovers_of_killed_writers_are_removed_at_start(tmp_path, caplog):
+  """What kill -9 leaves in a model directory: interrupted checkpoint saves of the model and of a
+  worker's input position, and the temporary files of atomic writes. The next run removes them
+  and nothing else (an export being written belongs to its exporter)."""
   config = tiny_config(tmp_path / "run", steps=2, checkpoint_every=2, export=False, eval_batch_size=500)
-  leftover = os.path.join(ModelDir(config.model_dir).checkpoint_dir, "ckpt-7_temp")
-  os.makedirs(os.path.join(leftover, "part-00000-of-00001"))
+  run = ModelDir(config.model_dir)
+  saves = [os.path.join(run.checkpoint_dir, "ckpt-7_temp"),
+           os.path.join(os.path.dirname(run.input_state_prefix(1, 2, 0)), "ckpt-7_temp")]
+  for save in saves:
+    os.makedirs(os.path.join(save, "part-00000-of-00001"))
+  writes = [temporary_path(run.config_path), temporary_path(run.history_path),
+            temporary_path(stream_path(run.input_state_prefix(0, 1, 7)))]
+  kept = [os.path.join(run.export_dir, ".tmp-1-12345", "saved_model.pb"), os.path.join(run.path, "notes.txt")]
+  for path in writes + kept:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as file:
+      file.write("partial")
   caplog.set_level(logging.INFO, logger="tpu")
   train.run(config)
-  assert not os.path.exists(leftover)
-  assert f"removed {leftover}, left by an interrupted checkpoint save" in caplog.text
+  for save in saves:
+    assert not os.path.exists(save)
+    assert f"removed {save}, left by an interrupted checkpoint save" in caplog.text
+  for path in writes:
+    assert not os.path.exists(path)
+    assert f"removed {path}, left by an interrupted write" in caplog.text
+  assert all(os.path.exists(path) for path in kept)
+  assert run.latest_step() == 2
