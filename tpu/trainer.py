@@ -70,7 +70,7 @@ class Trainer:
     # The forward and backward pass as a function of its own (off TPUs, which compile the whole
     # step anyway): the train function's first call creates the optimizer's slots, so TensorFlow
     # traces it twice, and the second trace reuses this function's graph instead of tracing the
-    # model again (half the start-up time of a small model).
+    # model again.
     self._compute = self._compute_gradients
     if not isinstance(strategy, tf.distribute.TPUStrategy):
       self._compute = tf.function(self._compute_gradients, jit_compile=bool(config.jit_compile),
