@@ -441,9 +441,9 @@ class ModelDir:
   def remove_leftovers(self):
     """Removes what killed writers left in the run's own folders (the directory, `checkpoints/`
     and each worker's input positions): temporary files of atomic writes (`is_temporary`) and the
-    `ckpt-N_temp/` folders of interrupted checkpoint saves. Export versions being written
-    (`export/.tmp-*`, which TensorFlow Serving skips) are left to their writer. Returns the
-    removed paths."""
+    `ckpt-N_temp/` folders of interrupted checkpoint saves. Export versions being written (the
+    export folder's temporary folders, which TensorFlow Serving skips) are left to their writer.
+    Returns the removed paths."""
     folders = [self.path, self.checkpoint_dir]
     inputs = self.join(CHECKPOINT_DIR, INPUT_STATE_DIR)
     if tf.io.gfile.isdir(inputs):
