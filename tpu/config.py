@@ -161,9 +161,45 @@ class TrainConfig:
 
   @classmethod
   def from_model_dir(cls, model_dir):
-    """The config a training run (or a converter) wrote into `model_dir`."""
+    """The config a training run (or a converter) wrote into `model_dir`.
+
+    Its `model_overrides` are what the directory means (`zoo.presets.as_written`): a
+    setting whose default changed after the directory was written keeps its old value.
+    """
+    from zoo import presets
     model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
-    return cls.from_dict(model_dir.read_config(), source=model_dir.config_path, strict=False)
+    values = model_dir.read_config()
+    if values.get("model") in presets.PRESETS:
+      overrides = presets.as_written(values["model"], values.get("model_overrides") or {})
+      values = dict(values, model_overrides=overrides)
+    return cls.from_dict(values, source=model_dir.config_path, strict=False)
+
+  def recorded(self):
+    """This config as a model directory records it: with every setting whose default may change
+    (`zoo.presets.recorded`)."""
+    from zoo import presets
+    if not self.model:
+      return self
+    return self.replace(model_overrides=presets.recorded(self.model, self.model_overrides))
+
+  def resumed_from(self, saved):
+    """This config continuing the run `saved` (the model directory's): the encoder settings a
+    directory records (`zoo.presets.RECORDED`) and the task's architecture settings that this
+    config does not set are the saved run's, so defaults that changed since it started do not
+    change its model."""
+    from zoo import presets
+    config = self
+    if saved.model and (config.model or saved.model) == saved.model:
+      family = presets.get(saved.model).family
+      kept = {key: value for key, value in saved.model_overrides.items()
+              if key in presets.RECORDED.get(family, {}) and key not in config.model_overrides}
+      config = config.replace(model_overrides={**kept, **config.model_overrides})
+    if saved.task == config.task and config.task in tasks.TASKS:
+      own = tasks.settings_of(config.task)
+      kept = {name: value for name, value in saved.settings.items()
+              if name in own and own[name].architecture and name not in config.settings}
+      config = config.replace(**kept)
+    return config
 
   def to_dict(self):
     """The flat dict config.json holds: the job's fields, then every setting of the task."""

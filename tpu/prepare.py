@@ -179,6 +179,9 @@ def resolve_config(config):
   init_dir = init_model_dir(config)
   if init_dir is not None:
     config = apply_init_checkpoint(config, TrainConfig.from_model_dir(init_dir))
+  model_dir = ModelDir(config.model_dir) if config.model_dir else None
+  if model_dir is not None and model_dir.has_config():   # a resume: the saved run's model
+    config = config.resumed_from(TrainConfig.from_model_dir(model_dir))
   generator = config.settings.get("generator_checkpoint")
   generator_dir = containing_model_dir(generator) if generator else None
   if generator_dir is not None and "mlm_transform" not in config.settings:
@@ -221,4 +224,4 @@ def write_files(prepared, worker=None):
   model_dir.makedirs()
   if not model_dir.has_vocab():
     model_dir.write_vocab(prepared.vocab)
-  model_dir.write_config(prepared.config.to_dict())
+  model_dir.write_config(prepared.config.recorded().to_dict())

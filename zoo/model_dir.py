@@ -121,7 +121,8 @@ INTERRUPTED_SAVE = re.compile(r"ckpt-\d+_temp")
 
 @contextlib.contextmanager
 def atomic_path(path):
-  """Yields a temporary path beside `path` to write; on success it is renamed onto `path`.
+  """Yields a temporary path beside `path` to write (a file, or a folder with its files); on success it
+  is renamed onto `path`.
 
   The one place files are published by a rename: whatever writes through a path of its
   own (`tf.io.TFRecordWriter`, `np.save`, ...) writes the yielded path. When the block
@@ -146,7 +147,9 @@ def atomic_path(path):
     yield temporary
     tf.io.gfile.rename(temporary, path, overwrite=True)
   except BaseException:
-    if tf.io.gfile.exists(temporary):
+    if tf.io.gfile.isdir(temporary):
+      tf.io.gfile.rmtree(temporary)
+    elif tf.io.gfile.exists(temporary):
       tf.io.gfile.remove(temporary)
     raise
 

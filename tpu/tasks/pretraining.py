@@ -41,18 +41,30 @@ class MaskedLMTask(Task):
               "--seq-length, rounded up)", minimum=1, input=True),
       Setting("whole_word_masking", bool, False, "mask whole words", input=True),
       # The heads' shape: a converted checkpoint records its own (--init-checkpoint passes them on).
-      Setting("mlm_transform", bool, True, "the masked-LM head's dense and layer norm (BERT's; Funnel's "
-              "published heads have none)", flag=False, architecture=True),
-      Setting("head_activation", str, "gelu", "activation of the masked-LM transform and of the "
-              "discriminator's dense layer (zoo.layers.constants.ACTIVATIONS)", flag=False,
-              architecture=True),
+      Setting("mlm_transform", bool, None, "the masked-LM head's dense and layer norm (default: BERT's, but "
+              "none for a Funnel's masked-LM pre-training, as Funnel's published heads and Hugging Face's "
+              "FunnelForMaskedLM)", flag=False, architecture=True),
+      Setting("head_activation", str, None, "activation of the masked-LM transform and of the "
+              "discriminator's dense layer (zoo.layers.constants.ACTIVATIONS; default: the encoder's, "
+              "as BERT's and ELECTRA's heads)", flag=False, architecture=True),
   )
   stat_names = ("mlm_loss", "mlm_accuracy")
   concatenates_documents = True
 
   @classmethod
   def derived_settings(cls, config):
-    return dict(max_predictions_per_seq=config.max_predictions_per_seq or math.ceil(0.15 * config.seq_length))
+    from zoo import presets
+    predictions = config.max_predictions_per_seq or math.ceil(0.15 * config.seq_length)
+    derived = dict(max_predictions_per_seq=predictions)
+    if config.model:   # the heads' defaults follow the encoder
+      overrides = presets.as_written(config.model, config.model_overrides)
+      family, encoder = presets.resolve(config.model, overrides)
+      # A Funnel's masked-LM head is Funnel's (no transform); ELECTRA's generator is narrower than the
+      # embeddings it shares, so its head keeps the transform to the embedding width.
+      transform = family != "funnel" or cls.name != "mlm"
+      derived.update(mlm_transform=transform if config.mlm_transform is None else config.mlm_transform,
+                     head_activation=config.head_activation or encoder["activation"])
+    return derived
 
   def build(self):
     from zoo import models

@@ -1,9 +1,11 @@
-"""Converts a published checkpoint into a zoo model directory.
+"""Converts a published checkpoint into a zoo model directory, and a zoo model directory into a
+Hugging Face checkpoint.
 
     python -m zoo.convert hf-funnel SRC --out DIR [--seq-length N] [--with-decoder | --without-decoder]
     python -m zoo.convert hf-bert SRC --out DIR [--seq-length N]
     python -m zoo.convert tf1-bert SRC --out DIR [--seq-length N] [--cased]
                                    [--residual-attention [--running-mean]]
+    python -m zoo.convert to-hf MODEL_DIR --out DIR [--dtype float32|bfloat16]
 
 SRC is a local directory, or for the Hugging Face formats a hub id (`funnel-transformer/small`,
 `bert-base-uncased`) that `huggingface_hub` downloads into its cache (it honours
@@ -79,6 +81,17 @@ def parser():
                       help="an uncased model (default unless the directory name says 'cased')")
   casing.add_argument("--cased", dest="lower_case", action="store_const", const=False, help="a cased model")
   _add_realformer(tf1)
+  to_hf = formats.add_parser(
+      "to-hf", help="out: a zoo model directory as a Hugging Face checkpoint transformers loads",
+      description="Write a zoo model directory (a tpu.train run or a converted checkpoint) as a Hugging Face "
+                  "checkpoint directory: config.json, model.safetensors, the tokenizer files and a README.md "
+                  "model card, which transformers' Auto classes load with no code of this project. Models "
+                  "transformers cannot express are refused before anything is written.")
+  to_hf.add_argument("src", metavar="MODEL_DIR", help="the zoo model directory (config.json, vocab.txt, "
+                                                       "checkpoints/)")
+  to_hf.add_argument("--out", required=True, metavar="DIR", help="the directory to write (new or empty)")
+  to_hf.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                     help="the weights' type in model.safetensors (default: %(default)s)")
   p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's log lines")
   return p
 
@@ -100,6 +113,12 @@ def main(argv=None):
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow(args.verbose)
   try:
+    if args.format == "to-hf":
+      from zoo.convert.to_hf import to_hf
+      command = " ".join(["python -m zoo.convert", *(sys.argv[1:] if argv is None else argv)])
+      plan = to_hf(args.src, args.out, dtype=args.dtype, command=command)
+      print(f"wrote {args.out} ({plan.architecture})")
+      return 0
     prefix = convert_to_model_dir(args.format, args.src, args.out, seq_length=args.seq_length,
                                   **_options(args))
   except (ValueError, FileNotFoundError) as e:   # ConversionError, a seq_length too short, a bad vocabulary

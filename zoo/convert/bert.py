@@ -40,6 +40,10 @@ from zoo.convert.hf_funnel import ConversionError
 from zoo.convert.hf_funnel import check_weights
 from zoo.convert.hf_funnel import read_hf_weights
 from zoo.convert.hf_funnel import weights_source
+from zoo.convert.rules import flat
+from zoo.convert.rules import same
+from zoo.convert.rules import tf1_kernel
+from zoo.convert.rules import torch_linear
 from zoo.models import TransformerEncoder
 
 HF_CONFIG_FILE = "config.json"
@@ -118,40 +122,17 @@ def zoo_config(config, activations, seq_length=512, residual_attention=False, ru
   )
 
 
-# Rules: (expected source shape from the zoo variable's shape, source value -> zoo value).
-def _hf_linear(input_axes):
-  """torch `Linear.weight` `[out, in]` -> a kernel whose first `input_axes` axes are the input."""
-  def expected(shape):
-    return (int(np.prod(shape[input_axes:])), int(np.prod(shape[:input_axes])))
-  return expected, lambda value, shape: value.T.reshape(shape)
-
-
-def _tf1_kernel(input_axes):
-  """TF1 dense kernel `[in, out]` -> a kernel whose first `input_axes` axes are the input."""
-  def expected(shape):
-    return (int(np.prod(shape[:input_axes])), int(np.prod(shape[input_axes:])))
-  return expected, lambda value, shape: value.reshape(shape)
-
-
-def _flat():
-  return lambda shape: (int(np.prod(shape)),), lambda value, shape: value.reshape(shape)
-
-
-def _same():
-  return lambda shape: tuple(shape), lambda value, shape: value
-
-
-def _entries(model, layout):
+def encoder_entries(model, layout):
   """(source name, zoo variable, rule) for every encoder weight, in `layout` "hf" or "tf1"."""
   hf = layout == "hf"
-  kernel = _hf_linear if hf else _tf1_kernel
+  kernel = torch_linear if hf else tf1_kernel
 
   def name(hf_name, tf1_name):
     return hf_name if hf else tf1_name
 
   def norm(hf_prefix, tf1_prefix, layer):
-    return [(name(f"{hf_prefix}.weight", f"{tf1_prefix}/gamma"), layer.gamma, _same()),
-            (name(f"{hf_prefix}.bias", f"{tf1_prefix}/beta"), layer.beta, _same())]
+    return [(name(f"{hf_prefix}.weight", f"{tf1_prefix}/gamma"), layer.gamma, same()),
+            (name(f"{hf_prefix}.bias", f"{tf1_prefix}/beta"), layer.beta, same())]
 
   def dense(hf_prefix, tf1_prefix, layer, input_axes, bias):
     return [(name(f"{hf_prefix}.weight", f"{tf1_prefix}/kernel"), layer.kernel, kernel(input_axes)),
@@ -160,11 +141,11 @@ def _entries(model, layout):
   embeddings = model.get_layer("embeddings")
   entries = [
       (name("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings"),
-       embeddings.word_embeddings.embeddings, _same()),
+       embeddings.word_embeddings.embeddings, same()),
       (name("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings"),
-       embeddings.position_embeddings.weights[0], _same()),
+       embeddings.position_embeddings.weights[0], same()),
       (name("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings"),
-       embeddings.type_embeddings.embeddings, _same()),
+       embeddings.type_embeddings.embeddings, same()),
       *norm("embeddings.LayerNorm", "bert/embeddings/LayerNorm", embeddings.norm),
   ]
   for i in range(model.get_config()["num_layers"]):
@@ -172,26 +153,26 @@ def _entries(model, layout):
     attention = block.attention
     h, t = f"encoder.layer.{i}", f"bert/encoder/layer_{i}"
     entries += [
-        *dense(f"{h}.attention.self.query", f"{t}/attention/self/query", attention.query_dense, 1, _flat()),
-        *dense(f"{h}.attention.self.key", f"{t}/attention/self/key", attention.key_dense, 1, _flat()),
-        *dense(f"{h}.attention.self.value", f"{t}/attention/self/value", attention.value_dense, 1, _flat()),
+        *dense(f"{h}.attention.self.query", f"{t}/attention/self/query", attention.query_dense, 1, flat()),
+        *dense(f"{h}.attention.self.key", f"{t}/attention/self/key", attention.key_dense, 1, flat()),
+        *dense(f"{h}.attention.self.value", f"{t}/attention/self/value", attention.value_dense, 1, flat()),
         *dense(f"{h}.attention.output.dense", f"{t}/attention/output/dense", attention.output_dense, 2,
-               _same()),
+               same()),
         *norm(f"{h}.attention.output.LayerNorm", f"{t}/attention/output/LayerNorm", block.attention_norm),
-        *dense(f"{h}.intermediate.dense", f"{t}/intermediate/dense", block.intermediate_dense, 1, _same()),
-        *dense(f"{h}.output.dense", f"{t}/output/dense", block.output_dense, 1, _same()),
+        *dense(f"{h}.intermediate.dense", f"{t}/intermediate/dense", block.intermediate_dense, 1, same()),
+        *dense(f"{h}.output.dense", f"{t}/output/dense", block.output_dense, 1, same()),
         *norm(f"{h}.output.LayerNorm", f"{t}/output/LayerNorm", block.output_norm),
     ]
   return entries
 
 
-def _pooler_entries(model, layout):
+def pooler_entries(model, layout):
   pooler = model.get_layer("pooler")
   if layout == "hf":
-    return [("pooler.dense.weight", pooler.kernel, _hf_linear(1)),
-            ("pooler.dense.bias", pooler.bias, _same())]
-  return [("bert/pooler/dense/kernel", pooler.kernel, _tf1_kernel(1)),
-          ("bert/pooler/dense/bias", pooler.bias, _same())]
+    return [("pooler.dense.weight", pooler.kernel, torch_linear(1)),
+            ("pooler.dense.bias", pooler.bias, same())]
+  return [("bert/pooler/dense/kernel", pooler.kernel, tf1_kernel(1)),
+          ("bert/pooler/dense/bias", pooler.bias, same())]
 
 
 def assign_weights(model, weights, layout, source, dropped=()):
@@ -206,15 +187,15 @@ def assign_weights(model, weights, layout, source, dropped=()):
   Raises:
     ConversionError: missing, unexpected or misshapen weights, listed by name.
   """
-  entries = _entries(model, layout)
-  pooler = _pooler_entries(model, layout)
+  entries = encoder_entries(model, layout)
+  pooler = pooler_entries(model, layout)
   pooler_names = [name for name, _, _ in pooler]
   has_pooler = any(name in weights for name in pooler_names)
   if has_pooler:
     entries += pooler
   check_weights(entries, weights, source, is_dropped=set(dropped).__contains__)
-  for name, variable, (_, convert) in entries:
-    variable.assign(convert(np.asarray(weights[name], np.float32), tuple(variable.shape)))
+  for name, variable, rule in entries:
+    variable.assign(rule.to_zoo(np.asarray(weights[name], np.float32), tuple(variable.shape)))
   assigned = {id(variable) for _, variable, _ in entries}
   left = [v.name for v in model.weights if id(v) not in assigned | {id(v) for _, v, _ in pooler}]
   if left:   # a TransformerEncoder variable this converter does not know about
@@ -264,15 +245,15 @@ def masked_lm_head(encoder, weights, layout, activation, source):
                       initializer="zeros", name="masked_lm")
   width = encoder.get_config()["hidden_size"]
   head(tf.zeros([1, 1, width]), masked_positions=tf.zeros([1, 1], tf.int32))
-  kernel = _hf_linear(1) if layout == "hf" else _tf1_kernel(1)
-  entries = [(names["kernel"], head.dense.kernel, kernel), (names["bias"], head.dense.bias, _same()),
-             (names["gamma"], head.layer_norm.gamma, _same()), (names["beta"], head.layer_norm.beta, _same()),
-             (names["output_bias"], head.bias, _same())]
+  kernel = torch_linear(1) if layout == "hf" else tf1_kernel(1)
+  entries = [(names["kernel"], head.dense.kernel, kernel), (names["bias"], head.dense.bias, same()),
+             (names["gamma"], head.layer_norm.gamma, same()), (names["beta"], head.layer_norm.beta, same()),
+             (names["output_bias"], head.bias, same())]
   problems = [f"missing weight(s) of the masked-LM head: {name}"
               for name, _, _ in entries if name not in weights]
-  problems += [f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)}"
-               for name, variable, (expected, _) in entries
-               if name in weights and tuple(weights[name].shape) != expected(variable.shape)]
+  problems += [f"{name} has shape {tuple(weights[name].shape)}, expected {rule.expected(variable.shape)}"
+               for name, variable, rule in entries
+               if name in weights and tuple(weights[name].shape) != rule.expected(variable.shape)]
   used = [name for name, _, _ in entries]
   table = encoder.get_embedding_table().numpy()
   for key, tied_to, what in (("tied_bias", names["output_bias"], "the output bias"),
@@ -285,8 +266,8 @@ def masked_lm_head(encoder, weights, layout, activation, source):
       used.append(name)
   if problems:
     raise ConversionError(f"{source}: " + "; ".join(problems))
-  for name, variable, (_, convert) in entries:
-    variable.assign(convert(np.asarray(weights[name], np.float32), tuple(variable.shape)))
+  for name, variable, rule in entries:
+    variable.assign(rule.to_zoo(np.asarray(weights[name], np.float32), tuple(variable.shape)))
   return head, used
 
 

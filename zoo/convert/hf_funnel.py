@@ -38,6 +38,9 @@ import os
 import numpy as np
 
 from zoo.convert import weights as weight_formats
+from zoo.convert.rules import flat
+from zoo.convert.rules import same
+from zoo.convert.rules import torch_linear
 from zoo.layers.constants import AUTHORS_POOLING
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
@@ -181,24 +184,8 @@ def weights_source(path):
   return files[0] if len(files) == 1 else os.path.join(path, weights_format[1])
 
 
-def _linear(input_axes):
-  """A torch `Linear.weight` `[out, in]` -> an EinsumDense kernel with `input_axes` leading axes."""
-  def expected(shape):
-    return (int(np.prod(shape[input_axes:])), int(np.prod(shape[:input_axes])))
-  return expected, lambda value, shape: value.T.reshape(shape)
-
-
-def _flat():
-  """A vector -> a variable of any shape with as many elements (biases `[N·H] -> [N, H]`)."""
-  return lambda shape: (int(np.prod(shape)),), lambda value, shape: value.reshape(shape)
-
-
-def _same():
-  return lambda shape: tuple(shape), lambda value, shape: value
-
-
 def _norm_entries(hf_prefix, norm):
-  return [(f"{hf_prefix}.weight", norm.gamma, _same()), (f"{hf_prefix}.bias", norm.beta, _same())]
+  return [(f"{hf_prefix}.weight", norm.gamma, same()), (f"{hf_prefix}.bias", norm.beta, same())]
 
 
 def _block_entries(hf_prefix, block):
@@ -207,36 +194,43 @@ def _block_entries(hf_prefix, block):
   a = f"{hf_prefix}.attention"
   f = f"{hf_prefix}.ffn"
   return [
-      (f"{a}.q_head.weight", attention.query_dense.kernel, _linear(1)),      # [N·H, D] -> [D, N, H]
-      (f"{a}.k_head.weight", attention.key_dense.kernel, _linear(1)),
-      (f"{a}.k_head.bias", attention.key_dense.bias, _flat()),               # [N·H] -> [N, H]
-      (f"{a}.v_head.weight", attention.value_dense.kernel, _linear(1)),
-      (f"{a}.v_head.bias", attention.value_dense.bias, _flat()),
-      (f"{a}.post_proj.weight", attention.output_dense.kernel, _linear(2)),  # [D, N·H] -> [N, H, D]
-      (f"{a}.post_proj.bias", attention.output_dense.bias, _same()),
-      (f"{a}.r_w_bias", attention.content_bias, _same()),
-      (f"{a}.r_r_bias", attention.position_bias, _same()),
-      (f"{a}.r_kernel", attention.position_kernel, _same()),                 # [D, N, H]
-      (f"{a}.r_s_bias", attention.segment_bias, _same()),
-      (f"{a}.seg_embed", attention.segment_embedding, _same()),              # [2, N, H], 0 = other segment
+      (f"{a}.q_head.weight", attention.query_dense.kernel, torch_linear(1)),      # [N·H, D] -> [D, N, H]
+      (f"{a}.k_head.weight", attention.key_dense.kernel, torch_linear(1)),
+      (f"{a}.k_head.bias", attention.key_dense.bias, flat()),               # [N·H] -> [N, H]
+      (f"{a}.v_head.weight", attention.value_dense.kernel, torch_linear(1)),
+      (f"{a}.v_head.bias", attention.value_dense.bias, flat()),
+      (f"{a}.post_proj.weight", attention.output_dense.kernel, torch_linear(2)),  # [D, N·H] -> [N, H, D]
+      (f"{a}.post_proj.bias", attention.output_dense.bias, same()),
+      (f"{a}.r_w_bias", attention.content_bias, same()),
+      (f"{a}.r_r_bias", attention.position_bias, same()),
+      (f"{a}.r_kernel", attention.position_kernel, same()),                 # [D, N, H]
+      (f"{a}.r_s_bias", attention.segment_bias, same()),
+      (f"{a}.seg_embed", attention.segment_embedding, same()),              # [2, N, H], 0 = other segment
       *_norm_entries(f"{a}.layer_norm", block.attention_norm),
-      (f"{f}.linear_1.weight", block.intermediate_dense.kernel, _linear(1)),  # [F, D] -> [D, F]
-      (f"{f}.linear_1.bias", block.intermediate_dense.bias, _same()),
-      (f"{f}.linear_2.weight", block.output_dense.kernel, _linear(1)),        # [D, F] -> [F, D]
-      (f"{f}.linear_2.bias", block.output_dense.bias, _same()),
+      (f"{f}.linear_1.weight", block.intermediate_dense.kernel, torch_linear(1)),  # [F, D] -> [D, F]
+      (f"{f}.linear_1.bias", block.intermediate_dense.bias, same()),
+      (f"{f}.linear_2.weight", block.output_dense.kernel, torch_linear(1)),        # [D, F] -> [F, D]
+      (f"{f}.linear_2.bias", block.output_dense.bias, same()),
       *_norm_entries(f"{f}.layer_norm", block.output_norm),
   ]
 
 
-def _entries(model, config):
+def layers(config):
+  """`(HF prefix, zoo layer name)` of every Funnel layer (the decoder's when `config["num_decoder_layers"]`
+  says so), in order."""
+  pairs = [(f"encoder.blocks.{b}.{i}", f"block_{b}_layer_{i}")
+           for b, size in enumerate(config["block_sizes"]) for i in range(size)]
+  return pairs + [(f"decoder.layers.{i}", f"decoder_layer_{i}") for i in range(config["num_decoder_layers"])]
+
+
+def encoder_entries(model, config):
+  """(HF name, zoo variable, rule) for every weight of a `FunnelEncoder` (its pooler aside), the
+  decoder's when `config["num_decoder_layers"]` says so."""
   embeddings = model.get_layer("embeddings")
-  entries = [("embeddings.word_embeddings.weight", embeddings.word_embeddings.embeddings, _same()),
+  entries = [("embeddings.word_embeddings.weight", embeddings.word_embeddings.embeddings, same()),
              *_norm_entries("embeddings.layer_norm", embeddings.norm)]
-  for b, size in enumerate(config["block_sizes"]):
-    for i in range(size):
-      entries += _block_entries(f"encoder.blocks.{b}.{i}", model.get_layer(f"block_{b}_layer_{i}"))
-  for i in range(config["num_decoder_layers"]):
-    entries += _block_entries(f"decoder.layers.{i}", model.get_layer(f"decoder_layer_{i}"))
+  for hf_prefix, name in layers(config):
+    entries += _block_entries(hf_prefix, model.get_layer(name))
   return entries
 
 
@@ -244,7 +238,7 @@ def check_weights(entries, weights, source, is_dropped=lambda name: False, unexp
   """Raises a ConversionError listing missing, unexpected and misshapen weights (every converter's check).
 
   Args:
-    entries: `(checkpoint name, zoo variable, (expected shape of a variable shape, convert))`.
+    entries: `(checkpoint name, zoo variable, zoo.convert.rules.Rule)`.
     weights: `{checkpoint name: array}`.
     source: the file named in the error.
     is_dropped: names left out on purpose (not unexpected).
@@ -258,9 +252,10 @@ def check_weights(entries, weights, source, is_dropped=lambda name: False, unexp
     problems.append(f"missing weight(s): {', '.join(missing)}")
   if unexpected:
     problems.append(f"unexpected weight(s): {', '.join(unexpected)}{unexpected_hint(unexpected)}")
-  for name, variable, (expected, _) in entries:
-    if name in weights and tuple(weights[name].shape) != expected(variable.shape):
-      problems.append(f"{name} has shape {tuple(weights[name].shape)}, expected {expected(variable.shape)} "
+  for name, variable, rule in entries:
+    expected = rule.expected(variable.shape)
+    if name in weights and tuple(weights[name].shape) != expected:
+      problems.append(f"{name} has shape {tuple(weights[name].shape)}, expected {expected} "
                       f"for {variable.name} {tuple(variable.shape)}")
   if problems:
     raise ConversionError(f"{source}: " + "; ".join(problems))
@@ -283,11 +278,11 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
   Raises:
     ConversionError: missing, unexpected or misshapen weights, listed by name.
   """
-  entries = _entries(model, config)
+  entries = encoder_entries(model, config)
   check_weights(entries, weights, source, is_dropped=lambda name: name.startswith(skip_prefixes),
                 unexpected_hint=_head_hint)
-  for name, variable, (_, convert) in entries:
-    variable.assign(convert(weights[name], tuple(variable.shape)))
+  for name, variable, rule in entries:
+    variable.assign(rule.to_zoo(weights[name], tuple(variable.shape)))
   query_biases = [layer.attention.query_dense.bias for layer in model.layers
                   if layer.name.startswith(("block_", "decoder_layer_"))]
   for bias in query_biases:

@@ -17,9 +17,10 @@ training runs use):
   once it is complete. Directories written before held the encoder under `model`; they
   still load (`zoo.model_dir.encoder_root`);
 - `vocab.txt`, copied from SRC;
-- `source.json`: the format and path (or hub id and revision) converted from, and the
+- `source.json`: the format and path (or hub id and revision) converted from, the
   checkpoint's weights left out on purpose (BERT's next-sentence head, TF1 optimizer state,
-  the heads of Funnel's pre-training models).
+  the heads of Funnel's pre-training models) and a Hugging Face checkpoint's `config.json`
+  (`hf_config`: `python -m zoo.convert to-hf` gives back the fields the zoo does not use).
 
 SRC is a local directory, or for the Hugging Face formats a hub id (`zoo.convert.hub`).
 Nothing here imports TensorFlow before it converts or writes.
@@ -65,7 +66,7 @@ def describe(encoder, seq_length, lower_case, tokenizer=None):
   """The `config.json` settings that rebuild `encoder` with `zoo.presets.build`."""
   from zoo import presets
   model, overrides = presets.match(type(encoder).__name__, encoder.get_config())
-  return dict(model=model, model_overrides=overrides, seq_length=seq_length,
+  return dict(model=model, model_overrides=presets.recorded(model, overrides), seq_length=seq_length,
               vocab_size=encoder.get_config()["vocab_size"], lower_case=lower_case, tokenizer=tokenizer)
 
 
@@ -132,6 +133,8 @@ def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, re
     settings = dict(head_activation=encoder.get_config()["activation"])
   if dropped:
     source.update(dropped=dropped)
+  if source_format in HF_FORMATS:   # the config fields the zoo has no use for, for `to-hf` to give back
+    source.update(hf_config=tokenizer_files.read_json_object(os.path.join(src, "config.json")))
   if source_format in HF_FORMATS:
     vocab = tokenizer_files.hf_vocab(src)   # vocab.txt, or the fast tokenizer's tokenizer.json
   else:

@@ -36,7 +36,8 @@ class TokenizerFilesError(ValueError):
   """Tokenizer files the zoo's `TextEncoder` cannot reproduce; the message names the file."""
 
 
-def _read(path):
+def read_json_object(path):
+  """The JSON object in `path`, {} when there is no such file or it holds no object."""
   if not os.path.isfile(path):
     return {}
   with open(path, encoding="utf-8") as file:
@@ -64,7 +65,7 @@ def hf_vocab(src):
     with open(path, encoding="utf-8") as file:
       return [line.rstrip("\n").rstrip("\r") for line in file]
   fast_path = os.path.join(src, FAST_TOKENIZER)
-  model = _read(fast_path).get("model")
+  model = read_json_object(fast_path).get("model")
   if not isinstance(model, dict) or not isinstance(model.get("vocab"), dict):
     return None
   if model.get("type") != "WordPiece" or model.get("continuing_subword_prefix", "##") != "##":
@@ -91,9 +92,9 @@ def hf_settings(src, funnel=False):
       token the vocabulary does not hold.
   """
   config_path = os.path.join(src, TOKENIZER_CONFIG)
-  config = _read(config_path)
-  special_map = _read(os.path.join(src, SPECIAL_TOKENS_MAP))
-  fast = _read(os.path.join(src, FAST_TOKENIZER))
+  config = read_json_object(config_path)
+  special_map = read_json_object(os.path.join(src, SPECIAL_TOKENS_MAP))
+  fast = read_json_object(os.path.join(src, FAST_TOKENIZER))
   normalizer = fast.get("normalizer") if isinstance(fast.get("normalizer"), dict) else {}
   model = fast.get("model") if isinstance(fast.get("model"), dict) else {}
 

@@ -11,13 +11,13 @@ needed) and never with `tf_keras`.
 
 import dataclasses
 
-from zoo import presets
 from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.encoders import TransformerEncoder
 from zoo.keras3.weights import assign_named_arrays
 from zoo.keras3.weights import checkpoint_arrays
 from zoo.model_dir import ModelDir
 from zoo.model_dir import encoder_root
+from zoo.presets import encoder_arguments
 
 ENCODER_CLASSES = {"transformer": TransformerEncoder, "funnel": FunnelEncoder}
 # The special tokens of a directory whose config.json names none: BERT's (zoo.text.SPECIAL_TOKENS).
@@ -46,27 +46,6 @@ class LoadedModelDir:
   label_names: list | None = None
 
 
-def encoder_config(settings, **overrides):
-  """`(family, constructor arguments)` of the encoder a `config.json` describes.
-
-  The preset `model`, its `model_overrides`, `dropout` (for both dropout rates, as the
-  training job applies it), `vocab_size` and `seq_length`, then `overrides`.
-  """
-  if "model" not in settings:
-    raise ValueError("config.json names no model (preset): is this a zoo model directory?")
-  preset = presets.get(settings["model"])
-  values = {**preset.config, **settings.get("model_overrides", {})}
-  if settings.get("dropout") is not None:
-    values.setdefault("dropout", settings["dropout"])
-    values.setdefault("attention_dropout", settings["dropout"])
-  values.update(vocab_size=settings["vocab_size"], seq_length=settings["seq_length"])
-  values.update(overrides)
-  for key in ("block_sizes", "block_repeats"):
-    if values.get(key) is not None:
-      values[key] = tuple(values[key])
-  return preset.family, values
-
-
 def load_model_dir(path, **overrides):
   """The encoder of the zoo model directory `path` with its latest weights, as a `LoadedModelDir`.
 
@@ -82,7 +61,7 @@ def load_model_dir(path, **overrides):
   """
   model_dir = ModelDir(path)
   settings = model_dir.read_config()
-  family, config = encoder_config(settings, **overrides)
+  family, config = encoder_arguments(settings, **overrides)
   prefix = model_dir.latest_checkpoint()
   if prefix is None:
     raise FileNotFoundError(f"{path} holds no checkpoint in {model_dir.checkpoint_dir}")

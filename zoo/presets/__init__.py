@@ -10,7 +10,16 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
   `rel_transformer_base` (L12H768), `rel_transformer_large` (L24H1024).
 - Funnel-Transformers (Funnel paper, Table 1 and 2): `funnel_b4_4_4`,
   `funnel_b6_3x2_3x2`, `funnel_b6_6_6` (H768), `funnel_b8_8_8`, `funnel_b10_10_10`
-  (H1024), encoder only; the `_decoder` variants add the 2-layer decoder.
+  (H1024), encoder only; the `_decoder` variants add the 2-layer decoder. They pool with the
+  authors' padding semantics (`pooling_semantics="authors"`), as every published Funnel
+  checkpoint and Hugging Face's Funnel do, so a Funnel trained here exports to
+  `transformers` (`python -m zoo.convert to-hf`).
+
+Model directories (`zoo.model_dir`) record a preset and its overrides. A setting whose
+default changed is always recorded by whoever writes a directory (`recorded`), and a
+directory that records none was written before the change and keeps the old value
+(`as_written`, which `encoder_arguments` applies): a Funnel trained with the zoo's
+pooling semantics stays one.
 
     >>> import zoo.presets
     >>> zoo.presets.get("funnel_b6_3x2_3x2").config["block_repeats"]
@@ -20,6 +29,9 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
 
 import copy
 import dataclasses
+
+from zoo.choices import AUTHORS_POOLING
+from zoo.choices import ZOO_POOLING
 
 VOCAB_SIZE = 30522   # BERT's uncased WordPiece vocabulary, used by both papers
 
@@ -82,7 +94,7 @@ def _presets():
   for layout, (sizes, repeats, width) in _FUNNEL_LAYOUTS.items():
     heads = width // 64
     base = dict(vocab_size=VOCAB_SIZE, hidden_size=width, block_sizes=sizes, block_repeats=repeats,
-                num_heads=heads, intermediate_size=4 * width)
+                num_heads=heads, intermediate_size=4 * width, pooling_semantics=AUTHORS_POOLING)
     shape = "-".join(f"{s}x{r}" if r > 1 else f"{s}" for s, r in zip(sizes, repeats, strict=True))
     add(f"funnel_{layout}", "funnel", base, f"Funnel-Transformer B{shape}-H{width}, encoder only")
     add(f"funnel_{layout}_decoder", "funnel", dict(base, num_decoder_layers=2),
@@ -117,6 +129,58 @@ def build(name, **overrides):
   if unknown:
     raise ValueError(f"{cls.__name__} has no argument(s) {unknown}; valid: {sorted(valid)}")
   return cls(**{**preset.config, **overrides})
+
+
+# Settings whose default changed, by family, with the value a model directory that records
+# none means (it was written before the change): the Funnel presets pooled with the zoo's
+# padding semantics before they took the authors'.
+RECORDED = {"funnel": {"pooling_semantics": ZOO_POOLING}}
+
+
+def recorded(name, overrides):
+  """`overrides` with the value of every `RECORDED` setting of the preset's family: what a model
+  directory's config.json holds, so reading it never depends on a default."""
+  preset = get(name)
+  values = {**preset.config, **overrides}
+  _, resolved = resolve(name, overrides)
+  return {**overrides, **{key: values.get(key, resolved[key]) for key in RECORDED.get(preset.family, {})}}
+
+
+def as_written(name, overrides):
+  """The overrides a model directory's config.json means: a `RECORDED` setting it leaves out takes
+  the value from before its default changed (the directory was written then).
+
+  Example:
+    >>> as_written("funnel_b4_4_4", {})
+    {'pooling_semantics': 'zoo'}
+    >>> as_written("funnel_b4_4_4", {"pooling_semantics": "authors"}) == recorded("funnel_b4_4_4", {})
+    True
+  """
+  return {**RECORDED.get(get(name).family, {}), **overrides}
+
+
+def encoder_arguments(settings, **overrides):
+  """`(family, constructor arguments)` of the encoder a model directory's config.json describes.
+
+  The preset `model`, its `model_overrides` (`as_written`), `dropout` (for both dropout
+  rates, as the training job applies it), `vocab_size` and `seq_length`, then `overrides`.
+
+  Raises:
+    ValueError: config.json names no preset, or an unknown one.
+  """
+  if not settings.get("model"):
+    raise ValueError("config.json names no model (preset): is this a zoo model directory?")
+  preset = get(settings["model"])
+  values = {**preset.config, **as_written(settings["model"], settings.get("model_overrides") or {})}
+  if settings.get("dropout") is not None:
+    values.setdefault("dropout", settings["dropout"])
+    values.setdefault("attention_dropout", settings["dropout"])
+  values.update({key: settings[key] for key in ("vocab_size", "seq_length") if key in settings})
+  values.update(overrides)
+  for key in ("block_sizes", "block_repeats"):
+    if values.get(key) is not None:
+      values[key] = tuple(values[key])
+  return preset.family, values
 
 
 # Encoder arguments that do not change the weights: a checkpoint fits encoders that differ in them.

@@ -1,0 +1,324 @@
+"""zoo.convert to-hf against transformers' PyTorch classes, loaded where nothing of the project is.
+
+- Every task of both families: a model directory as `tpu.train` writes it (config.json,
+  the prose vocabulary, a checkpoint with the trainer's roots, weights perturbed so that
+  outputs differ from token to token), exported and loaded by `hf_outputs.py` in a
+  process without the project on its path: the Auto class gives the expected class with
+  no missing or unexpected weight, `AutoTokenizer`'s ids equal the zoo tokenizer's on
+  standard-library prose (accents, CJK, punctuation, casing, every length up to past
+  the sequence length), and hidden states and logits equal the zoo model's at real tokens.
+- Round trips: Hugging Face checkpoints converted in (`hf-funnel`, `hf-bert`) and
+  exported again give back every tensor (name and value) and every config value.
+- Refusals: what transformers cannot express is named, and nothing is written.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+import torch
+import transformers
+from safetensors import numpy as safetensors_numpy
+
+from tests.zoo.text.test_reference import stdlib_prose
+from tpu.config import TrainConfig
+from tpu.tasks import build_model
+from zoo import presets
+from zoo.convert import ConversionError
+from zoo.convert import convert_to_model_dir
+from zoo.convert.__main__ import main
+from zoo.convert.to_hf import BOOKKEEPING_FIELDS
+from zoo.convert.to_hf import plan
+from zoo.convert.to_hf import to_hf
+from zoo.model_dir import MODEL_ROOT
+from zoo.model_dir import ModelDir
+from zoo.text import TextEncoder
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LENGTH = 24
+TOLERANCE = 1e-4
+TINY = dict(
+    funnel=("funnel_b4_4_4_decoder",
+            dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 2], block_repeats=[1, 1],
+                 num_decoder_layers=1)),
+    transformer=("bert_small", dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2)))
+TAGS = ["O", "B-NAME", "I-NAME", "B-TERM", "I-TERM"]
+CLASSES = ["negative", "neutral", "positive"]
+TASKS = ("classify", "regress", "tag", "squad", "mlm", "electra")
+AUTO = dict(classify="AutoModelForSequenceClassification", regress="AutoModelForSequenceClassification",
+            tag="AutoModelForTokenClassification", squad="AutoModelForQuestionAnswering",
+            mlm="AutoModelForMaskedLM", electra="AutoModelForPreTraining")
+EXPECTED_CLASS = dict(
+    funnel=dict(classify="FunnelForSequenceClassification", regress="FunnelForSequenceClassification",
+                tag="FunnelForTokenClassification", squad="FunnelForQuestionAnswering",
+                mlm="FunnelForMaskedLM", electra="FunnelForPreTraining"),
+    transformer=dict(classify="BertForSequenceClassification", regress="BertForSequenceClassification",
+                     tag="BertForTokenClassification", squad="BertForQuestionAnswering",
+                     mlm="BertForMaskedLM", electra="ElectraForPreTraining"))
+# Prose the tokenizers must agree on, beyond the standard library's: accents, CJK, punctuation, casing.
+EXTRA_TEXTS = ["Café naïve RÉSUMÉ — Ångström's façade, Zürich & São Paulo.",
+               "東京で日本語を話す。中文，標點！",
+               "MixedCase WORDS: e.g. \"quoted\" (parenthesised) [bracketed] {braced} ...", "", "a"]
+
+
+def texts_of_every_length():
+  """Standard-library docstring lines from 0 words to far past LENGTH tokens, and EXTRA_TEXTS."""
+  lines = stdlib_prose()
+  by_words = {}
+  for line in lines:
+    by_words.setdefault(len(line.split()), line)
+  long_line = " ".join(lines[100:160])
+  return [by_words[n] for n in sorted(by_words)[:20]] + [long_line] + EXTRA_TEXTS
+
+
+def make_run(path, family, task, vocab_path, lower_case, seed=0):
+  """A model directory as `tpu.train` writes it: config.json (recorded), vocab.txt and a checkpoint with
+  the trainer's roots (the task model, and its checkpoint items), weights perturbed."""
+  model, overrides = TINY[family]
+  labels = dict(classify=CLASSES, tag=TAGS).get(task)
+  num_classes = dict(classify=len(CLASSES), regress=1, tag=len(TAGS)).get(task)
+  with open(vocab_path, encoding="utf-8") as file:
+    vocab = [line.rstrip("\n") for line in file]
+  config = TrainConfig(model=model, model_overrides=dict(overrides), task=task, data="demo",
+                       model_dir=str(path), seq_length=LENGTH, vocab_size=len(vocab), num_classes=num_classes,
+                       label_names=labels, lower_case=lower_case,
+                       **(dict(max_query_length=8, doc_stride=8) if task == "squad" else {})).validate()
+  directory = ModelDir(str(path))
+  directory.write_config(config.recorded().to_dict())
+  directory.write_vocab(vocab)
+  keras.utils.set_random_seed(seed)
+  keras_model = build_model(config)
+  rng = np.random.default_rng(seed)
+  for variable in keras_model.variables:
+    variable.assign(variable + rng.normal(0.0, 0.2, variable.shape).astype(np.float32))
+  items = dict(getattr(keras_model, "checkpoint_items", {}))
+  directory.checkpoint_manager(tf.train.Checkpoint(**{MODEL_ROOT: keras_model}, **items)).save()
+  directory.write_eval_results(dict(loss=0.5, accuracy=0.75))
+  return config, keras_model, vocab
+
+
+def zoo_outputs(task, model, features):
+  """The zoo model's (logits, full-length hidden state or None) for int32 features `[B, T]`."""
+  if task in ("classify", "regress", "tag"):
+    return {"logits": model(features, training=False).numpy()}, model.encoder(features)["sequence_output"]
+  if task == "squad":
+    outputs = model(features, training=False)
+    return ({name: outputs[name].numpy() for name in ("start_logits", "end_logits")},
+            model.encoder(features)["sequence_output"])
+  if task == "mlm":
+    positions = np.tile(np.arange(LENGTH, dtype=np.int32), [len(features["input_word_ids"]), 1])
+    outputs = model(dict(features, masked_lm_positions=positions), training=False)
+    return {"logits": outputs["mlm_logits"].numpy()}, outputs["sequence_output"]
+  sequence = model.discriminator(features, training=False)["sequence_output"]
+  logits = model.disc_scores(model.disc_transform(sequence))[..., 0]
+  return {"logits": logits.numpy()}, sequence
+
+
+def hf_outputs(tmp_path, exports, texts):
+  """`hf_outputs.py`'s arrays for `{key: (directory, auto class)}`, from a process without the project."""
+  request = tmp_path / "request.json"
+  request.write_text(json.dumps(dict(length=LENGTH, texts=texts, exports=exports)))
+  out = tmp_path / "outputs.npz"
+  env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
+  result = subprocess.run([sys.executable, os.path.join(HERE, "hf_outputs.py"), str(request), str(out)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  with np.load(out) as arrays:
+    return {name: arrays[name] for name in arrays.files}
+
+
+def masked_max(actual, expected, mask):
+  """max |actual - expected| over the real positions (`mask` `[B, T]`; per-example outputs: all)."""
+  actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+  assert actual.shape == expected.shape, (actual.shape, expected.shape)
+  if actual.ndim >= 2 and actual.shape[:2] == mask.shape:
+    actual, expected = actual[mask.astype(bool)], expected[mask.astype(bool)]
+  return float(np.max(np.abs(actual - expected))) if actual.size else 0.0
+
+
+@pytest.mark.parametrize("family", ["funnel", "transformer"])
+def test_every_task_loads_in_transformers_and_computes_what_the_zoo_does(family, prose_vocab, tmp_path):
+  lower_case = family == "funnel"   # an uncased Funnel and a cased BERT
+  texts = texts_of_every_length()
+  runs, exports = {}, {}
+  for task in TASKS:
+    config, model, vocab = make_run(tmp_path / task, family, task, prose_vocab(lower_case), lower_case)
+    written = to_hf(str(tmp_path / task), str(tmp_path / f"{task}-hf"))
+    assert written.architecture == EXPECTED_CLASS[family][task]
+    runs[task] = (config, model, vocab)
+    exports[task] = (str(tmp_path / f"{task}-hf"), AUTO[task])
+  hf = hf_outputs(tmp_path, exports, texts)
+
+  differences = {}
+  for task, (config, model, vocab) in runs.items():
+    info = json.loads(str(hf[f"{task}/info"]))
+    assert info["model_class"] == EXPECTED_CLASS[family][task]
+    assert info["missing"] == [] and info["unexpected"] == [], info
+    assert info["vocab"] == len(vocab)   # no token added beyond the model's vocabulary
+    encoder = TextEncoder(vocab, seq_length=LENGTH, **config.text_encoder_args())
+    features = {name: value.numpy() for name, value in encoder.encode(tf.constant(texts)).items()}
+    np.testing.assert_array_equal(hf[f"{task}/input_ids"], features["input_word_ids"], err_msg=task)
+    np.testing.assert_array_equal(hf[f"{task}/attention_mask"], features["input_mask"], err_msg=task)
+    types = features["input_type_ids"].copy()
+    if family == "funnel":   # Funnel's tokenizer gives [CLS] type 2; the zoo's Funnel reads position 0 as 2
+      types[:, 0] = 2
+    np.testing.assert_array_equal(hf[f"{task}/token_type_ids"], types, err_msg=task)
+    expected, hidden = zoo_outputs(task, model, features)
+    mask = features["input_mask"]
+    for name, value in expected.items():
+      differences[f"{task} {name}"] = masked_max(hf[f"{task}/{name}"], value, mask)
+    if task not in ("classify", "regress"):   # the sequence classifier's hidden state is the pooled encoder's
+      differences[f"{task} hidden"] = masked_max(hf[f"{task}/hidden"], hidden.numpy(), mask)
+  print(family, json.dumps(differences, indent=1))
+  assert max(differences.values()) < TOLERANCE, differences
+  # The logits differ from example to example and class to class: the comparison is not vacuous.
+  assert np.std(hf["classify/logits"]) > 0.1 and np.std(hf["tag/logits"]) > 0.1
+
+
+def _hf_checkpoint(path, model_class, config, tokenizer_class, vocab):
+  torch.manual_seed(0)
+  model = model_class(config).eval()
+  model.save_pretrained(path)
+  (path / "vocab.txt").write_text("".join(token + "\n" for token in vocab))
+  tokenizer_class(vocab=str(path / "vocab.txt")).save_pretrained(path)
+  return model
+
+
+FUNNEL_VOCAB = ["<pad>", "<unk>", "<cls>", "<sep>", "<mask>", "<s>", "</s>"] + [f"w{i}" for i in range(43)]
+BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]
+FUNNEL_CONFIG = dict(vocab_size=50, d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 2, 1],
+                     block_repeats=[1, 1, 2], num_decoder_layers=2, hidden_act="gelu_new")
+BERT_CONFIG = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                   intermediate_size=64, hidden_act="gelu", max_position_embeddings=64)
+ROUND_TRIPS = [
+    ("hf-funnel", "FunnelModel", FUNNEL_CONFIG), ("hf-funnel", "FunnelBaseModel", FUNNEL_CONFIG),
+    ("hf-funnel", "FunnelForMaskedLM", FUNNEL_CONFIG), ("hf-funnel", "FunnelForPreTraining", FUNNEL_CONFIG),
+    ("hf-funnel", "FunnelModel", dict(FUNNEL_CONFIG, attention_type="relative_shift", separate_cls=False,
+                                      truncate_seq=False, pool_q_only=False, pooling_type="max")),
+    ("hf-bert", "BertModel", BERT_CONFIG), ("hf-bert", "BertForMaskedLM", BERT_CONFIG),
+    ("hf-bert", "BertModel", dict(BERT_CONFIG, hidden_act="relu", layer_norm_eps=1e-6, type_vocab_size=3)),
+]
+
+
+@pytest.mark.parametrize("source_format, model_class, config", ROUND_TRIPS,
+                         ids=[f"{c}-{i}" for i, (_, c, _) in enumerate(ROUND_TRIPS)])
+def test_a_hugging_face_checkpoint_round_trips(source_format, model_class, config, tmp_path):
+  funnel = source_format == "hf-funnel"
+  hf_config = (transformers.FunnelConfig if funnel else transformers.BertConfig)(**config)
+  source = tmp_path / "source"
+  _hf_checkpoint(source, getattr(transformers, model_class), hf_config,
+                 transformers.FunnelTokenizer if funnel else transformers.BertTokenizer,
+                 FUNNEL_VOCAB if funnel else BERT_VOCAB)
+  convert_to_model_dir(source_format, str(source), str(tmp_path / "zoo"), seq_length=16)
+  written = to_hf(str(tmp_path / "zoo"), str(tmp_path / "back"))
+  assert written.architecture == model_class
+  before = safetensors_numpy.load_file(str(source / "model.safetensors"))
+  after = safetensors_numpy.load_file(str(tmp_path / "back" / "model.safetensors"))
+  assert sorted(after) == sorted(before)
+  assert all(np.array_equal(after[name], before[name]) for name in before), \
+      [name for name in before if not np.array_equal(after[name], before[name])]
+
+  def config_values(path):
+    values = json.loads((path / "config.json").read_text())
+    return {key: value for key, value in values.items() if key not in BOOKKEEPING_FIELDS}
+  assert config_values(tmp_path / "back") == config_values(source)
+  # The tokenizer too: the same class and the same ids.
+  texts = texts_of_every_length()[:8] + ["w1 w2 w17 w3w4 W5", "<mask> [MASK] w7"]
+  tokenizers = [transformers.AutoTokenizer.from_pretrained(str(path)) for path in (source, tmp_path / "back")]
+  assert type(tokenizers[0]) is type(tokenizers[1])
+  assert tokenizers[0](texts)["input_ids"] == tokenizers[1](texts)["input_ids"]
+
+
+def test_bfloat16_weights_and_the_model_card(prose_vocab, tmp_path):
+  make_run(tmp_path / "run", "funnel", "classify", prose_vocab(True), True)
+  to_hf(str(tmp_path / "run"), str(tmp_path / "f32"))
+  assert main(["to-hf", str(tmp_path / "run"), "--out", str(tmp_path / "bf16"), "--dtype", "bfloat16"]) == 0
+  f32 = safetensors_numpy.load_file(str(tmp_path / "f32" / "model.safetensors"))
+  bf16 = safetensors_numpy.load_file(str(tmp_path / "bf16" / "model.safetensors"))
+  assert sorted(bf16) == sorted(f32) and {str(value.dtype) for value in bf16.values()} == {"bfloat16"}
+  assert all(np.array_equal(bf16[name], f32[name].astype(bf16[name].dtype)) for name in f32)
+  assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
+  model = transformers.AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "bf16"))
+  assert next(model.parameters()).dtype == torch.bfloat16
+  assert model.config.id2label == dict(enumerate(CLASSES))
+  assert model.config.problem_type == "single_label_classification"
+  card = (tmp_path / "bf16" / "README.md").read_text()
+  for fact in ("library_name: transformers", "pipeline_tag: text-classification", "funnel_b4_4_4_decoder",
+               "| task | classify |", "| training steps | 1 (checkpoint `ckpt-1`) |", "| accuracy | 0.75 |",
+               "| weights | bfloat16 |", "--dtype bfloat16", "the 1-layer decoder"):
+    assert fact in card, fact
+
+
+def _settings(model, task=None, **overrides):
+  values = dict(model=model, model_overrides=overrides, seq_length=16, vocab_size=100, task=task)
+  if task == "classify":
+    values.update(num_classes=2, label_names=["a", "b"])
+  return values
+
+
+REFUSALS = [
+    (_settings("realformer_small"), "RealFormer residual attention"),
+    (_settings("prenorm_small"), "Pre-LN"),
+    (_settings("rel_transformer_base"), "the relative Transformer"),
+    (_settings("bert_small", embedding_width=64), "factorized embeddings"),
+    (_settings("funnel_b4_4_4", pooling_semantics="zoo"), "the zoo's pooling semantics"),
+    (dict(_settings("funnel_b4_4_4"), model_overrides={}), "the zoo's pooling semantics"),   # written before
+    (_settings("funnel_b4_4_4", residual_attention=True), "RealFormer residual attention"),
+    (_settings("funnel_b4_4_4", position_encoding="absolute"), "position_encoding='absolute'"),
+    (_settings("funnel_b6_3x2_3x2_decoder", block_sizes=[1, 1, 1], block_repeats=[2, 1, 1]),
+     "the decoder adds the output of layer application 1"),
+    (dict(_settings("funnel_b4_4_4_decoder", "mlm"), mlm_transform=True), "mlm_transform=true"),
+    (dict(_settings("funnel_b4_4_4_decoder", "electra"), head_activation="relu"),
+     "activation 'relu' differs"),
+    (dict(_settings("bert_small", "mlm"), head_activation="relu"), "activation 'relu' differs"),
+    (_settings("bert_small", activation="tanh"), "activation 'tanh'"),
+    (_settings("bert_small", "contrastive"), "task 'contrastive' has no transformers class"),
+]
+
+
+@pytest.mark.parametrize("settings, reason", REFUSALS, ids=[reason for _, reason in REFUSALS])
+def test_what_transformers_cannot_express_is_refused_by_name(settings, reason):
+  with pytest.raises(ConversionError, match="transformers|task") as error:
+    plan(settings)
+  assert reason in str(error.value)
+
+
+def test_a_refusal_writes_nothing_and_names_every_reason(tmp_path, capsys):
+  directory = ModelDir(str(tmp_path / "run"))
+  directory.write_config(dict(_settings("realformer_small", norm_first=True), vocab_size=5))
+  assert main(["to-hf", directory.path, "--out", str(tmp_path / "out")]) == 1
+  error = capsys.readouterr().err
+  assert "Pre-LN" in error and "RealFormer residual attention" in error, error
+  assert not (tmp_path / "out").exists()
+  assert main(["to-hf", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")]) == 1
+  assert "config.json: not found" in capsys.readouterr().err
+
+
+def test_funnel_presets_pool_as_the_authors_and_old_directories_keep_the_zoos(tmp_path):
+  assert presets.get("funnel_b4_4_4").config["pooling_semantics"] == "authors"
+  assert presets.build("funnel_b4_4_4", hidden_size=16, num_heads=2, intermediate_size=16,
+                       block_sizes=(1, 1), block_repeats=(1, 1)).get_config()["pooling_semantics"] == "authors"
+  # A directory written before the default changed records nothing and keeps the zoo's semantics; new
+  # ones record the value, and a resume keeps whatever the directory says.
+  old = ModelDir(str(tmp_path / "old"))
+  old.write_config(dict(model="funnel_b4_4_4", model_overrides={}, task="classify", seq_length=16,
+                        vocab_size=10, num_classes=2))
+  saved = TrainConfig.from_model_dir(old)
+  assert saved.model_overrides == {"pooling_semantics": "zoo"}
+  resumed = TrainConfig(model="funnel_b4_4_4", task="classify").resumed_from(saved)
+  assert resumed.model_overrides == {"pooling_semantics": "zoo"}
+  required = dict(data="demo", model_dir=str(tmp_path / "new"), seq_length=16)
+  fresh = TrainConfig(model="funnel_b4_4_4", task="mlm", **required).validate()
+  assert fresh.recorded().model_overrides == {"pooling_semantics": "authors"}
+  # The heads of a Funnel pre-training run default to what transformers' Funnel classes hold (ELECTRA's
+  # generator is narrower than the embeddings: its head keeps the transform).
+  assert (fresh.mlm_transform, fresh.head_activation) == (False, "gelu_approximate")
+  electra = TrainConfig(model="funnel_b4_4_4", task="electra", **required).validate()
+  assert (electra.mlm_transform, electra.head_activation) == (True, "gelu_approximate")
+  bert = TrainConfig(model="bert_small", task="electra", **required).validate()
+  assert (bert.mlm_transform, bert.head_activation, bert.recorded().model_overrides) == (True, "gelu", {})
