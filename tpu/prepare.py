@@ -207,8 +207,8 @@ def prepare(config, worker=None, write=True):
       check_records(source, config, vocab)
   task = get_task(config)
   config = config.replace(**task.data_metadata(train), vocab_size=len(vocab))
-  if model_dir.has_config():
-    check_resumable(TrainConfig.from_model_dir(model_dir), config)
+  if model_dir.has_config():   # compared as written (with the settings whose default may change)
+    check_resumable(TrainConfig.from_model_dir(model_dir), config.recorded())
   prepared = Prepared(config, vocab, train, evaluation, model_dir)
   if write:
     write_files(prepared, worker)

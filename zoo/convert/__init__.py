@@ -8,21 +8,23 @@ or `FunnelBaseModel` checkpoint directory; `load_hf_bert(path)` and
 `python -m zoo.convert FORMAT SRC --out DIR`) writes them as zoo model directories
 (`zoo.model_dir`) with the checkpoint's tokenizer settings; `read_checkpoint`,
 `write_model_dir` and `describe` are its steps (`zoo.convert.model_dir_writer`), and
-`zoo.convert.hub` resolves Hugging Face hub ids. Names are imported on first use and
+`zoo.convert.hub` resolves Hugging Face hub ids. `to_hf(model_dir, out)` (`python -m
+zoo.convert to-hf`) writes a model directory as a Hugging Face checkpoint that
+transformers' Auto classes load. Names are imported on first use and
 load TensorFlow only when they convert, so `python -m zoo.convert --help` answers at once.
 """
 
 _EXPORTS = {
-    "ConversionError": "zoo.convert.hf_funnel",
+    "ConversionError": "zoo.convert.errors",
     "load_hf_funnel": "zoo.convert.hf_funnel",
     "load_hf_bert": "zoo.convert.bert",
     "load_tf1_bert": "zoo.convert.bert",
-    "FORMATS": "zoo.convert.model_dir_writer",
     "ConvertedCheckpoint": "zoo.convert.model_dir_writer",
     "convert_to_model_dir": "zoo.convert.model_dir_writer",
     "describe": "zoo.convert.model_dir_writer",
     "read_checkpoint": "zoo.convert.model_dir_writer",
     "write_model_dir": "zoo.convert.model_dir_writer",
+    "to_hf": "zoo.convert.to_hf",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -35,8 +35,8 @@ import os
 
 import numpy as np
 
+from zoo.convert.errors import ConversionError
 from zoo.convert.hf_funnel import ACTIVATIONS as HF_ACTIVATIONS
-from zoo.convert.hf_funnel import ConversionError
 from zoo.convert.hf_funnel import check_weights
 from zoo.convert.hf_funnel import read_hf_weights
 from zoo.convert.hf_funnel import weights_source

@@ -38,6 +38,7 @@ import os
 import numpy as np
 
 from zoo.convert import weights as weight_formats
+from zoo.convert.errors import ConversionError
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import torch_linear
@@ -71,10 +72,6 @@ REQUIRED_FIELDS = ("vocab_size", "block_sizes", "d_model", "n_head", "d_head", "
                    "pool_q_only", "num_decoder_layers")
 # Fields Hugging Face itself fills in when absent, with its defaults.
 OPTIONAL_FIELDS = dict(block_repeats=None, hidden_dropout=0.1, attention_dropout=0.1, activation_dropout=0.0)
-
-
-class ConversionError(ValueError):
-  """A checkpoint that cannot be converted; the message names the file and the problem."""
 
 
 def read_hf_config(path):
@@ -194,22 +191,22 @@ def _block_entries(hf_prefix, block):
   a = f"{hf_prefix}.attention"
   f = f"{hf_prefix}.ffn"
   return [
-      (f"{a}.q_head.weight", attention.query_dense.kernel, torch_linear(1)),      # [N·H, D] -> [D, N, H]
+      (f"{a}.q_head.weight", attention.query_dense.kernel, torch_linear(1)),    # [N·H, D] -> [D, N, H]
       (f"{a}.k_head.weight", attention.key_dense.kernel, torch_linear(1)),
-      (f"{a}.k_head.bias", attention.key_dense.bias, flat()),               # [N·H] -> [N, H]
+      (f"{a}.k_head.bias", attention.key_dense.bias, flat()),                   # [N·H] -> [N, H]
       (f"{a}.v_head.weight", attention.value_dense.kernel, torch_linear(1)),
       (f"{a}.v_head.bias", attention.value_dense.bias, flat()),
       (f"{a}.post_proj.weight", attention.output_dense.kernel, torch_linear(2)),  # [D, N·H] -> [N, H, D]
       (f"{a}.post_proj.bias", attention.output_dense.bias, same()),
       (f"{a}.r_w_bias", attention.content_bias, same()),
       (f"{a}.r_r_bias", attention.position_bias, same()),
-      (f"{a}.r_kernel", attention.position_kernel, same()),                 # [D, N, H]
+      (f"{a}.r_kernel", attention.position_kernel, same()),                     # [D, N, H]
       (f"{a}.r_s_bias", attention.segment_bias, same()),
-      (f"{a}.seg_embed", attention.segment_embedding, same()),              # [2, N, H], 0 = other segment
+      (f"{a}.seg_embed", attention.segment_embedding, same()),                  # [2, N, H], 0 = other segment
       *_norm_entries(f"{a}.layer_norm", block.attention_norm),
       (f"{f}.linear_1.weight", block.intermediate_dense.kernel, torch_linear(1)),  # [F, D] -> [D, F]
       (f"{f}.linear_1.bias", block.intermediate_dense.bias, same()),
-      (f"{f}.linear_2.weight", block.output_dense.kernel, torch_linear(1)),        # [D, F] -> [F, D]
+      (f"{f}.linear_2.weight", block.output_dense.kernel, torch_linear(1)),     # [D, F] -> [F, D]
       (f"{f}.linear_2.bias", block.output_dense.bias, same()),
       *_norm_entries(f"{f}.layer_norm", block.output_norm),
   ]

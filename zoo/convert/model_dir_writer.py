@@ -1,4 +1,4 @@
-"""A published checkpoint as a zoo model directory: read it in one of `FORMATS`, write the directory.
+"""A published checkpoint as a zoo model directory: read it in an "in" format, write the directory.
 
 `convert_to_model_dir(source_format, src, out)` does what `python -m zoo.convert FORMAT SRC
 --out DIR` does: `read_checkpoint` converts the weights and reads the tokenizer
@@ -23,24 +23,21 @@ training runs use):
   (`hf_config`: `python -m zoo.convert to-hf` gives back the fields the zoo does not use).
 
 SRC is a local directory, or for the Hugging Face formats a hub id (`zoo.convert.hub`).
+Each format's own reading is its module's in `zoo.convert.formats` (`zoo.convert.registry`).
 Nothing here imports TensorFlow before it converts or writes.
 """
 
 import dataclasses
 import os
 
-from zoo.convert import tokenizer_files
 from zoo.convert.hub import download
 from zoo.convert.hub import is_hub_id
 from zoo.lazy import lazy_module
 from zoo.model_dir import ENCODER_ROOT
-from zoo.model_dir import VOCAB_FILE
 from zoo.model_dir import ModelDir
 
 tf = lazy_module("tensorflow")
 
-FORMATS = ("hf-funnel", "hf-bert", "tf1-bert")
-HF_FORMATS = ("hf-funnel", "hf-bert")
 
 
 @dataclasses.dataclass
@@ -70,77 +67,38 @@ def describe(encoder, seq_length, lower_case, tokenizer=None):
               vocab_size=encoder.get_config()["vocab_size"], lower_case=lower_case, tokenizer=tokenizer)
 
 
-def hf_lower_case(src):
-  """`do_lower_case` of a Hugging Face tokenizer config beside the weights (default True)."""
-  return tokenizer_files.hf_settings(src)[0]
-
-
-def tf1_lower_case(src, flag):
-  """The casing of a TF1 release: the flag, else its directory name (`cased_L-12...`: cased)."""
-  if flag is not None:
-    return flag
-  name = os.path.basename(os.path.normpath(src if os.path.isdir(src) else os.path.dirname(src) or "."))
-  return not name.lower().startswith("cased")
-
-
-def read_checkpoint(source_format, src, *, seq_length=512, with_decoder=None, residual_attention=False,
-                    running_mean=False, lower_case=None, revision=None):
-  """Converts the checkpoint `src` of `source_format` (one of `FORMATS`); returns a `ConvertedCheckpoint`.
+def read_checkpoint(source_format, src, *, seq_length=512, revision=None, **options):
+  """Converts the checkpoint `src` of `source_format` (an "in" format of `zoo.convert.registry`);
+  returns a `ConvertedCheckpoint`.
 
   Args:
-    source_format: "hf-funnel", "hf-bert" or "tf1-bert".
-    src: a local directory (for "tf1-bert" also a checkpoint prefix), or for the Hugging
-      Face formats a hub id, downloaded into huggingface_hub's cache.
+    source_format: "hf-funnel", "hf-bert", "tf1-bert", ... (`zoo.convert.registry.names("in")`).
+    src: a local directory (for some formats also a checkpoint prefix), or for the formats
+      that take them a Hugging Face hub id, downloaded into huggingface_hub's cache.
     seq_length: the static input length of the zoo model.
-    with_decoder: "hf-funnel": build the decoder (True), leave it out (False), or build it
-      when the checkpoint has one (None).
-    residual_attention, running_mean: "hf-bert" and "tf1-bert": RealFormer's residual
-      attention (and its running-mean form).
-    lower_case: "tf1-bert": the casing; None takes it from the directory name.
-    revision: a hub id's branch, tag or commit (the Hugging Face formats; None: main).
+    revision: a hub id's branch, tag or commit (None: main).
+    **options: the format's own (its `read`'s keyword arguments), e.g. `with_decoder`
+      (hf-funnel), `residual_attention` and `running_mean` (the BERT layouts),
+      `lower_case` (tf1-bert).
 
   Raises:
     ValueError: an unknown format, or what the converters raise (`ConversionError`, the
       tokenizer files' errors, a failed download).
+    FileNotFoundError: a checkpoint without the vocabulary it needs.
   """
-  if source_format not in FORMATS:
-    raise ValueError(f"unknown checkpoint format {source_format!r}; choose one of {', '.join(FORMATS)}")
-  if revision is not None and not (source_format in HF_FORMATS and is_hub_id(src)):
+  from zoo.convert import registry
+  format_ = registry.get(source_format, "in")
+  if revision is not None and not (format_.hub and is_hub_id(src)):
     raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
   source = dict(format=source_format)
-  if source_format in HF_FORMATS and is_hub_id(src):
+  if format_.hub and is_hub_id(src):
     src, hub = download(src, revision)
     source.update(hub)
   else:
     source.update(path=os.path.abspath(src))
-  settings = {}
-  if source_format == "hf-funnel":
-    from zoo.convert.hf_funnel import convert_hf_funnel
-    funnel = convert_hf_funnel(src, seq_length=seq_length, with_decoder=with_decoder)
-    encoder, dropped, heads, settings = funnel.encoder, funnel.dropped, funnel.heads, funnel.settings
-    lower_case, tokenizer = tokenizer_files.hf_settings(src, funnel=True)
-  elif source_format == "hf-bert":
-    from zoo.convert.bert import convert_hf_bert
-    converted = convert_hf_bert(src, seq_length, residual_attention, running_mean)
-    encoder, dropped, heads = converted.encoder, converted.dropped, converted.heads
-    lower_case, tokenizer = tokenizer_files.hf_settings(src)
-  else:
-    from zoo.convert.bert import convert_tf1_bert
-    converted = convert_tf1_bert(src, seq_length, residual_attention, running_mean)
-    encoder, dropped, heads = converted.encoder, converted.dropped, converted.heads
-    lower_case, tokenizer = tokenizer_files.google_settings(tf1_lower_case(src, lower_case))
-  if heads and source_format != "hf-funnel":   # BERT's masked-LM transform: the encoder's activation
-    settings = dict(head_activation=encoder.get_config()["activation"])
-  if dropped:
-    source.update(dropped=dropped)
-  if source_format in HF_FORMATS:   # the config fields the zoo has no use for, for `to-hf` to give back
-    source.update(hf_config=tokenizer_files.read_json_object(os.path.join(src, "config.json")))
-  if source_format in HF_FORMATS:
-    vocab = tokenizer_files.hf_vocab(src)   # vocab.txt, or the fast tokenizer's tokenizer.json
-  else:
-    vocab = os.path.join(src if os.path.isdir(src) else os.path.dirname(src), VOCAB_FILE)
-    vocab = vocab if os.path.exists(vocab) else None
-  return ConvertedCheckpoint(encoder, heads, lower_case, tokenizer, vocab, source, settings)
+  converted = format_.read(src, seq_length=seq_length, **options)
+  converted.source = {**source, **converted.source}
+  return converted
 
 
 def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None, tokenizer=None,
@@ -164,6 +122,14 @@ def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab
   return prefix
 
 
+def run_import(args):
+  """The run of every "in" format of `zoo.convert.registry`: convert SRC into the model directory `--out`."""
+  from zoo.convert import registry
+  options = registry.get(args.format, "in").options(args)
+  prefix = convert_to_model_dir(args.format, args.src, args.out, seq_length=args.seq_length, **options)
+  return f"wrote {args.out} (checkpoint {prefix})"
+
+
 def convert_to_model_dir(source_format, src, out, *, seq_length=512, **options):
   """Converts the checkpoint `src` of `source_format` into the model directory `out`; returns its checkpoint.
 
@@ -174,8 +140,6 @@ def convert_to_model_dir(source_format, src, out, *, seq_length=512, **options):
     FileNotFoundError: a BERT checkpoint without its vocabulary (`vocab.txt` or `tokenizer.json`).
   """
   converted = read_checkpoint(source_format, src, seq_length=seq_length, **options)
-  if converted.vocab is None and source_format != "hf-funnel":
-    raise FileNotFoundError(f"{src}: no vocab.txt (or tokenizer.json) beside the checkpoint")
   return write_model_dir(converted.encoder, out, seq_length=seq_length, lower_case=converted.lower_case,
                          source=converted.source, vocab=converted.vocab, tokenizer=converted.tokenizer,
                          heads=converted.heads, settings=converted.settings)

@@ -54,7 +54,7 @@ from zoo.choices import ABSOLUTE
 from zoo.choices import AUTHORS_POOLING
 from zoo.choices import FACTORIZED
 from zoo.choices import SHIFT
-from zoo.convert.hf_funnel import ConversionError
+from zoo.convert.errors import ConversionError
 from zoo.convert.rules import exported
 from zoo.convert.rules import flat
 from zoo.convert.rules import same

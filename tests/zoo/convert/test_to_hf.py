@@ -301,8 +301,9 @@ def test_a_refusal_writes_nothing_and_names_every_reason(tmp_path, capsys):
 
 def test_funnel_presets_pool_as_the_authors_and_old_directories_keep_the_zoos(tmp_path):
   assert presets.get("funnel_b4_4_4").config["pooling_semantics"] == "authors"
-  assert presets.build("funnel_b4_4_4", hidden_size=16, num_heads=2, intermediate_size=16,
-                       block_sizes=(1, 1), block_repeats=(1, 1)).get_config()["pooling_semantics"] == "authors"
+  small = presets.build("funnel_b4_4_4", hidden_size=16, num_heads=2, intermediate_size=16,
+                        block_sizes=(1, 1), block_repeats=(1, 1))
+  assert small.get_config()["pooling_semantics"] == "authors"
   # A directory written before the default changed records nothing and keeps the zoo's semantics; new
   # ones record the value, and a resume keeps whatever the directory says.
   old = ModelDir(str(tmp_path / "old"))

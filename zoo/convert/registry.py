@@ -1,0 +1,125 @@
+"""The conversion formats, one module each in `zoo.convert.formats`, as tasks and data sources are.
+
+A format module defines `FORMAT = Format(...)`: its name (the subcommand of `python -m
+zoo.convert`), its direction ("in": a published checkpoint into a zoo model directory;
+"out": a zoo model directory into another format), one line of help, a description,
+its own command-line arguments and what it runs. `formats()` finds every module of the
+package, so adding a format is adding one module (and its tests); `python -m
+zoo.convert --help`, the subcommands' `--help` and the errors naming the formats are
+generated from the declarations. Format modules import only what `--help` needs; the
+work is imported when it runs.
+
+An "in" format also gives `read(src, seq_length=..., **options)`, which returns a
+`zoo.convert.model_dir_writer.ConvertedCheckpoint`, and `options(args)`, the keyword
+options of its flags; the shared steps (hub ids, writing the model directory) are
+`zoo.convert.model_dir_writer`'s. `add_import_arguments` and
+`zoo.convert.model_dir_writer.run_import` are the arguments and the run every "in"
+format shares.
+
+Example:
+  >>> [name for name, format_ in formats().items() if format_.direction == "in"]
+  ['hf-funnel', 'hf-bert', 'tf1-bert', 'funnel-tf']
+  >>> get("to-hf").direction
+  'out'
+"""
+
+import dataclasses
+import functools
+import importlib
+import pkgutil
+import typing
+
+DIRECTIONS = ("in", "out")
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+  """One conversion format (see the module docstring).
+
+  Attributes:
+    name: the subcommand, e.g. "hf-funnel".
+    direction: "in" or "out".
+    help: one line for `python -m zoo.convert --help`.
+    description: the subcommand's `--help` text.
+    add_arguments: `add_arguments(parser)` adds the format's own arguments.
+    run: `run(args) -> str` does the work; returns the line printed on success.
+    read: "in" formats: `read(src, seq_length=..., **options) -> ConvertedCheckpoint`.
+    options: "in" formats: `options(args) -> dict`, the keyword options `read` takes.
+    hub: "in" formats: SRC may be a Hugging Face hub id (and `--revision` applies).
+    order: where it is listed (lower first).
+  """
+  name: str
+  direction: str
+  help: str
+  description: str
+  add_arguments: typing.Callable
+  run: typing.Callable
+  read: typing.Callable | None = None
+  options: typing.Callable = lambda args: {}
+  hub: bool = False
+  order: int = 100
+
+  def __post_init__(self):
+    if self.direction not in DIRECTIONS:
+      raise ValueError(f"format {self.name}: direction must be one of {DIRECTIONS}, got {self.direction!r}")
+    if self.direction == "in" and self.read is None:
+      raise ValueError(f"format {self.name}: an 'in' format needs read(src, seq_length=..., **options)")
+
+
+@functools.cache
+def formats():
+  """`{name: Format}` of every module of `zoo.convert.formats`, in listing order."""
+  from zoo.convert import formats as package
+  found = {}
+  for module in pkgutil.iter_modules(package.__path__):
+    declared = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "FORMAT", None)
+    if declared is None:
+      continue
+    if declared.name in found:
+      raise ValueError(f"two format modules declare the format {declared.name!r}")
+    found[declared.name] = declared
+  return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+
+
+def names(direction=None):
+  """The format names (of one direction)."""
+  return [name for name, format_ in formats().items() if direction in (None, format_.direction)]
+
+
+def get(name, direction=None):
+  """The `Format` called `name`; a ValueError lists the formats (of `direction`)."""
+  format_ = formats().get(name)
+  if format_ is None or direction not in (None, format_.direction):
+    what = {"in": "checkpoint format", "out": "export format", None: "format"}[direction]
+    raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(names(direction))}")
+  return format_
+
+
+HUB_SOURCE = "; or a Hugging Face hub id, downloaded into huggingface_hub's cache"
+
+
+def add_revision_argument(parser):
+  """`--revision`, of the formats whose SRC may be a hub id."""
+  parser.add_argument("--revision", metavar="REV",
+                      help="a hub id's branch, tag or commit (default: main); only that revision's files of "
+                           "one weight format are downloaded, model.safetensors before pytorch_model.bin")
+
+
+def hf_source(src, dropped=()):
+  """The `source.json` fields a Hugging Face format adds: the weights left out on purpose and the
+  checkpoint's own `config.json` (`hf_config`, whose fields `to-hf` gives back)."""
+  import os
+
+  from zoo.convert.tokenizer_files import read_json_object
+  source = dict(hf_config=read_json_object(os.path.join(src, "config.json")))
+  if dropped:
+    source.update(dropped=list(dropped))
+  return source
+
+
+def add_import_arguments(parser, src_help):
+  """SRC, `--out` and `--seq-length`: the arguments every "in" format takes."""
+  parser.add_argument("src", metavar="SRC", help=src_help)
+  parser.add_argument("--out", required=True, metavar="DIR", help="the model directory to write")
+  parser.add_argument("--seq-length", type=int, default=512, metavar="N",
+                      help="static input length of the zoo model (default: %(default)s)")
