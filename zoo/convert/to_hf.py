@@ -557,9 +557,9 @@ def to_hf(model_dir, out, dtype="float32", command=None):
   source_config = _source_config(directory)
   hf_config = {**source_config, **plan_.hf_config, "dtype": dtype}
   if plan_.family != "funnel" and "pad_token_id" not in source_config:
-    # BERT's embeddings zero the row of `pad_token_id` when transformers loads them, which changes the
-    # outputs at padded positions only (masked everywhere). A Funnel's authors' pooling mixes padded
-    # positions into real ones: its config names no pad token, so its row is kept as trained.
+    # A Funnel's config names no pad token: transformers' Funnel zeroes the embedding of `pad_token_id`
+    # when it loads, and the authors' pooling mixes padded positions into real ones, so the row must
+    # stay as trained (BERT's loads as written).
     hf_config["pad_token_id"] = vocab.index(text["special_tokens"]["pad"])
   if plan_.family == "funnel":
     hf_config.setdefault("num_decoder_layers", 0)
