@@ -149,6 +149,33 @@ def test_mlm_pretraining_then_fine_tuning_from_it(tmp_path):
   with pytest.raises(ValueError, match="does not fit the encoder"):
     restore_encoder(Trainer(wide, tf.distribute.get_strategy()).encoder, str(pretrain_dir))
 
+  # The pre-trained Funnel leaves the zoo by default: transformers' FunnelForMaskedLM computes its logits.
+  _check_exported_masked_lm(pretrain_dir, tmp_path / "hf")
+
+
+def _check_exported_masked_lm(run_dir, out):
+  import torch
+  import transformers
+
+  from tpu.serving import restore_model
+  from zoo.convert.to_hf import to_hf
+  assert to_hf(str(run_dir), str(out)).architecture == "FunnelForMaskedLM"
+  model, info = transformers.AutoModelForMaskedLM.from_pretrained(str(out), output_loading_info=True)
+  assert not info["missing_keys"] and not info["unexpected_keys"], info
+  config = TrainConfig.from_model_dir(str(run_dir))
+  zoo_model = restore_model(config, ModelDir(str(run_dir)).latest_checkpoint())
+  features = TextEncoder(ModelDir(str(run_dir)).read_vocab(), seq_length=config.seq_length).encode(
+      tf.constant(["the cat sat on the mat .", "a dog", ""]))
+  positions = np.tile(np.arange(config.seq_length, dtype=np.int32), [3, 1])
+  expected = zoo_model(dict(features, masked_lm_positions=positions), training=False)["mlm_logits"].numpy()
+  with torch.no_grad():
+    actual = model.eval()(input_ids=torch.tensor(features["input_word_ids"].numpy()).long(),
+                          attention_mask=torch.tensor(features["input_mask"].numpy()).long(),
+                          token_type_ids=torch.tensor(np.where(np.arange(config.seq_length) == 0, 2, 0)[None]
+                                                      .repeat(3, 0)).long()).logits.numpy()
+  mask = features["input_mask"].numpy().astype(bool)
+  assert np.abs(actual - expected)[mask].max() < 1e-4
+
 
 @pytest.mark.slow
 def test_electra_pretraining(tmp_path):
@@ -158,6 +185,12 @@ def test_electra_pretraining(tmp_path):
   assert set(results) >= {"loss", "mlm_loss", "mlm_accuracy", "disc_loss", "disc_accuracy"}
   np.testing.assert_allclose(results["loss"], results["mlm_loss"] + 50 * results["disc_loss"], rtol=1e-6)
   assert all(np.isfinite(r["disc_loss"]) for r in history(tmp_path / "run") if "loss" in r)
+  # A RealFormer cannot leave for transformers: the export names why and writes nothing.
+  from zoo.convert import ConversionError
+  from zoo.convert.to_hf import to_hf
+  with pytest.raises(ConversionError, match="RealFormer residual attention"):
+    to_hf(str(tmp_path / "run"), str(tmp_path / "hf"))
+  assert not (tmp_path / "hf").exists()
 
 
 @pytest.mark.slow
