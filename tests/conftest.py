@@ -69,7 +69,8 @@ def _float32_policy():
 LONGEST_FIRST = (
     "tests/tpu/test_multi_worker.py", "tests/tpu/test_train.py", "tests/notebooks/test_notebooks.py",
     "tests/zoo/keras3/test_twins.py", "tests/tpu/tasks/test_squad.py", "tests/zoo/convert/test_end_to_end.py",
-    "tests/zoo/convert/test_hf_funnel.py", "tests/zoo/test_presets.py", "tests/benchmarks/test_benchmarks.py",
+    "tests/zoo/convert/test_hf_funnel.py", "tests/zoo/convert/test_to_hf.py", "tests/zoo/test_presets.py",
+    "tests/benchmarks/test_benchmarks.py",
     "tests/tpu/data/test_records.py", "tests/zoo/models/test_funnel_encoder.py",
     "tests/tpu/data/test_shard_writer.py", "tests/zoo/keras3/test_loading.py", "tests/tpu/test_resume.py",
     "tests/tpu/tasks/test_tagging.py", "tests/zoo/models/test_transformer_encoder.py",

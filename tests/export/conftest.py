@@ -19,12 +19,11 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tensorflow as tf
-import tf_keras as keras
 
 from export import saved_model
+from tests.model_dirs import write_run
 from tpu.config import TrainConfig
 from tpu.tasks import build_model
 from zoo import model_dir as layout
@@ -80,16 +79,7 @@ def make_model_dir(path, *, model="funnel_b4_4_4", overrides=TINY_FUNNEL, task="
                        model_dir=str(path), seq_length=seq_length, vocab_size=len(VOCAB),
                        num_classes=num_classes, label_names=list(label_names) if label_names else None,
                        sentence_pair=sentence_pair).validate()
-  files = layout.ModelDir(str(path))
-  files.write_config(config.recorded().to_dict())
-  files.write_vocab(VOCAB)
-  keras.utils.set_random_seed(seed)
-  keras_model = build_model(config)
-  rng = np.random.default_rng(seed)
-  for variable in keras_model.variables:
-    variable.assign(variable + rng.normal(0.0, 0.2, variable.shape).astype(np.float32))
-  files.checkpoint_manager(tf.train.Checkpoint(**{layout.MODEL_ROOT: keras_model}), max_to_keep=3).save()
-  return ModelDir(path, keras_model)
+  return ModelDir(path, write_run(path, config, VOCAB, seed))
 
 
 def strings(texts):

@@ -30,11 +30,11 @@ the exact erf form, "gelu_new" the tanh approximation); Google's `bert_config.js
 Model Garden's TF1 converter reads it).
 """
 
-import json
 import os
 
 import numpy as np
 
+from zoo.convert import releases
 from zoo.convert.errors import ConversionError
 from zoo.convert.hf_funnel import ACTIVATIONS as HF_ACTIVATIONS
 from zoo.convert.hf_funnel import check_weights
@@ -57,19 +57,6 @@ REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attent
 # TF1 variable names that are not the encoder's: the optimizer's state.
 TF1_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m", "/lamb_v")
 TF1_OPTIMIZER_NAMES = ("global_step", "good_steps", "loss_scale", "current_loss_scale")
-
-
-def _read_json(path, what):
-  if not os.path.isfile(path):
-    raise ConversionError(f"{path}: not found; expected {what}")
-  with open(path, encoding="utf-8") as file:
-    try:
-      config = json.load(file)
-    except json.JSONDecodeError as error:
-      raise ConversionError(f"{path}: not valid JSON ({error})") from error
-  if not isinstance(config, dict):
-    raise ConversionError(f"{path}: expected a JSON object")
-  return config
 
 
 def zoo_config(config, activations, seq_length=512, residual_attention=False, running_mean=False,
@@ -284,7 +271,7 @@ def _renamed(name):
 def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
   """A `Converted` of a Hugging Face BERT directory (see `load_hf_bert`)."""
   config_path = os.path.join(path, HF_CONFIG_FILE)
-  config = _read_json(config_path,
+  config = releases.read_json(config_path,
                       "a Hugging Face checkpoint directory with config.json and model.safetensors")
   if config.get("model_type") != "bert":
     raise ConversionError(f"{config_path}: model_type must be 'bert', got {config.get('model_type')!r}")
@@ -327,25 +314,12 @@ def load_hf_bert(path, seq_length=512, residual_attention=False, running_mean=Fa
 
 def tf1_paths(src):
   """`(bert_config.json, checkpoint prefix)` of a TF1 release: a directory or a checkpoint prefix."""
-  if os.path.isdir(src):
-    prefix = os.path.join(src, TF1_CHECKPOINT)
-    if not os.path.exists(prefix + ".index"):
-      import tensorflow as tf
-      prefix = tf.train.latest_checkpoint(src) or prefix
-    return os.path.join(src, TF1_CONFIG_FILE), prefix
-  return os.path.join(os.path.dirname(src), TF1_CONFIG_FILE), src
+  return releases.paths(src, TF1_CHECKPOINT, TF1_CONFIG_FILE)
 
 
 def read_tf1_weights(prefix):
   """`{name: float32 array}` of a TF1 checkpoint, and the optimizer names it leaves out."""
-  import tensorflow as tf
-  if not os.path.exists(prefix + ".index"):
-    raise ConversionError(f"{prefix}: no TF1 checkpoint ({prefix}.index not found); expected Google's "
-                          f"{TF1_CHECKPOINT}.* files")
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-  except (tf.errors.OpError, ValueError) as error:
-    raise ConversionError(f"{prefix}: cannot be read as a TF checkpoint ({error})") from error
+  reader = releases.checkpoint_reader(prefix, f"Google's {TF1_CHECKPOINT}.* files")
   weights, optimizer = {}, []
   for name in reader.get_variable_to_shape_map():
     if name.endswith(TF1_OPTIMIZER_SUFFIXES) or name in TF1_OPTIMIZER_NAMES:
@@ -361,7 +335,7 @@ def read_tf1_weights(prefix):
 def convert_tf1_bert(src, seq_length=512, residual_attention=False, running_mean=False):
   """A `Converted` of Google's TF1 BERT layout (see `load_tf1_bert`)."""
   config_path, prefix = tf1_paths(src)
-  config = _read_json(config_path, f"Google's {TF1_CONFIG_FILE} beside the checkpoint")
+  config = releases.read_json(config_path, f"Google's {TF1_CONFIG_FILE} beside the checkpoint")
   arguments = zoo_config(config, TF1_ACTIVATIONS, seq_length, residual_attention, running_mean, config_path)
   weights, optimizer = read_tf1_weights(prefix)
   heads = [name for name in weights if name.startswith("cls/")]

@@ -42,12 +42,11 @@ Their TensorFlow layer norm uses epsilon 1e-8 (`ops.layer_norm_op`; not in the c
 the converted encoder does too.
 """
 
-import json
-import os
 import re
 
 import numpy as np
 
+from zoo.convert import releases
 from zoo.convert.errors import ConversionError
 
 CONFIG_FILE = "net_config.json"
@@ -188,28 +187,11 @@ def tf_names(config):
 
 def paths(src, config=None):
   """`(net_config.json, checkpoint prefix)` of a release: its directory or its checkpoint prefix."""
-  if os.path.isdir(src):
-    prefix = os.path.join(src, CHECKPOINT)
-    if not os.path.exists(prefix + ".index"):
-      import tensorflow as tf
-      prefix = tf.train.latest_checkpoint(src) or prefix
-    folder = src
-  else:
-    prefix, folder = src, os.path.dirname(src) or "."
-  return config or os.path.join(folder, CONFIG_FILE), prefix
+  return releases.paths(src, CHECKPOINT, CONFIG_FILE, config)
 
 
 def read_net_config(path):
-  if not os.path.isfile(path):
-    raise ConversionError(f"{path}: not found; expected the authors' {CONFIG_FILE} (or pass --config)")
-  with open(path, encoding="utf-8") as file:
-    try:
-      values = json.load(file)
-    except json.JSONDecodeError as error:
-      raise ConversionError(f"{path}: not valid JSON ({error})") from None
-  if not isinstance(values, dict):
-    raise ConversionError(f"{path}: expected a JSON object")
-  return values
+  return releases.read_json(path, f"the authors' {CONFIG_FILE} (or pass --config)")
 
 
 def hf_weights(prefix, config):
@@ -219,14 +201,7 @@ def hf_weights(prefix, config):
     ConversionError: no checkpoint, a missing or misshapen weight of the encoder, or a
       variable that is neither the encoder's nor dropped on purpose.
   """
-  import tensorflow as tf
-  if not os.path.exists(prefix + ".index"):
-    raise ConversionError(f"{prefix}: no TensorFlow checkpoint ({prefix}.index not found); expected the "
-                          f"authors' {CHECKPOINT}.* files")
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-  except (tf.errors.OpError, ValueError) as error:
-    raise ConversionError(f"{prefix}: cannot be read as a TensorFlow checkpoint ({error})") from None
+  reader = releases.checkpoint_reader(prefix, f"the authors' {CHECKPOINT}.* files")
   shapes = reader.get_variable_to_shape_map()
   expected = tf_names(config)
   dropped = sorted(name for name in shapes if name in OPTIMIZER_NAMES or any(mark in name for mark in

@@ -204,7 +204,8 @@ def _transformer_problems(encoder, head, settings):
                     "the model width")
   transform, activation = _heads_settings(settings, encoder)
   if head in ("masked_lm", "discriminator") and activation != encoder["activation"]:
-    problems.append(f"the {head} head's activation {activation!r} differs from the encoder's "
+    what = {"masked_lm": "masked-LM", "discriminator": "discriminator"}[head]
+    problems.append(f"the {what} head's activation {activation!r} differs from the encoder's "
                     f"{encoder['activation']!r}: transformers' heads use hidden_act for both")
   if head == "masked_lm" and transform is False:
     problems.append("the masked-LM head has no dense and layer norm (mlm_transform=false): BertForMaskedLM's "
@@ -262,7 +263,7 @@ def plan(settings, roots=()):
   else:
     problems = _transformer_problems(encoder, head, settings)
   if encoder["activation"] not in HF_ACTIVATIONS:
-    problems.append(f"activation {encoder['activation']!r}: transformers names "
+    problems.append(f"activation {encoder['activation']!r}: transformers has counterparts of "
                     f"{', '.join(sorted(HF_ACTIVATIONS))} only")
   if problems:
     raise ConversionError("transformers cannot express this model: " + "; ".join(problems))
@@ -475,7 +476,9 @@ def _model_card(model_dir, settings, plan_, dtype, command):
            f"# {os.path.basename(os.path.normpath(model_dir.path))}", ""]
   preset = presets.get(settings["model"])
   overrides = settings.get("model_overrides") or {}
-  lines += [f"A {preset.description} ({plan_.architecture}) exported from a zoo model directory.", "",
+  changed = " with the overrides below" if overrides else ""
+  lines += [f"A `{plan_.architecture}` exported from a zoo model directory: the preset `{settings['model']}` "
+            f"({preset.description}){changed}.", "",
             "| | |", "|---|---|",
             f"| preset | `{settings['model']}`"
             + (f" with `{json.dumps(overrides, sort_keys=True)}`" if overrides else "") + " |",

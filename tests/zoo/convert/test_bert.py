@@ -66,6 +66,16 @@ def tf1_name(hf_name):
   return "bert/" + name, False
 
 
+def save_tf1_checkpoint(values, prefix):
+  """Saves `{name: array}` as a TF1 checkpoint (a `tf.compat.v1.train.Saver`'s, as the TF1 releases are)."""
+  with tf.Graph().as_default():
+    variables = [tf.compat.v1.Variable(value, name=name) for name, value in values.items()]
+    saver = tf.compat.v1.train.Saver(variables)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      saver.save(session, prefix, write_meta_graph=False)
+
+
 def write_tf1(model, directory, hidden_act="gelu", extra=None):
   """Writes `model`'s weights as Google's TF1 release: bert_config.json and bert_model.ckpt."""
   os.makedirs(directory, exist_ok=True)
@@ -76,12 +86,7 @@ def write_tf1(model, directory, hidden_act="gelu", extra=None):
     tf1, transpose = tf1_name(name)
     values[tf1] = value.numpy().T if transpose else value.numpy()
   values.update(extra or {})
-  with tf.Graph().as_default():
-    variables = [tf.compat.v1.Variable(value, name=name) for name, value in values.items()]
-    saver = tf.compat.v1.train.Saver(variables)
-    with tf.compat.v1.Session() as session:
-      session.run(tf.compat.v1.global_variables_initializer())
-      saver.save(session, os.path.join(directory, "bert_model.ckpt"), write_meta_graph=False)
+  save_tf1_checkpoint(values, os.path.join(directory, "bert_model.ckpt"))
   config = {key: getattr(model.config, key) for key in TINY}
   config.update(hidden_act=hidden_act, initializer_range=0.02)
   with open(os.path.join(directory, "bert_config.json"), "w") as file:

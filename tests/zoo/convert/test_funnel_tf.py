@@ -12,10 +12,10 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import torch
 import transformers
 
+from tests.zoo.convert.test_bert import save_tf1_checkpoint
 from tests.zoo.convert.test_hf_funnel import BLOCKS
 from tests.zoo.convert.test_hf_funnel import LENGTH
 from tests.zoo.convert.test_hf_funnel import TINY
@@ -69,12 +69,7 @@ def write_release(folder, model, extras=EXTRAS, **net_config):
     values[theirs] = funnel_tf._from_hf(value, how, their_shape(how, value, config.n_head, config.d_head))
   for name, value in extras.items():
     values[name] = values[name[:-len("/adam_m")]] * 0 if value is None else value
-  with tf.Graph().as_default():
-    variables = [tf.compat.v1.Variable(value, name=name) for name, value in values.items()]
-    saver = tf.compat.v1.train.Saver(variables)
-    with tf.compat.v1.Session() as session:
-      session.run(tf.compat.v1.global_variables_initializer())
-      saver.save(session, os.path.join(folder, "model.ckpt"), write_meta_graph=False)
+  save_tf1_checkpoint(values, os.path.join(folder, "model.ckpt"))
   fields = dict(
       block_size=blocks_text(config.block_sizes, config.block_repeats),
       decoder_size=str(hf_fields["num_decoder_layers"]), vocab_size=config.vocab_size, d_embed=config.d_model,
@@ -99,10 +94,13 @@ def hf_model(decoder=True, **overrides):
 
 
 @pytest.mark.parametrize("decoder, flags", [
-    (True, dict(attention_type="factorized", separate_cls=True, pool_q_only=True, pooling_type="mean")),
-    (True, dict(attention_type="relative_shift", separate_cls=False, pool_q_only=False, pooling_type="max")),
-    (False, dict(attention_type="factorized", separate_cls=True, pool_q_only=False, pooling_type="mean")),
-], ids=["decoder-factorized", "decoder-shift-nocls", "base-factorized"])
+    pytest.param(True, dict(attention_type="factorized", separate_cls=True, pool_q_only=True,
+                            pooling_type="mean"), id="decoder-factorized"),
+    pytest.param(True, dict(attention_type="relative_shift", separate_cls=False, pool_q_only=False,
+                            pooling_type="max"), id="decoder-shift-nocls", marks=pytest.mark.slow),
+    pytest.param(False, dict(attention_type="factorized", separate_cls=True, pool_q_only=False,
+                             pooling_type="mean"), id="base-factorized", marks=pytest.mark.slow),
+])
 def test_the_authors_checkpoint_equals_hugging_face_at_every_padding(decoder, flags, tmp_path):
   reference = hf_model(decoder, **flags)
   release = write_release(tmp_path / "release", reference)
@@ -116,6 +114,7 @@ def test_the_authors_checkpoint_equals_hugging_face_at_every_padding(decoder, fl
   assert max_difference(actual, expected, inputs["input_mask"], reference.config) < TOLERANCE
 
 
+@pytest.mark.slow
 def test_the_command_writes_a_model_directory_that_exports_to_hugging_face(tmp_path, capsys):
   reference = hf_model(True)
   release = write_release(tmp_path / "release", reference)

@@ -1,0 +1,54 @@
+"""The files of a released TensorFlow checkpoint: its config JSON beside a checkpoint prefix.
+
+Google's TF1 BERT releases (`bert_config.json`, `bert_model.ckpt.*`) and the Funnel
+authors' (`net_config.json`, `model.ckpt.*`) share a layout: a directory holding the
+config and the checkpoint, which may also be named by its prefix.
+"""
+
+import json
+import os
+
+from zoo.convert.errors import ConversionError
+
+
+def paths(src, checkpoint, config_file, config=None):
+  """`(config path, checkpoint prefix)` of a release `src`: its directory (the prefix `checkpoint` in
+  it, else its latest checkpoint) or its checkpoint prefix (the config beside it). `config` names
+  another config file."""
+  if os.path.isdir(src):
+    prefix = os.path.join(src, checkpoint)
+    if not os.path.exists(prefix + ".index"):
+      import tensorflow as tf
+      prefix = tf.train.latest_checkpoint(src) or prefix
+    folder = src
+  else:
+    prefix, folder = src, os.path.dirname(src)
+  return config or os.path.join(folder, config_file), prefix
+
+
+def read_json(path, what):
+  """The JSON object in `path`; a ConversionError says it is missing (expected: `what`), not JSON or
+  not an object."""
+  if not os.path.isfile(path):
+    raise ConversionError(f"{path}: not found; expected {what}")
+  with open(path, encoding="utf-8") as file:
+    try:
+      values = json.load(file)
+    except json.JSONDecodeError as error:
+      raise ConversionError(f"{path}: not valid JSON ({error})") from error
+  if not isinstance(values, dict):
+    raise ConversionError(f"{path}: expected a JSON object")
+  return values
+
+
+def checkpoint_reader(prefix, expected):
+  """TensorFlow's reader of the checkpoint `prefix`; a ConversionError when there is none (`expected`:
+  what the release should hold) or it cannot be read."""
+  import tensorflow as tf
+  if not os.path.exists(prefix + ".index"):
+    raise ConversionError(f"{prefix}: no TensorFlow checkpoint ({prefix}.index not found); expected "
+                          f"{expected}")
+  try:
+    return tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as error:
+    raise ConversionError(f"{prefix}: cannot be read as a TensorFlow checkpoint ({error})") from None
