@@ -142,14 +142,15 @@ def test_every_task_loads_in_transformers_and_computes_what_the_zoo_does(family,
     exports[task] = (str(tmp_path / f"{task}-hf"), AUTO[task])
   hf = hf_outputs(tmp_path, exports, texts)
 
+  config, _, vocab = runs["classify"]   # every run has the same vocabulary and tokenizer settings
+  encoder = TextEncoder(vocab, seq_length=LENGTH, **config.text_encoder_args())
+  features = {name: value.numpy() for name, value in encoder.encode(tf.constant(texts)).items()}
   differences = {}
-  for task, (config, model, vocab) in runs.items():
+  for task, (_, model, vocab) in runs.items():
     info = json.loads(str(hf[f"{task}/info"]))
     assert info["model_class"] == EXPECTED_CLASS[family][task]
     assert info["missing"] == [] and info["unexpected"] == [], info
     assert info["vocab"] == len(vocab)   # no token added beyond the model's vocabulary
-    encoder = TextEncoder(vocab, seq_length=LENGTH, **config.text_encoder_args())
-    features = {name: value.numpy() for name, value in encoder.encode(tf.constant(texts)).items()}
     np.testing.assert_array_equal(hf[f"{task}/input_ids"], features["input_word_ids"], err_msg=task)
     np.testing.assert_array_equal(hf[f"{task}/attention_mask"], features["input_mask"], err_msg=task)
     types = features["input_type_ids"].copy()
