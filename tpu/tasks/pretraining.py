@@ -57,8 +57,7 @@ class MaskedLMTask(Task):
     predictions = config.max_predictions_per_seq or math.ceil(0.15 * config.seq_length)
     derived = dict(max_predictions_per_seq=predictions)
     if config.model:   # the heads' defaults follow the encoder
-      overrides = presets.as_written(config.model, config.model_overrides)
-      family, encoder = presets.resolve(config.model, overrides)
+      family, encoder = presets.resolve(config.model, config.model_overrides)
       # A Funnel's masked-LM head is Funnel's (no transform); ELECTRA's generator is narrower than the
       # embeddings it shares, so its head keeps the transform to the embedding width.
       transform = family != "funnel" or cls.name != "mlm"
