@@ -35,7 +35,10 @@ from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.encoders import TransformerEncoder
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
 from zoo.keras3.loading import load_model_dir
+from zoo.keras3.weights import checkpoint_arrays
 from zoo.keras3.weights import copy_weights
+from zoo.model_dir import MODEL_ROOT
+from zoo.model_dir import ModelDir
 
 # ---------------------------------------------------------------------------------------------
 # Backbones.
@@ -218,20 +221,50 @@ def tokenizer_from_loaded(loaded):
                          special_tokens_names=loaded.special_tokens)
 
 
+# The tasks of `tpu.train` whose model is a sequence classifier: its `logits` layer is this
+# classifier's head (`zoo.models.SequenceClassifier`: dropout, then one dense layer on the pooled output).
+SEQUENCE_CLASSIFIER_TASKS = ("classify", "regress")
+
+
+def trained_head(path, num_classes):
+  """`[kernel [D, C], bias [C]]` of a classification run's trained logits layer, or None when the
+  directory is no such run (a converted checkpoint, another task) or its classes are not `num_classes`."""
+  model_dir = ModelDir(path)
+  settings = model_dir.read_config()
+  if settings.get("task") not in SEQUENCE_CLASSIFIER_TASKS or settings.get("num_classes") != num_classes:
+    return None
+  arrays = checkpoint_arrays(model_dir.latest_checkpoint(), MODEL_ROOT)
+  return [arrays["logits/kernel"], arrays["logits/bias"]]
+
+
 def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0.1, **overrides):
   """A keras-hub text classifier (with its preprocessor) on a zoo model directory's encoder.
 
-  `num_classes` defaults to the directory's (a classification run's); a converted
-  checkpoint needs it. `overrides` go to the encoder (e.g. `dropout`, `seq_length`).
+  A classification run's classifier carries its trained head, so it predicts as the run
+  does (and as its SavedModel export). `num_classes` defaults to a classification run's;
+  any other directory needs it (a converted checkpoint, a run of another task), and any
+  other number of classes starts a new head (a warning says so for a classification
+  run). `overrides` go to the encoder (e.g. `dropout`, `seq_length`).
   """
+  task = ModelDir(path).read_config().get("task")
   backbone, loaded = backbone_from_model_dir(path, **overrides)
-  num_classes = num_classes or loaded.num_classes
-  if not num_classes:
-    raise ValueError(f"{path} records no num_classes (it is no classification run): pass num_classes")
+  run_classes = loaded.num_classes if task in SEQUENCE_CLASSIFIER_TASKS else None
+  if not (num_classes or run_classes):
+    raise ValueError(f"{path} is no classification run (task {task!r}), so it has no classifier head: pass "
+                     "num_classes for a new one")
+  num_classes = num_classes or run_classes
   _, _, preprocessor_class, classifier_class = FAMILIES[loaded.family]
   preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
-  return classifier_class(backbone, num_classes, preprocessor=preprocessor, activation=activation,
-                          dropout=dropout)
+  classifier = classifier_class(backbone, num_classes, preprocessor=preprocessor, activation=activation,
+                                dropout=dropout)
+  head = trained_head(path, num_classes)
+  if head is not None:
+    classifier.output_dense.set_weights(head)
+  elif run_classes:
+    import warnings
+    warnings.warn(f"{path} is a run of {run_classes} classes; a classifier of {num_classes} starts a new, "
+                  "random head", stacklevel=2)
+  return classifier
 
 
 def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=True, special_tokens=None,

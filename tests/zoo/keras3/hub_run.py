@@ -1,6 +1,7 @@
-"""`python -m tests.zoo.keras3.hub_run MODEL_DIR PRESET_DIR OUT.json`: a model directory as a keras-hub
-text classifier under this process's Keras backend: tokenized as the zoo's TextEncoder does, trained a
-few steps with `fit` on raw strings, saved to a preset directory and loaded back from it."""
+"""`python -m tests.zoo.keras3.hub_run MODEL_DIR PRESET_DIR OUT.json [RUN_DIR LOGITS.json]`: a model directory
+as a keras-hub text classifier under this process's Keras backend: tokenized as the zoo's TextEncoder does,
+trained a few steps with `fit` on raw strings, saved to a preset directory and loaded back from it; and a
+classification run's classifier, whose logits on TEXTS should be LOGITS.json (the run's own model's)."""
 
 import json
 import sys
@@ -11,7 +12,7 @@ TEXTS = ["the dogs run, the cat was running!", "a good film.", "Thé dög wås r
 LABELS = [1, 1, 0, 0, 0]
 
 
-def main(model_dir, preset_dir, out_path):
+def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None):
   import keras
   import keras_hub
   import tensorflow as tf
@@ -53,6 +54,12 @@ def main(model_dir, preset_dir, out_path):
   predictions = classifier.predict(TEXTS, verbose=0)
   report["logits_dtype"] = keras.backend.standardize_dtype(predictions.dtype)
 
+  if run_dir:   # a classification run's classifier predicts as the run's tf_keras model does
+    trained = zoo_hub.classifier_from_model_dir(run_dir)
+    with open(run_logits) as file:
+      expected = np.array(json.load(file))
+    report["trained_head_vs_run"] = float(np.abs(trained.predict(TEXTS, verbose=0) - expected).max())
+
   classifier.save_to_preset(preset_dir)
   restored = keras_hub.models.TextClassifier.from_preset(preset_dir)
   report["restored_class"] = type(restored).__name__
@@ -64,4 +71,4 @@ def main(model_dir, preset_dir, out_path):
 
 
 if __name__ == "__main__":
-  main(*sys.argv[1:4])
+  main(*sys.argv[1:6])

@@ -57,14 +57,43 @@ def test_a_converted_funnel_loads_into_keras_3_and_equals_hugging_face(converted
   assert max_difference(actual["encoder_sequence_output"], encoder_output, mask, config) < TOLERANCE
 
 
+RUN_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "dog", "##s", "run", ",", "cat", "was",
+             "running", "!", "good", "film", ".", "bad", "zebra"]
+
+
+def _classification_run(path):
+  """A three-class Funnel classification run (`tests.model_dirs.write_run`), and a JSON file of its
+  tf_keras model's logits on `hub_run.TEXTS`."""
+  import json
+
+  import tensorflow as tf
+
+  from tests.model_dirs import write_run
+  from tests.zoo.keras3.hub_run import TEXTS
+  from tpu.config import TrainConfig
+  from zoo.text import TextEncoder
+  tiny = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1])
+  config = TrainConfig(model="funnel_b4_4_4", model_overrides=tiny, task="classify", data="demo",
+                       model_dir=str(path), seq_length=16, vocab_size=len(RUN_VOCAB), num_classes=3,
+                       label_names=["no", "maybe", "yes"]).validate()
+  model = write_run(path, config, RUN_VOCAB, seed=3)
+  features = TextEncoder(RUN_VOCAB, seq_length=16).encode(tf.constant(TEXTS))
+  logits = path / "logits.json"
+  logits.write_text(json.dumps(model(features, training=False).numpy().tolist()))
+  return str(path), str(logits)
+
+
 @pytest.mark.slow
 def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_round_trips_a_preset(
     converted_funnel, tmp_path):
   import json
   model_dir, _ = converted_funnel
+  run_dir, logits = _classification_run(tmp_path / "run")
   out = tmp_path / "hub.json"
-  run_in_backend("jax", "tests.zoo.keras3.hub_run", model_dir, str(tmp_path / "preset"), str(out))
+  run_in_backend("jax", "tests.zoo.keras3.hub_run", model_dir, str(tmp_path / "preset"), str(out), run_dir,
+                 logits)
   report = json.loads(out.read_text())
+  assert report["trained_head_vs_run"] < 1e-5   # the run's trained head, not a new one
   assert report["backend"] == "jax"
   assert report["token_ids_equal"] and report["padding_mask_equal"]   # the zoo's TextEncoder's ids
   assert report["backbone_vs_encoder"] < 1e-6
