@@ -296,6 +296,11 @@ def test_a_refusal_writes_nothing_and_names_every_reason(tmp_path, capsys):
   assert not (tmp_path / "out").exists()
   assert main(["to-hf", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")]) == 1
   assert "config.json: not found" in capsys.readouterr().err
+  (tmp_path / "taken").mkdir()
+  (tmp_path / "taken" / "keep.txt").write_text("mine")
+  assert main(["to-hf", directory.path, "--out", str(tmp_path / "taken")]) == 1
+  assert "exists and is not empty" in capsys.readouterr().err
+  assert [path.name for path in (tmp_path / "taken").iterdir()] == ["keep.txt"]
 
 
 def test_funnel_presets_pool_as_the_authors_and_old_directories_keep_the_zoos(tmp_path):
