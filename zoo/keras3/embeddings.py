@@ -91,7 +91,7 @@ class EncoderEmbeddings(keras.layers.Layer):
     self.norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype="float32",
                                                 name="norm")
     self.norm.build((None, None, width))
-    self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout")
+    self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="dropout")
     self.projection = None
     if self.embedding_width != self.hidden_size:
       self.projection = keras.layers.EinsumDense(

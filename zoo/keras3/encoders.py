@@ -41,6 +41,13 @@ def _cast_like(x, reference):
   return ops.cast(x, reference.dtype)
 
 
+def dtype_policy(dtype=None):
+  """The dtype policy of an encoder and of every layer in it: `dtype` (a name such as
+  "mixed_bfloat16", or a policy), or the global policy when None. The float32 islands
+  (layer norms, attention scores and probabilities, the carry) stay float32 under any of them."""
+  return keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+
+
 class EncoderModel(keras.Model):
   """What both encoders share: a functional model rebuilt from its constructor arguments."""
 
@@ -51,12 +58,18 @@ class EncoderModel(keras.Model):
     return self._embeddings.word_embeddings
 
   def get_config(self):
-    return dict(self._config, name=self.name)
+    return dict(self._config, name=self.name, dtype=self.dtype_policy.name)
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
-    config = {key: value for key, value in config.items() if key not in ("trainable", "dtype")}
+    config = {key: value for key, value in config.items() if key != "trainable"}
+    if isinstance(config.get("dtype"), dict):   # a serialized policy
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     return cls(**config)
+
+  def _set_policy(self, policy):
+    # Functional models take no dtype of their own: the policy their layers were built with.
+    self.dtype_policy = policy
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -86,7 +99,9 @@ class TransformerEncoder(EncoderModel):
                initializer_range=0.02,
                seq_length=None,
                output_attention_probs=False,
+               dtype=None,
                **kwargs):
+    policy = dtype_policy(dtype)
     config = dict(
         vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
         intermediate_size=intermediate_size, activation=activation, dropout=dropout,
@@ -107,27 +122,28 @@ class TransformerEncoder(EncoderModel):
         vocab_size, embedding_width or hidden_size, hidden_size,
         max_sequence_length=None if relative else max_sequence_length,
         type_vocab_size=0 if relative else type_vocab_size, dropout=dropout,
-        layer_norm_epsilon=layer_norm_epsilon, initializer=initializer, name="embeddings")
+        layer_norm_epsilon=layer_norm_epsilon, initializer=initializer, dtype=policy, name="embeddings")
     blocks = [
         TransformerBlock(
             num_heads, hidden_size // num_heads, intermediate_size, activation=activation,
             dropout=dropout, attention_dropout=attention_dropout, norm_first=norm_first,
             layer_norm_epsilon=layer_norm_epsilon, position_encoding=position_encoding,
             use_segment_bias=relative, residual_attention=residual_attention,
-            running_mean=running_mean, kernel_initializer=initializer, name=f"layer_{i}")
+            running_mean=running_mean, kernel_initializer=initializer, dtype=policy, name=f"layer_{i}")
         for i in range(num_layers)
     ]
     final_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="final_norm") if norm_first else None
     pooler = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=initializer,
-                                name="pooler")
+                                dtype=policy, name="pooler")
 
     inputs = encoder_inputs(seq_length)
     mask = inputs["input_mask"]
     hidden = embeddings(inputs["input_word_ids"], None if relative else inputs["input_type_ids"])
     block_kwargs = {}
     if relative:
-      block_kwargs["query_segment_ids"] = ClsSegmentIds(name="cls_segment_ids")(inputs["input_type_ids"])
+      segments = ClsSegmentIds(dtype=policy, name="cls_segment_ids")
+      block_kwargs["query_segment_ids"] = segments(inputs["input_type_ids"])
     if seq_length is not None and position_encoding == SHIFT:
       positions = list(range(seq_length))
       block_kwargs.update(query_positions=positions, key_positions=positions)
@@ -144,6 +160,7 @@ class TransformerEncoder(EncoderModel):
     if output_attention_probs:
       outputs["attention_probs"] = attention_probs
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self._set_policy(policy)
     self._config = config
     self._embeddings = embeddings
 
@@ -186,7 +203,9 @@ class FunnelEncoder(EncoderModel):
                initializer_range=0.1,
                seq_length=512,
                output_attention_probs=False,
+               dtype=None,
                **kwargs):
+    policy = dtype_policy(dtype)
     block_sizes = tuple(block_sizes)
     block_repeats = tuple(block_repeats) if block_repeats else (1,) * len(block_sizes)
     config = dict(
@@ -215,24 +234,24 @@ class FunnelEncoder(EncoderModel):
           layer_norm_epsilon=layer_norm_epsilon, position_encoding=position_encoding,
           use_segment_bias=use_segment_bias, separate_cls=separate_cls,
           residual_attention=residual, running_mean=running_mean and residual,
-          kernel_initializer=initializer, name=name)
+          kernel_initializer=initializer, dtype=policy, name=name)
 
     embeddings = EncoderEmbeddings(
         vocab_size, embedding_width or hidden_size, hidden_size, dropout=dropout,
-        layer_norm_epsilon=layer_norm_epsilon, initializer=initializer, name="embeddings")
+        layer_norm_epsilon=layer_norm_epsilon, initializer=initializer, dtype=policy, name="embeddings")
     blocks = [[transformer_block(f"block_{b}_layer_{i}", residual_attention) for i in range(size)]
               for b, size in enumerate(block_sizes)]
     pooling = FunnelPooling(pooling_type, separate_cls, truncate_seq, semantics=pooling_semantics,
-                            name="pooling")
+                            dtype=policy, name="pooling")
     decoder = [transformer_block(f"decoder_layer_{i}", False) for i in range(num_decoder_layers)]
     pooler = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=initializer,
-                                name="pooler")
+                                dtype=policy, name="pooler")
 
     inputs = encoder_inputs(seq_length)
     full_mask = mask = inputs["input_mask"]
     segments = None
     if use_segment_bias:
-      segments = ClsSegmentIds(name="cls_segment_ids")(inputs["input_type_ids"])
+      segments = ClsSegmentIds(dtype=policy, name="cls_segment_ids")(inputs["input_type_ids"])
     full_segments = segments
     full_positions = positions = np.arange(seq_length, dtype=np.float64)
     hidden = embeddings(inputs["input_word_ids"])
@@ -287,7 +306,7 @@ class FunnelEncoder(EncoderModel):
     sequence_output = encoder_output
     if decoder:
       upsampled = FunnelUpsampling(2 ** (len(block_sizes) - 1), separate_cls, truncate_seq,
-                                   name="upsampling")(encoder_output, target_length=seq_length)
+                                   dtype=policy, name="upsampling")(encoder_output, target_length=seq_length)
       hidden = upsampled + layer_outputs[decoder_residual_layer]
       for layer in decoder:
         hidden = run(layer, hidden, attention_mask=full_mask, query_positions=full_positions.tolist(),
@@ -300,6 +319,7 @@ class FunnelEncoder(EncoderModel):
     if output_attention_probs:
       outputs["attention_probs"] = attention_probs
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self._set_policy(policy)
     self._config = config
     self._embeddings = embeddings
 

@@ -33,6 +33,7 @@ from keras import ops
 
 from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.encoders import TransformerEncoder
+from zoo.keras3.encoders import dtype_policy
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
 from zoo.keras3.loading import load_model_dir
 from zoo.keras3.weights import checkpoint_arrays
@@ -48,17 +49,23 @@ class ZooBackbone(keras_hub.models.Backbone):
   """A keras-hub backbone around a `zoo.keras3` encoder (`encoder_class`) built from `encoder_config`.
 
   Inputs `token_ids`, `segment_ids`, `padding_mask` (`[B, seq_length]`); outputs
-  `sequence_output` and `pooled_output` (the tanh dense on [cls]).
+  `sequence_output` and `pooled_output` (the tanh dense on [cls]). `dtype` (or a
+  `dtype` in `encoder_config`; default the global policy) is the policy of every layer of
+  the encoder: "bfloat16" keeps bfloat16 weights, "mixed_bfloat16" float32 weights and
+  bfloat16 compute; layer norms, attention scores and probabilities stay float32.
   """
 
   encoder_class = None
 
   def __init__(self, encoder_config, dtype=None, **kwargs):
     encoder_config = dict(encoder_config)
+    configured = encoder_config.pop("dtype", None)   # the backbone's `dtype` wins
+    dtype = dtype if dtype is not None else configured
     for key in ("block_sizes", "block_repeats"):
       if encoder_config.get(key) is not None:
         encoder_config[key] = tuple(encoder_config[key])
-    encoder = self.encoder_class(**encoder_config, name="encoder")
+    policy = dtype_policy(dtype)   # the encoder's layers are built with it
+    encoder = self.encoder_class(**encoder_config, dtype=policy, name="encoder")
     seq_length = encoder_config.get("seq_length")
     token_ids = keras.Input(shape=(seq_length,), dtype="int32", name="token_ids")
     segment_ids = keras.Input(shape=(seq_length,), dtype="int32", name="segment_ids")
@@ -68,7 +75,7 @@ class ZooBackbone(keras_hub.models.Backbone):
     super().__init__(
         inputs=dict(token_ids=token_ids, segment_ids=segment_ids, padding_mask=padding_mask),
         outputs=dict(sequence_output=outputs["sequence_output"], pooled_output=outputs["pooled_output"]),
-        dtype=dtype, **kwargs)
+        dtype=policy, **kwargs)
     self.encoder = encoder
     self.encoder_config = encoder_config
     self.token_embedding = encoder.get_embedding_layer()
@@ -209,7 +216,7 @@ def backbone_from_model_dir(path, **overrides):
   """The backbone of a zoo model directory, with its weights, and the `LoadedModelDir`."""
   loaded = load_model_dir(path, **overrides)
   backbone_class = FAMILIES[loaded.family][0]
-  backbone = backbone_class(loaded.encoder_config)
+  backbone = backbone_class(loaded.encoder_config, dtype=overrides.get("dtype"))
   copy_weights(loaded.encoder, backbone.encoder)
   return backbone, loaded
 

@@ -96,19 +96,21 @@ class TransformerBlock(AttentionLayer):
     self.output_norm = keras.layers.LayerNormalization(name="output_norm", **norm)
     self.attention_norm.build((None, None, width))
     self.output_norm.build((None, None, width))
-    self.attention_output_dropout = keras.layers.Dropout(self.dropout, name="attention_output_dropout")
+    self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
+                                                          name="attention_output_dropout")
     self.intermediate_dense = keras.layers.EinsumDense(
         "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
         kernel_initializer=clone_initializer(self.kernel_initializer), dtype=self.dtype_policy,
         name="intermediate")
     self.intermediate_dense.build((None, None, width))
-    self.activation_dropout_layer = keras.layers.Dropout(self.activation_dropout, name="activation_dropout")
+    self.activation_dropout_layer = keras.layers.Dropout(self.activation_dropout, dtype=self.dtype_policy,
+                                                          name="activation_dropout")
     self.output_dense = keras.layers.EinsumDense(
         "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
         kernel_initializer=clone_initializer(self.kernel_initializer), dtype=self.dtype_policy,
         name="output")
     self.output_dense.build((None, None, self.intermediate_size))
-    self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout")
+    self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="output_dropout")
     self.built = True
 
   def call(self, hidden_states, key_value=None, attention_mask=None, query_positions=None,

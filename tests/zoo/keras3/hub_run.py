@@ -66,8 +66,49 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None):
   report["restored_tokenizer"] = type(restored.preprocessor.tokenizer).__name__
   report["restored_cls_token"] = restored.preprocessor.tokenizer.cls_token
   report["restored_vs_trained"] = float(np.abs(restored.predict(TEXTS, verbose=0) - predictions).max())
+  report["dtypes"] = _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded)
   with open(out_path, "w") as file:
     json.dump(report, file, indent=1)
+
+
+def _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded):
+  """What each way of asking for a dtype policy builds, under the global float32 policy: the
+  policy, the dtypes of the encoder's weights (layer norms apart) and of its layer norms' weights,
+  the sequence output's dtype and its largest difference to the same model's in float32."""
+  def output(backbone):   # eagerly: JAX's compiled operations are shared by all these models
+    return backbone(inputs, training=False)["sequence_output"]
+
+  def describe(backbone, reference):
+    weights, result = backbone.encoder.weights, output(backbone)
+    difference = np.abs(keras.ops.convert_to_numpy(keras.ops.cast(result, "float32")) - reference).max()
+    return dict(policy=backbone.dtype_policy.name,
+                weights=sorted({str(w.dtype) for w in weights if "norm" not in w.path}),
+                norms=sorted({str(w.dtype) for w in weights if "norm" in w.path}),
+                output=keras.backend.standardize_dtype(result.dtype), vs_float32=float(difference))
+
+  directory_float32 = keras.ops.convert_to_numpy(output(zoo_hub.backbone_from_model_dir(model_dir)[0]))
+  preset_float32 = keras.ops.convert_to_numpy(output(keras_hub.models.Backbone.from_preset(preset_dir)))
+  architecture = {key: loaded.encoder_config[key]
+                  for key in ("hidden_size", "num_heads", "intermediate_size", "block_sizes")}
+  result = dict(global_policy=keras.config.dtype_policy().name)
+  for dtype in ("bfloat16", "mixed_bfloat16"):
+    backbone, _ = zoo_hub.backbone_from_model_dir(model_dir, dtype=dtype)
+    result[f"backbone_from_model_dir_{dtype}"] = describe(backbone, directory_float32)
+    classifier = zoo_hub.classifier_from_model_dir(model_dir, num_classes=2, dtype=dtype)
+    result[f"classifier_from_model_dir_{dtype}"] = dict(
+        describe(classifier.backbone, directory_float32),
+        logits=keras.backend.standardize_dtype(classifier(inputs, training=False).dtype))
+    restored = keras_hub.models.TextClassifier.from_preset(preset_dir, dtype=dtype)
+    result[f"classifier_from_saved_preset_{dtype}"] = describe(restored.backbone, preset_float32)
+    backbone = keras_hub.models.Backbone.from_preset(preset_dir, dtype=dtype)
+    result[f"backbone_from_saved_preset_{dtype}"] = describe(backbone, preset_float32)
+    fresh = zoo_hub.classifier_from_preset("funnel_b4_4_4", loaded.vocab, 2, loaded.seq_length, dtype=dtype,
+                                           special_tokens=loaded.special_tokens, **architecture)
+    result[f"classifier_from_zoo_preset_{dtype}"] = dict(
+        policy=fresh.backbone.dtype_policy.name,
+        weights=sorted({str(w.dtype) for w in fresh.backbone.encoder.weights if "norm" not in w.path}),
+        norms=sorted({str(w.dtype) for w in fresh.backbone.encoder.weights if "norm" in w.path}))
+  return result
 
 
 if __name__ == "__main__":

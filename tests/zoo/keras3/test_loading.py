@@ -103,4 +103,18 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
   assert (report["restored_class"], report["restored_tokenizer"], report["restored_cls_token"]) == (
       "FunnelTextClassifier", "FunnelTokenizer", "<cls>")
   assert report["restored_vs_trained"] < 1e-5
+  # Every backbone and classifier honours the dtype it is given (the global policy stays float32):
+  # bfloat16 weights, or float32 weights with bfloat16 compute; float32 layer norms in both.
+  dtypes = report.pop("dtypes")
+  assert dtypes.pop("global_policy") == "float32"
+  assert len(dtypes) == 10
+  for name, built in dtypes.items():
+    policy = "mixed_bfloat16" if name.endswith("mixed_bfloat16") else "bfloat16"
+    assert built["policy"] == policy, name
+    assert built["weights"] == ["bfloat16" if policy == "bfloat16" else "float32"], name
+    assert built["norms"] == ["float32"], name
+    if "output" in built:
+      assert built["output"] == "bfloat16" and 0 < built["vs_float32"] < 0.1, (name, built)
+    if "logits" in built:
+      assert built["logits"] == "float32", name
   assert (tmp_path / "preset" / "config.json").exists() and (tmp_path / "preset" / "task.json").exists()

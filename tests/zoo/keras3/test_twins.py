@@ -59,6 +59,18 @@ def test_mixed_bfloat16_keeps_the_float32_islands(backend_report, backend):
       sequence_output="bfloat16", attention_probs=["float32"], block_output="bfloat16", block_carry="float32",
       block_probs="float32", attention_norm="float32", kernel="float32")
   assert checks["bfloat16_finite"] and checks["bfloat16_vs_float32"] < 0.15
+  # The same policies as the encoder's `dtype` argument, the global policy float32.
+  mixed, pure = checks["argument_mixed_bfloat16"], checks["argument_bfloat16"]
+  assert {**mixed, "vs_global_mixed": 0.0} == dict(
+      policy="mixed_bfloat16", sequence_output="bfloat16", attention_probs=["float32"], weights=["float32"],
+      norms=["float32"], vs_global_mixed=0.0)
+  assert mixed["vs_global_mixed"] < 0.05   # the compiled and eager runs may round differently
+  assert {**pure, "vs_global_mixed": 0.0} == dict(
+      policy="bfloat16", sequence_output="bfloat16", attention_probs=["float32"], weights=["bfloat16"],
+      norms=["float32"], vs_global_mixed=0.0)
+  assert pure["vs_global_mixed"] < 0.15
+  assert checks["argument_bfloat16_keras_file"] == dict(policy="bfloat16", weights=["bfloat16"],
+                                                        difference=0.0)
 
 
 @pytest.mark.slow

@@ -225,9 +225,40 @@ def backend_checks(tmp_dir):
       kernel=dtype(block.attention.query_dense.kernel.dtype))
   checks["bfloat16_finite"] = bool(np.all(np.isfinite(sequence)))
   checks["bfloat16_vs_float32"] = float(np.abs(sequence - float32).max())
+  checks.update(_dtype_argument_checks(keras, zoo.keras3, funnel, config, inputs, sequence, tmp_dir))
 
   if keras.backend.backend() == "jax":
     checks.update(_jax_checks(zoo.keras3, funnel, inputs))
+  return checks
+
+
+def _dtype_argument_checks(keras, lib, funnel, config, inputs, global_mixed, tmp_dir):
+  """The policy given as the encoder's `dtype`, the global policy float32: "mixed_bfloat16" computes
+  what the global mixed policy does; "bfloat16" keeps its weights in bfloat16 (layer norms apart),
+  also through a `.keras` file."""
+  from zoo.keras3.weights import copy_weights
+  dtype = keras.backend.standardize_dtype
+  checks = {}
+  for policy in ("mixed_bfloat16", "bfloat16"):
+    encoder = lib.FunnelEncoder(**config, dtype=policy)
+    copy_weights(funnel, encoder)
+    outputs = encoder(inputs)
+    weights = encoder.weights
+    checks[f"argument_{policy}"] = dict(
+        policy=encoder.dtype_policy.name, sequence_output=dtype(outputs["sequence_output"].dtype),
+        attention_probs=sorted({dtype(p.dtype) for p in outputs["attention_probs"]}),
+        weights=sorted({dtype(w.dtype) for w in weights if "norm" not in w.path}),
+        norms=sorted({dtype(w.dtype) for w in weights if "norm" in w.path}),
+        vs_global_mixed=float(np.abs(_numpy(outputs["sequence_output"]) - global_mixed).max()))
+    if policy == "bfloat16":
+      path = os.path.join(tmp_dir, "bfloat16.keras")
+      encoder.save(path)
+      loaded = keras.saving.load_model(path, safe_mode=True)
+      checks["argument_bfloat16_keras_file"] = dict(
+          policy=loaded.dtype_policy.name,
+          weights=sorted({dtype(w.dtype) for w in loaded.weights if "norm" not in w.path}),
+          difference=float(np.abs(_numpy(loaded(inputs)["sequence_output"])
+                                  - _numpy(outputs["sequence_output"])).max()))
   return checks
 
 
