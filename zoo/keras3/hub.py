@@ -231,6 +231,23 @@ def tokenizer_from_loaded(loaded):
 # The tasks of `tpu.train` whose model is a sequence classifier: its `logits` layer is this
 # classifier's head (`zoo.models.SequenceClassifier`: dropout, then one dense layer on the pooled output).
 SEQUENCE_CLASSIFIER_TASKS = ("classify", "regress")
+# The heads of the other tasks, none of which keras-hub has a task class for (its text tasks
+# are TextClassifier, MaskedLM, CausalLM and Seq2SeqLM).
+OTHER_HEADS = {
+    "tag": "a token-classification head (a label for every token), and keras-hub has no "
+           "token-classification task",
+    "squad": "a question-answering head (start and end logits over the tokens), and keras-hub has no "
+             "question-answering task",
+    "mlm": "a masked-LM head, which this package does not build as a keras-hub MaskedLM",
+    "electra": "a generator and a discriminator, which this package does not build as keras-hub tasks",
+}
+
+
+def _not_a_classifier(path, task):
+  head = OTHER_HEADS.get(task, "no classifier head") if task else "no task head (converted weights)"
+  return (f"{path}: a {task!r} run has {head}, so it does not load as a keras-hub task with its trained "
+          "head. backbone_from_model_dir gives its encoder with the trained weights (and its SavedModel "
+          "export the whole model); pass num_classes for a new text classifier on that encoder")
 
 
 def trained_head(path, num_classes):
@@ -249,16 +266,17 @@ def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0
 
   A classification run's classifier carries its trained head, so it predicts as the run
   does (and as its SavedModel export). `num_classes` defaults to a classification run's;
-  any other directory needs it (a converted checkpoint, a run of another task), and any
-  other number of classes starts a new head (a warning says so for a classification
-  run). `overrides` go to the encoder (e.g. `dropout`, `seq_length`).
+  any other directory needs it (a converted checkpoint, a run of another task, whose head
+  keras-hub has no task for: the error says so), and any other number of classes starts a
+  new head (a warning says so for a classification run). `overrides` go to the encoder
+  (e.g. `dropout`, `seq_length`, `dtype`).
   """
-  task = ModelDir(path).read_config().get("task")
-  backbone, loaded = backbone_from_model_dir(path, **overrides)
-  run_classes = loaded.num_classes if task in SEQUENCE_CLASSIFIER_TASKS else None
+  settings = ModelDir(path).read_config()
+  task = settings.get("task")
+  run_classes = settings.get("num_classes") if task in SEQUENCE_CLASSIFIER_TASKS else None
   if not (num_classes or run_classes):
-    raise ValueError(f"{path} is no classification run (task {task!r}), so it has no classifier head: pass "
-                     "num_classes for a new one")
+    raise ValueError(_not_a_classifier(path, task))
+  backbone, loaded = backbone_from_model_dir(path, **overrides)
   num_classes = num_classes or run_classes
   _, _, preprocessor_class, classifier_class = FAMILIES[loaded.family]
   preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)

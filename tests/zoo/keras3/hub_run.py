@@ -1,7 +1,9 @@
-"""`python -m tests.zoo.keras3.hub_run MODEL_DIR PRESET_DIR OUT.json [RUN_DIR LOGITS.json]`: a model directory
-as a keras-hub text classifier under this process's Keras backend: tokenized as the zoo's TextEncoder does,
-trained a few steps with `fit` on raw strings, saved to a preset directory and loaded back from it; and a
-classification run's classifier, whose logits on TEXTS should be LOGITS.json (the run's own model's)."""
+"""`python -m tests.zoo.keras3.hub_run MODEL_DIR PRESET_DIR OUT.json [RUN_DIR LOGITS.json [OTHER_RUN...]]`:
+a model directory as a keras-hub text classifier under this process's Keras backend: tokenized as the
+zoo's TextEncoder does, trained a few steps with `fit` on raw strings, saved to a preset directory and
+loaded back from it, and built in other dtype policies; a classification run's classifier, whose logits
+on TEXTS should be LOGITS.json (the run's own model's); and the errors of runs of other tasks asked for
+their classifier."""
 
 import json
 import sys
@@ -12,7 +14,7 @@ TEXTS = ["the dogs run, the cat was running!", "a good film.", "Thé dög wås r
 LABELS = [1, 1, 0, 0, 0]
 
 
-def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None):
+def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_runs):
   import keras
   import keras_hub
   import tensorflow as tf
@@ -59,6 +61,15 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None):
     with open(run_logits) as file:
       expected = np.array(json.load(file))
     report["trained_head_vs_run"] = float(np.abs(trained.predict(TEXTS, verbose=0) - expected).max())
+  report["refused"] = []
+  for other in other_runs:   # runs whose heads are no text classifier's
+    try:
+      zoo_hub.classifier_from_model_dir(other)
+    except ValueError as error:
+      report["refused"].append(str(error))
+  if other_runs:
+    report["tag_encoder_classifier_classes"] = zoo_hub.classifier_from_model_dir(
+        other_runs[0], num_classes=5).num_classes
 
   classifier.save_to_preset(preset_dir)
   restored = keras_hub.models.TextClassifier.from_preset(preset_dir)
@@ -112,4 +123,4 @@ def _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded):
 
 
 if __name__ == "__main__":
-  main(*sys.argv[1:6])
+  main(*sys.argv[1:])

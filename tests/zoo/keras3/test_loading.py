@@ -83,6 +83,22 @@ def _classification_run(path):
   return str(path), str(logits)
 
 
+def _runs_of_other_tasks(path):
+  """A tagging and a SQuAD run (Funnel with a decoder), whose heads keras-hub has no task class for."""
+  from tests.model_dirs import write_run
+  from tpu.config import TrainConfig
+  tiny = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1], num_decoder_layers=1)
+  runs = []
+  for task, settings in (("tag", dict(num_classes=3, label_names=["O", "B-PER", "I-PER"])),
+                         ("squad", dict(max_query_length=6))):
+    config = TrainConfig(model="funnel_b4_4_4", model_overrides=tiny, task=task, data="demo",
+                         model_dir=str(path / task), seq_length=16, vocab_size=len(RUN_VOCAB),
+                         **settings).validate()
+    write_run(path / task, config, RUN_VOCAB, seed=4)
+    runs.append(str(path / task))
+  return runs
+
+
 @pytest.mark.slow
 def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_round_trips_a_preset(
     converted_funnel, tmp_path):
@@ -91,9 +107,17 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
   run_dir, logits = _classification_run(tmp_path / "run")
   out = tmp_path / "hub.json"
   run_in_backend("jax", "tests.zoo.keras3.hub_run", model_dir, str(tmp_path / "preset"), str(out), run_dir,
-                 logits)
+                 logits, *_runs_of_other_tasks(tmp_path))
   report = json.loads(out.read_text())
   assert report["trained_head_vs_run"] < 1e-5   # the run's trained head, not a new one
+  # Tagging and SQuAD runs are refused, naming the head keras-hub has no task for and the way on.
+  tag_error, squad_error = report["refused"]
+  assert "a 'tag' run has a token-classification head" in tag_error
+  assert "keras-hub has no token-classification task" in tag_error
+  assert "a 'squad' run has a question-answering head" in squad_error
+  for error in (tag_error, squad_error):
+    assert "backbone_from_model_dir gives its encoder" in error and "pass num_classes" in error
+  assert report["tag_encoder_classifier_classes"] == 5   # its encoder under a new classifier, as asked
   assert report["backend"] == "jax"
   assert report["token_ids_equal"] and report["padding_mask_equal"]   # the zoo's TextEncoder's ids
   assert report["backbone_vs_encoder"] < 1e-6
