@@ -37,15 +37,14 @@ import os
 
 import numpy as np
 
+from zoo.choices import AUTHORS_POOLING
 from zoo.convert import weights as weight_formats
 from zoo.convert.errors import ConversionError
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import torch_linear
-from zoo.layers.constants import AUTHORS_POOLING
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
-from zoo.models import FunnelEncoder
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -85,12 +84,20 @@ def read_hf_config(path):
       config = json.load(f)
     except json.JSONDecodeError as e:
       raise ConversionError(f"{config_path}: not valid JSON ({e})") from e
+  return check_hf_config(config, config_path)
+
+
+def check_hf_config(config, source=CONFIG_FILE):
+  """The dict of a Funnel `config.json` with Hugging Face's defaults filled in; raises a
+  ConversionError naming `source` when it is no Funnel config or lacks a field."""
+  if not isinstance(config, dict):
+    raise ConversionError(f"{source}: not a JSON object")
   model_type = config.get("model_type")
   if model_type != "funnel":
-    raise ConversionError(f"{config_path}: model_type must be 'funnel', got {model_type!r}")
+    raise ConversionError(f"{source}: model_type must be 'funnel', got {model_type!r}")
   missing = [name for name in REQUIRED_FIELDS if name not in config]
   if missing:
-    raise ConversionError(f"{config_path}: missing config field(s) {', '.join(missing)}")
+    raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
   return {**OPTIONAL_FIELDS, **config}
 
 
@@ -299,9 +306,9 @@ def initialize_deterministically(dense, stddev, seed=0):
   normal kernel of `stddev` and a zero bias, so every conversion of a checkpoint writes the
   same bytes."""
   import tensorflow as tf
-  kernel = tf.random.stateless_truncated_normal(dense.kernel.shape, seed=[seed, 0], stddev=stddev)
-  dense.kernel.assign(tf.cast(kernel, dense.kernel.dtype))
-  dense.bias.assign(tf.zeros_like(dense.bias))
+  kernel = tf.random.stateless_truncated_normal(tuple(dense.kernel.shape), seed=[seed, 0], stddev=stddev)
+  dense.kernel.assign(kernel.numpy())   # numpy: a Keras 3 layer's variables take it on any backend
+  dense.bias.assign(np.zeros(tuple(dense.bias.shape), np.float32))
 
 
 # Heads of Hugging Face's Funnel pre-training models, whose encoder sits under `funnel.`:
@@ -343,6 +350,8 @@ def convert_hf_funnel(path, seq_length=512, with_decoder=None):
   has_decoder = any(name.startswith("decoder.") for name in weights)
   if with_decoder is None:
     with_decoder = has_decoder or "FunnelModel" in (hf_config.get("architectures") or ())
+  # Imported here: the rules above serve the Keras 3 edition too, which never loads tf_keras.
+  from zoo.models import FunnelEncoder
   config = zoo_config(hf_config, seq_length, with_decoder, source=os.path.join(path, CONFIG_FILE))
   model = FunnelEncoder(**config)
   skip = () if with_decoder else ("decoder.",)

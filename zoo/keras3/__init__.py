@@ -1,7 +1,12 @@
 """The zoo's layers and encoders for Keras 3: JAX, TensorFlow and PyTorch backends (see README.md here).
 
-Imports `keras` (3.x) only, never `tf_keras`; the backend is Keras' (`KERAS_BACKEND`).
+Imports `keras` (3.x) only, never `tf_keras`; the backend is Keras' (`KERAS_BACKEND`). Where
+keras-hub is installed, it also registers the zoo's keras-hub classes (`zoo.keras3.hub`) and
+gives keras-hub's `from_preset` a converter for Hugging Face Funnel directories
+(`zoo.keras3.hf_presets`).
 """
+
+import importlib.util
 
 from zoo.keras3.attention import AttentionResult
 from zoo.keras3.attention import MultiHeadAttention
@@ -32,3 +37,8 @@ __all__ = [
     "load_model_dir",
     "pool_sequence",
 ]
+
+if importlib.util.find_spec("keras_hub") is not None:
+  from zoo.keras3 import hf_presets
+  from zoo.keras3 import hub  # noqa: F401  (registers the keras-hub classes)
+  hf_presets.install()

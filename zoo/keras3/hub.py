@@ -57,8 +57,10 @@ class ZooBackbone(keras_hub.models.Backbone):
 
   encoder_class = None
 
-  def __init__(self, encoder_config, dtype=None, **kwargs):
+  def __init__(self, encoder_config, dtype=None, seq_length=None, **kwargs):
     encoder_config = dict(encoder_config)
+    if seq_length is not None:   # e.g. `from_preset(path, seq_length=128)`
+      encoder_config["seq_length"] = seq_length
     configured = encoder_config.pop("dtype", None)   # the backbone's `dtype` wins
     dtype = dtype if dtype is not None else configured
     for key in ("block_sizes", "block_repeats"):

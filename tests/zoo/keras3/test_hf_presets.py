@@ -1,0 +1,128 @@
+"""Hugging Face Funnel and BERT directories through keras-hub's own `from_preset` (zoo.keras3.hf_presets).
+
+The directories are written here as transformers writes them (random weights, config.json,
+safetensors, single and sharded, tokenizer files); a process per Keras backend loads each with
+`keras_hub.models.Backbone`, `Tokenizer` and `TextClassifier.from_preset` after `import zoo.keras3`,
+one of them as an `hf://` handle from an offline Hugging Face cache. The backbones' outputs must
+equal transformers' at every real position of inputs padded to every length, and the tokenizers'
+ids transformers' tokenizers' ids.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from tests.zoo.convert.test_bert import TINY as BERT_TINY
+from tests.zoo.convert.test_end_to_end import BERT_SPECIAL
+from tests.zoo.convert.test_end_to_end import FUNNEL_SPECIAL
+from tests.zoo.convert.test_end_to_end import LONG
+from tests.zoo.convert.test_end_to_end import SHORT
+from tests.zoo.convert.test_end_to_end import hub_cache
+from tests.zoo.convert.test_end_to_end import vocab_file
+from tests.zoo.convert.test_hf_funnel import BLOCKS
+from tests.zoo.convert.test_hf_funnel import LENGTH
+from tests.zoo.convert.test_hf_funnel import TINY
+from tests.zoo.convert.test_hf_funnel import hf_reference
+from tests.zoo.convert.test_hf_funnel import make_inputs
+from tests.zoo.convert.test_hf_funnel import max_difference
+from tests.zoo.keras3.conftest import BACKENDS
+from tests.zoo.keras3.conftest import run_in_backend
+
+TOLERANCE = 1e-4
+VOCAB = 60
+HUB_ID = "someone/tiny-funnel"
+TEXTS = LONG + SHORT + ["Ünïcödé wörds, 漢字 and CJK: 東京!", "A  B\tc\nd"]
+
+
+def _save(model, tokenizer, path, **kwargs):
+  model.save_pretrained(path, safe_serialization=True, **kwargs)
+  tokenizer.save_pretrained(path)
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def directories(tmp_path_factory):
+  """`{case: (preset, seq_length, reference model, HF tokenizer, kind)}` and the offline cache."""
+  root = tmp_path_factory.mktemp("hf_presets")
+  funnel_tokenizer = transformers.FunnelTokenizer(vocab_file(str(root), FUNNEL_SPECIAL, VOCAB))
+  bert_tokenizer = transformers.BertTokenizer(vocab_file(str(root / ".."), BERT_SPECIAL, VOCAB),
+                                              do_lower_case=False)
+  funnel_config = dict(TINY, **BLOCKS, vocab_size=VOCAB)
+  torch.manual_seed(0)
+  funnel = transformers.FunnelModel(transformers.FunnelConfig(**funnel_config)).eval()
+  base = transformers.FunnelBaseModel(transformers.FunnelConfig(
+      **dict(funnel_config, attention_type="relative_shift", pooling_type="max"))).eval()
+  classifier = transformers.FunnelForSequenceClassification(
+      transformers.FunnelConfig(**funnel_config, num_labels=3)).eval()
+  # 512 positions: keras-hub's text classifiers pad to 512 tokens by default.
+  bert = transformers.BertModel(transformers.BertConfig(
+      **{**BERT_TINY, "vocab_size": VOCAB, "max_position_embeddings": 512})).eval()
+  cases = {
+      # Sharded: an index and several safetensors files.
+      "funnel": (_save(funnel, funnel_tokenizer, root / "funnel", max_shard_size="20KB"), LENGTH, funnel,
+                 funnel_tokenizer),
+      "funnel_base": (_save(base, funnel_tokenizer, root / "base"), LENGTH, base, funnel_tokenizer),
+      "funnel_classifier": (_save(classifier, funnel_tokenizer, root / "classifier"), LENGTH,
+                            classifier.funnel, funnel_tokenizer),
+      "bert": (_save(bert, bert_tokenizer, root / "bert"), None, bert, bert_tokenizer),
+  }
+  cache = str(root / "hub")
+  source = cases["funnel"][0]
+  hub_cache(cache, HUB_ID, {name: os.path.join(source, name) for name in os.listdir(source)})
+  cases["funnel_hub"] = (f"hf://{HUB_ID}", LENGTH, funnel, funnel_tokenizer)
+  return cases, cache
+
+
+def _load_in_every_backend(cases, cache, root):
+  """`(inputs, {backend: the runner's outputs})`, one process per backend."""
+  inputs = make_inputs(separate_cls=True)
+  np.savez(root / "inputs.npz", **inputs)
+  spec = dict(inputs=str(root / "inputs.npz"), texts=TEXTS,
+              cases=[dict(name=name, preset=preset, seq_length=length)
+                     for name, (preset, length, _, _) in cases.items()])
+  (root / "spec.json").write_text(json.dumps(spec))
+  offline = dict(HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache, HF_HOME=str(root / "home"))
+  results = {}
+  with pytest.MonkeyPatch.context() as patch:
+    for key, value in offline.items():
+      patch.setenv(key, value)
+    for backend in BACKENDS:
+      out = root / f"{backend}.npz"
+      run_in_backend(backend, "tests.zoo.keras3.hf_preset_run", str(root / "spec.json"), str(out))
+      results[backend] = dict(np.load(out))
+  return inputs, results
+
+
+# One test: the three backends' processes are its cost, run once whichever worker takes it.
+@pytest.mark.slow
+def test_hugging_face_directories_load_through_keras_hub_entry_points(directories, tmp_path):
+  cases, cache = directories
+  inputs, results = _load_in_every_backend(cases, cache, tmp_path)
+  mask = inputs["input_mask"]
+  for backend, out in results.items():
+    assert str(out["backend"]) == backend
+    for name, (_, _, model, hf_tokenizer) in cases.items():
+      funnel = name != "bert"
+      # Backbone.from_preset: the zoo's FunnelBackbone, or keras-hub's own BertBackbone.
+      assert str(out[f"{name}/backbone"]) == ("FunnelBackbone" if funnel else "BertBackbone")
+      if funnel:
+        expected = hf_reference(model, inputs).last_hidden_state.numpy()
+        difference = max_difference(out[f"{name}/sequence_output"], expected, mask, model.config)
+      else:
+        types = np.minimum(inputs["input_type_ids"], 1)
+        expected = hf_reference(model, {**inputs, "input_type_ids": types}).last_hidden_state.numpy()
+        difference = np.abs(out[f"{name}/sequence_output"] - expected)[mask > 0].max()
+      print(f"{backend} {name}: max |difference| {difference:.2e}")
+      assert difference < TOLERANCE, (backend, name, difference)
+      # Tokenizer.from_preset: transformers' tokenizer's ids.
+      assert str(out[f"{name}/tokenizer"]) == ("FunnelTokenizer" if funnel else "BertTokenizer")
+      expected_ids = [hf_tokenizer(text, add_special_tokens=False)["input_ids"] for text in TEXTS]
+      assert json.loads(str(out[f"{name}/ids"])) == expected_ids, (backend, name)
+      # TextClassifier.from_preset: the family's classifier on raw strings.
+      assert str(out[f"{name}/classifier"]) == ("FunnelTextClassifier" if funnel else "BertTextClassifier")
+      logits = out[f"{name}/logits"]
+      assert logits.shape == (len(TEXTS), 3) and np.isfinite(logits).all()

@@ -1,0 +1,161 @@
+"""Hugging Face Funnel directories and `hf://` handles through keras-hub's own entry points.
+
+keras-hub reads a Hugging Face directory (config.json, safetensors, tokenizer files) through
+the converter of its `model_type`; it has none for "funnel". `install()` (run by
+`import zoo.keras3` when keras-hub is installed) gives it this module's, so Funnel loads as
+BERT does:
+
+    import keras_hub
+    import zoo.keras3
+
+    backbone = keras_hub.models.Backbone.from_preset("funnel-dir")   # a zoo.keras3.hub.FunnelBackbone
+    tokenizer = keras_hub.models.Tokenizer.from_preset("hf://funnel-transformer/small")
+    classifier = keras_hub.models.TextClassifier.from_preset("funnel-dir", num_classes=2)
+
+- The config maps through `zoo.convert.hf_funnel.zoo_config`, as `python -m zoo.convert
+  hf-funnel` maps it: the authors' pooling semantics, the decoder's residual, ... The
+  decoder is built for `FunnelModel` and the task models on it (masked LM, pre-training,
+  token classification, question answering), not for `FunnelBaseModel` and the sequence
+  classification and multiple-choice models on it. The static length is the config's
+  `max_position_embeddings` (512 by default); `Backbone.from_preset(path, seq_length=128)`
+  sets another.
+- The weights are read from the directory's safetensors files (single or sharded, with
+  safetensors' numpy API: no TensorFlow checkpoint reader) and checked by the converter's
+  rules: each encoder weight is used once with its shape, a task model's head is left out
+  (the backbone has none), and Hugging Face's missing query bias is 0.
+- The tokenizer is the vocabulary with the casing and special-token names of the tokenizer
+  files (`zoo.convert.tokenizer_files`), a `zoo.keras3.hub.FunnelTokenizer`.
+
+BERT directories keep keras-hub's own converter (`BertBackbone`); only its tokenizer is
+completed, for directories with the vocabulary in tokenizer.json and no vocab.txt, as
+transformers 5 saves them.
+"""
+
+import json
+import os
+import types
+
+from zoo.convert import hf_funnel
+from zoo.convert import tokenizer_files
+from zoo.convert import weights as weight_formats
+
+# The Funnel models of transformers without the decoder (on `FunnelBaseModel`).
+WITHOUT_DECODER = ("FunnelBaseModel", "FunnelForSequenceClassification", "FunnelForMultipleChoice")
+ENCODER_PREFIXES = ("embeddings.", "encoder.", "decoder.")
+DEFAULT_SEQ_LENGTH = 512
+
+
+def _fetch(preset, names):
+  """The local directory holding those of `names` the preset has (downloaded first for `hf://`
+  handles, into the Hugging Face cache, as keras-hub does); None when it has none of them."""
+  from keras_hub.src.utils.preset_utils import check_file_exists
+  from keras_hub.src.utils.preset_utils import get_file
+  directory = None
+  for name in names:
+    if check_file_exists(preset, name):
+      directory = os.path.dirname(get_file(preset, name))
+  return directory
+
+
+def with_decoder(config):
+  """Whether the model of a Funnel `config.json` has the decoder (see the module docstring)."""
+  architectures = set(config.get("architectures") or ())
+  return bool(config.get("num_decoder_layers")) and not architectures & set(WITHOUT_DECODER)
+
+
+def convert_backbone_config(transformers_config):
+  """`FunnelBackbone` arguments of a Funnel `config.json`."""
+  config = hf_funnel.check_hf_config(transformers_config)
+  seq_length = int(config.get("max_position_embeddings") or DEFAULT_SEQ_LENGTH)
+  return dict(encoder_config=hf_funnel.zoo_config(config, seq_length, with_decoder(config)))
+
+
+def _weight_files(preset):
+  """The local directory of the preset's weights: the safetensors index and every shard it
+  names, or the single file."""
+  from keras_hub.src.utils.preset_utils import check_file_exists
+  from keras_hub.src.utils.preset_utils import load_json
+  safetensors, index = weight_formats.SAFETENSORS
+  if check_file_exists(preset, index):
+    return _fetch(preset, [index, *sorted(set(load_json(preset, index)["weight_map"].values()))])
+  directory = _fetch(preset, [safetensors])
+  if directory is None:
+    raise ValueError(f"{preset}: no {safetensors} or {index}; keras-hub reads Hugging Face weights from "
+                     "safetensors files")
+  return directory
+
+
+def convert_weights(backbone, loader, transformers_config):
+  """Sets the backbone's encoder from the preset's safetensors files; see the module docstring."""
+  directory = _weight_files(loader.preset)
+  weights = hf_funnel.read_hf_weights(directory)
+  if any(name.startswith("funnel.") for name in weights):   # a task model: its encoder is `funnel.`
+    weights = {name[len("funnel."):]: value for name, value in weights.items() if name.startswith("funnel.")}
+  weights = {name: value for name, value in weights.items() if name.startswith(ENCODER_PREFIXES)}
+  config = backbone.encoder_config
+  skip = () if config["num_decoder_layers"] else ("decoder.",)
+  hf_funnel.assign_hf_weights(backbone.encoder, weights, config, source=hf_funnel.weights_source(directory),
+                              skip_prefixes=skip)
+
+
+def convert_tokenizer(cls, preset, **kwargs):
+  """`cls` (the backbone's tokenizer class) with the preset's vocabulary and tokenizer settings."""
+  directory = _fetch(preset, [hf_funnel.CONFIG_FILE, *tokenizer_files.TOKENIZER_FILES])
+  with open(os.path.join(directory, hf_funnel.CONFIG_FILE), encoding="utf-8") as file:
+    funnel = json.load(file).get("model_type") == "funnel"
+  lower_case, settings = tokenizer_files.hf_settings(directory, funnel=funnel)
+  vocab = tokenizer_files.hf_vocab(directory)
+  if vocab is None:
+    raise ValueError(f"{preset}: no vocab.txt or WordPiece tokenizer.json to build the tokenizer from")
+  return cls(vocabulary=vocab, lowercase=lower_case, special_tokens_names=settings["special_tokens"],
+             **kwargs)
+
+
+def bert_converter():
+  """keras-hub's own BERT converter, whose tokenizer also reads directories without vocab.txt (as
+  transformers 5 writes them: the vocabulary in tokenizer.json, no do_lower_case)."""
+  from keras_hub.src.utils.preset_utils import check_file_exists
+  from keras_hub.src.utils.transformers import convert_bert
+
+  def bert_tokenizer(cls, preset, **kwargs):
+    if check_file_exists(preset, "vocab.txt"):
+      return convert_bert.convert_tokenizer(cls, preset, **kwargs)
+    directory = _fetch(preset, [hf_funnel.CONFIG_FILE, *tokenizer_files.TOKENIZER_FILES])
+    lower_case, _ = tokenizer_files.hf_settings(directory)
+    vocab = tokenizer_files.hf_vocab(directory)
+    if vocab is None:
+      raise ValueError(f"{preset}: no vocab.txt or WordPiece tokenizer.json to build the tokenizer from")
+    return cls(vocabulary=vocab, lowercase=lower_case, **kwargs)
+
+  names = {name: getattr(convert_bert, name) for name in dir(convert_bert) if not name.startswith("_")}
+  return types.SimpleNamespace(**{**names, "convert_tokenizer": bert_tokenizer})
+
+
+def funnel_converter():
+  """The converter keras-hub's `TransformersPresetLoader` calls for model_type "funnel"."""
+  from zoo.keras3.hub import FunnelBackbone
+  return types.SimpleNamespace(backbone_cls=FunnelBackbone, convert_backbone_config=convert_backbone_config,
+                               convert_weights=convert_weights, convert_tokenizer=convert_tokenizer)
+
+
+def install():
+  """Makes keras-hub's loader of Hugging Face directories use this module's converters: Funnel's,
+  and BERT's with the tokenizer files transformers 5 writes (once; the other model types keep
+  keras-hub's)."""
+  from keras_hub.src.utils.preset_utils import PresetLoader
+  from keras_hub.src.utils.transformers.preset_loader import TransformersPresetLoader
+  if getattr(TransformersPresetLoader, "zoo_converters", None) is not None:
+    return
+  converters = {"funnel": funnel_converter(), "bert": bert_converter()}
+  keras_hub_init = TransformersPresetLoader.__init__
+
+  def __init__(self, preset, config):
+    converter = converters.get(config.get("model_type"))
+    if converter is None:
+      keras_hub_init(self, preset, config)
+      return
+    PresetLoader.__init__(self, preset, config)
+    self.converter = converter
+
+  TransformersPresetLoader.__init__ = __init__
+  TransformersPresetLoader.zoo_converters = converters
