@@ -32,13 +32,17 @@ the inputs and flags alone:
 
 Resume: the packed chunks and their indexes live in the hidden folder
 `.pretraining-work/` of the output with `plan.json` (the settings and the corpus files
-with their sizes) until the run ends. A chunk counts as packed once its index exists
+with their sizes and modification times) until the run ends; `metadata.json` keeps the
+files too. A chunk counts as packed once its index exists
 (written after its records), a shard once its file exists (renamed into place
 complete), so a rerun of an interrupted run with the same command keeps both, reports
 on stderr what it kept, and does the rest. Output made with other settings (another
 vocabulary, casing, tokenizer, sequence length, shard count, compression, chunk size,
-input, or a corpus whose files changed) is refused with the differences named;
-`--overwrite` replaces it. Temporary files of killed runs are removed when a run
+input) is refused with the differences named, and so is a corpus whose files changed
+since (a file added, removed, or of another size or modification time: each named;
+on gs:// the modification time is the object's update time, new with every
+generation), so neither a resumed run nor a finished output is ever taken for one of
+another corpus; `--overwrite` replaces it. Temporary files of killed runs are removed when a run
 starts, and a finished run leaves none, nor the work folder. Every file is written
 through `zoo.model_dir`'s atomic writers: chunks and shards stream into a temporary file
 beside them, renamed when complete (`atomic_path`; a shard can be gigabytes), the small
@@ -81,7 +85,7 @@ SETTING_NAMES = dict(seq_length="--seq-length", lower_case="--lower-case",
                      tokenizer="the tokenizer's special tokens and [CLS] type (--vocab)",
                      vocab_sha256="the vocabulary's SHA-256 (--vocab)", shards="--shards",
                      compress="--compress", chunk_bytes="--chunk-mb (bytes)", inputs="--input",
-                     tfds="--text-key/--split", files="the corpus files and their sizes")
+                     tfds="--text-key/--split")
 
 
 @dataclasses.dataclass
@@ -97,7 +101,7 @@ class Plan:
   lower_case: bool
   tokenizer: dict
   inputs: list
-  files: list          # [[path, size], ...] of a file corpus, None for TFDS
+  files: list          # [[path, size, modified (ns)], ...] of a file corpus, None for TFDS
   chunks: list         # per chunk, its pieces [[path, start, end], ...]
   tfds: dict = None    # name, text_key, split, data_dir of a `tfds:` corpus
 
@@ -125,19 +129,51 @@ class Plan:
     return settings
 
   def corpus_bytes(self):
-    return sum(size for _, size in self.files) if self.files is not None else None
+    return sum(size for _, size, _ in self.files) if self.files is not None else None
 
   def where(self):
-    sources = [path for path, _ in self.files] if self.files is not None else self.inputs
+    sources = [path for path, _, _ in self.files] if self.files is not None else self.inputs
     return ", ".join(sources[:5]) + (" …" if len(sources) > 5 else "")
 
 
+def file_states(paths):
+  """`[[path, size, modified], ...]`: what a rerun compares of each corpus file. `modified` is
+  the modification time in nanoseconds (on gs://, the object's update time, which every new
+  generation of it changes)."""
+  import tensorflow as tf
+  states = []
+  for path in paths:
+    stat = tf.io.gfile.stat(path)
+    states.append([path, int(stat.length), int(stat.mtime_nsec)])
+  return states
+
+
+def changed_files(there, here):
+  """'added …; removed …; changed …' naming the files of `here` that differ from `there`
+  (`file_states` lists), or '' when none does."""
+  before = {path: (size, modified) for path, size, modified in there}
+  after = {path: (size, modified) for path, size, modified in here}
+  added = [path for path in after if path not in before]
+  removed = [path for path in before if path not in after]
+  changed = []
+  for path in after:
+    if path in before and after[path] != before[path]:
+      (size_there, time_there), (size_here, time_here) = before[path], after[path]
+      what = (f"{size_there:,} bytes there, {size_here:,} here" if size_there != size_here else
+              f"the same size, modified since ({time_there} ns there, {time_here} ns here)")
+      changed.append(f"{path} ({what})")
+  parts = [(f"{len(names)} file(s) {label}: " + ", ".join(names[:5]) + (" …" if len(names) > 5 else ""))
+           for label, names in (("added", added), ("removed", removed), ("changed", changed)) if names]
+  return "; ".join(parts)
+
+
 def chunk_pieces(files, chunk_bytes):
-  """The chunks of files `[[path, size], ...]` read as one stream: per chunk, `[[path, start, end], ...]`."""
-  total = sum(size for _, size in files)
+  """The chunks of files `[[path, size, ...], ...]` read as one stream: per chunk, `[[path, start, end],
+  ...]`."""
+  total = sum(file[1] for file in files)
   chunks = [[] for _ in range(max(1, math.ceil(total / chunk_bytes)))]
   position = 0
-  for path, size in files:
+  for path, size, *_ in files:
     for index in range(position // chunk_bytes, math.ceil((position + size) / chunk_bytes)):
       start = max(index * chunk_bytes, position) - position
       end = min((index + 1) * chunk_bytes, position + size) - position
@@ -446,7 +482,8 @@ def metadata_of(plan, chunks):
   metadata = dict(
       format=FORMAT, seq_length=plan.seq_length, lower_case=plan.lower_case, tokenizer=plan.tokenizer,
       vocab_size=len(plan.vocab), vocab_sha256=vocab_checksum(plan.vocab), special_ids=encoder.special_ids,
-      compress=plan.compress, inputs=plan.inputs, documents=sum(chunk["documents"] for chunk in chunks),
+      compress=plan.compress, inputs=plan.inputs, files=plan.files,
+      documents=sum(chunk["documents"] for chunk in chunks),
       examples=sum(entry["examples"] for entry in per_shard),
       full_examples=sum(entry["full_examples"] for entry in per_shard),
       tokens=sum(entry["tokens"] for entry in per_shard), chunk_bytes=plan.chunk_bytes, chunks=len(chunks),
@@ -488,13 +525,18 @@ def metadata_settings(metadata):
 
 def differences(there, here):
   """'--seq-length: 128 there, 64 here; ...' for the settings that differ."""
-  def shown(key, value):
-    if key == "files" and value is not None:
-      return f"{len(value)} files, {sum(size for _, size in value):,} bytes"
-    return json.dumps(value)
   keys = [key for key in SETTING_NAMES if key in there or key in here]
-  return "; ".join(f"{SETTING_NAMES[key]}: {shown(key, there.get(key))} there, "
-                   f"{shown(key, here.get(key))} here" for key in keys if there.get(key) != here.get(key))
+  return "; ".join(f"{SETTING_NAMES[key]}: {json.dumps(there.get(key))} there, "
+                   f"{json.dumps(here.get(key))} here" for key in keys if there.get(key) != here.get(key))
+
+
+def corpus_changes(there, here, what):
+  """The differences of a recorded corpus (`there`: `file_states` or None) from this run's, or ''."""
+  if here is None:   # a `tfds:` corpus: its name and split are among the settings
+    return ""
+  if there is None:
+    return f"{what} records no corpus files (written before they were recorded), so they cannot be compared"
+  return changed_files(there, here)
 
 
 def _report(message):
@@ -534,7 +576,7 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
     files, chunks = None, [[]]
     tfds = dict(name=tfds_name, text_key=text_key, split=split, data_dir=data_dir)
   else:
-    files = [[path, tf.io.gfile.stat(path).length] for path in input_files(inputs)]
+    files = file_states(input_files(inputs))
     chunks, tfds = chunk_pieces(files, chunk_bytes), None
   plan = Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
               vocab=encoder.vocab, lower_case=encoder.lower_case, tokenizer=tokenizer_settings(encoder),
@@ -563,6 +605,10 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
     different = differences(metadata_settings(metadata), here)
     if different:
       raise CorpusError(f"{out} holds pre-training data made with other settings ({different}): {again}")
+    changes = corpus_changes(metadata.get("files"), files, METADATA_FILE)
+    if changes:
+      raise CorpusError(f"{out} holds pre-training data of a corpus that has changed since ({changes}): "
+                        f"{again}")
     if all(name in shard_files for name in plan.names):
       discard_work(plan)
       _report(f"{out} is complete already (metadata.json and {shards} shards made with these settings): "
@@ -574,10 +620,14 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
                       f"{' …' if len(others) > 3 else ''}): {again}")
   here_plan = dict(here, files=files)
   if tf.io.gfile.exists(plan_path):
-    different = differences(read_json(plan_path), here_plan)
+    recorded = read_json(plan_path)
+    different = differences(recorded, here_plan)
     if different:
-      raise CorpusError(f"{out} holds an interrupted run with other settings or another corpus "
-                        f"({different}): {again}")
+      raise CorpusError(f"{out} holds an interrupted run with other settings ({different}): {again}")
+    changes = corpus_changes(recorded.get("files"), files, PLAN_FILE)
+    if changes:
+      raise CorpusError(f"{out} holds an interrupted run of a corpus that has changed since ({changes}): "
+                        f"{again}")
   elif shard_files and not tf.io.gfile.exists(metadata_path):
     raise CorpusError(f"{out} holds shards ({shard_files[0]} …) without the metadata.json or the work folder "
                       f"of a run of this writer, so their settings are unknown: {again}")

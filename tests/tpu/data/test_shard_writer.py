@@ -1,5 +1,6 @@
 """The shard writer: chunks by their definition on hostile input, one process vs Beam, kill -9 and resume."""
 
+import json
 import os
 import pathlib
 import random
@@ -195,6 +196,66 @@ def test_output_of_other_settings_is_refused_and_overwrite_replaces_it(corpus, t
   assert len(replaced["shards"]) == 2 and replaced["tokens"] == first["tokens"]
   assert sorted(os.listdir(tmp_path / "out")) == ["metadata.json", shard_name(0, 2, False),
                                                   shard_name(1, 2, False), "vocab.txt"]
+
+
+def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_path, capsys):
+  """Each corpus file's size and modification time are recorded (plan.json, metadata.json): an
+  in-place edit that keeps a file's size, an added or a removed file is refused naming it, for an
+  interrupted run and a finished one alike; --overwrite redoes the work."""
+  vocab = str(corpus / "wordpiece.vocab")
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  for name in ("a.txt", "d.txt"):
+    (folder / name).write_bytes((corpus / name).read_bytes())
+  inputs = [str(folder / "*.txt")]
+
+  def edit_in_place(path):   # the same size, a later modification time
+    data = bytearray(path.read_bytes())
+    data[10:11] = b"X" if data[10:11] != b"X" else b"Y"
+    modified = path.stat().st_mtime_ns
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(modified + 10**9, modified + 10**9))
+
+  # An interrupted run (its plan written, nothing finished), then a.txt edited in place.
+  shard_writer.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
+  edit_in_place(folder / "a.txt")
+  with pytest.raises(CorpusError, match=r"an interrupted run of a corpus that has changed since "
+                                        r"\(1 file\(s\) changed: \S+/a.txt \(the same size, modified since"):
+    shard_writer.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
+  plan, _ = shard_writer.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2, overwrite=True)
+  assert [os.path.basename(path) for path, _, _ in plan.files] == ["a.txt", "d.txt"]
+
+  # A finished run records its files; a file added, removed or changed since is named, never
+  # "complete already".
+  metadata = shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
+  assert [[os.path.basename(path), size] for path, size, _ in metadata["files"]] == [
+      ["a.txt", (folder / "a.txt").stat().st_size], ["d.txt", (folder / "d.txt").stat().st_size]]
+  capsys.readouterr()
+  assert shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2,
+                                             progress=False) == metadata
+  assert "complete already" in capsys.readouterr().err
+  (folder / "e.txt").write_text("A new document.\n")
+  with pytest.raises(CorpusError, match=r"a corpus that has changed since \(1 file\(s\) added: \S+/e.txt\)"):
+    shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
+  (folder / "e.txt").unlink()
+  (folder / "d.txt").rename(tmp_path / "d.txt")
+  with pytest.raises(CorpusError, match=r"\(1 file\(s\) removed: \S+/d.txt\): use --overwrite"):
+    shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
+  (tmp_path / "d.txt").rename(folder / "d.txt")
+  edit_in_place(folder / "d.txt")
+  with pytest.raises(CorpusError, match=r"1 file\(s\) changed: \S+/d.txt \(the same size"):
+    shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
+  redone = shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False,
+                                               overwrite=True)
+  assert redone["files"] != metadata["files"] and "complete already" not in capsys.readouterr().err
+
+  # Output of a writer that recorded no files cannot be compared: refused, not taken as complete.
+  path = tmp_path / "out" / "metadata.json"
+  recorded = json.loads(path.read_text())
+  del recorded["files"]
+  path.write_text(json.dumps(recorded))
+  with pytest.raises(CorpusError, match=r"metadata.json records no corpus files .*: use --overwrite"):
+    shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
 
 
 def test_beam_options_need_a_runner(capsys):
