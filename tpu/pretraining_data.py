@@ -55,6 +55,7 @@ import json
 import sys
 
 from tpu.data.records import CorpusError
+from tpu.data.records import StorageUnavailable
 from tpu.data.shard_writer import CHUNK_MB
 
 
@@ -116,6 +117,9 @@ def main(argv=None):
   except CorpusError as error:
     print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
     return 2
+  except StorageUnavailable as error:
+    print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
+    return 1
   summary = {key: metadata[key] for key in ("seq_length", "documents", "tokens", "examples", "full_examples")}
   print(json.dumps(dict(out=args.out, **summary)))
   return 0

@@ -102,7 +102,7 @@ def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_
     if tf.io.gfile.exists(error):
       with tf.io.gfile.GFile(error, "r") as file:
         message = file.read()
-      shard_writer.discard_work(plan)
+      tf.io.gfile.remove(error)   # the chunks packed are kept for a rerun
       raise CorpusError(message)
     indexes.append(shard_writer.packed_chunk(plan, index))
   problem = shard_writer.refusal(plan, indexes)

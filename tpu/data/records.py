@@ -33,6 +33,20 @@ class CorpusError(ValueError):
   """The corpus or vocabulary cannot be used; the message names the file (and line)."""
 
 
+class StorageUnavailable(RuntimeError):
+  """Reads or writes kept failing with transient errors (storage unavailable, timeouts) through
+  every retry; the work done so far is kept for a rerun."""
+
+
+def is_transient(error):
+  """Whether `error` is one storage gives and takes back (gs:// unavailable, a deadline, a reset
+  connection), worth retrying, rather than a fault of the corpus."""
+  import tensorflow as tf
+  transient = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+               tf.errors.ResourceExhaustedError, ConnectionError, TimeoutError)
+  return isinstance(error, transient)
+
+
 def shard_name(index, count, compress):
   return f"{SHARD_PREFIX}-{index:05d}-of-{count:05d}.tfrecord" + (".gz" if compress else "")
 

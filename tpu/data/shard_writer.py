@@ -47,6 +47,12 @@ starts, and a finished run leaves none, nor the work folder. Every file is writt
 through `zoo.model_dir`'s atomic writers: chunks and shards stream into a temporary file
 beside them, renamed when complete (`atomic_path`; a shard can be gigabytes), the small
 files are written whole (`write_atomically`).
+
+Errors by kind: a fault of the corpus (not UTF-8, a file that cannot be read) is a
+`CorpusError` naming the file and line, and keeps the chunks packed before it;
+transient storage errors (`records.is_transient`) are retried in this process
+(`retrying`: doubling waits, `ATTEMPTS` in all, then `StorageUnavailable` with the work
+kept) and raised as they are from Beam's steps, for the runner to retry.
 """
 
 import dataclasses
@@ -64,7 +70,9 @@ from tpu.data.records import FORMAT
 from tpu.data.records import METADATA_FILE
 from tpu.data.records import SHARD_PREFIX
 from tpu.data.records import CorpusError
+from tpu.data.records import StorageUnavailable
 from tpu.data.records import input_files
+from tpu.data.records import is_transient
 from tpu.data.records import load_encoder
 from tpu.data.records import serialize
 from tpu.data.records import shard_name
@@ -74,6 +82,10 @@ from zoo.model_dir import atomic_path
 from zoo.model_dir import is_temporary
 from zoo.model_dir import write_atomically
 
+# Attempts of a step that meets transient storage errors, in one process, and the wait before the
+# second (doubled before each next): 1 + 2 + 4 + 8 s, then the run stops with its work kept.
+ATTEMPTS = 5
+FIRST_WAIT_SECONDS = 1.0
 # Lines tokenized per call of the tokenizer.
 BATCH_LINES = 2048
 # Bytes of corpus text per chunk, the unit of parallel work and of resume (`--chunk-mb`).
@@ -229,6 +241,8 @@ def piece_lines(path, start, end):
           return
         yield line
   except tf.errors.OpError as error:
+    if is_transient(error):   # raised as it is: retried by `retrying` here, by the runner on Beam
+      raise
     raise CorpusError(f"{path}: cannot be read: {error.message}") from None
 
 
@@ -364,7 +378,7 @@ def pack_chunk(plan, index, bar=None):
           counter["bytes"] += step
           bar.update(step, 0)
         yield document, line
-    except CorpusError as error:   # raised again below, as it is (tf.data would wrap it)
+    except Exception as error:   # raised again below, as it is (tf.data would wrap it)
       counter["error"] = error
 
   shards, seq_length = plan.shards, plan.seq_length
@@ -668,6 +682,26 @@ class _Progress:
     self.bar.close()
 
 
+def retrying(step, what, attempts=None, first_wait=None):
+  """`step()`, again after transient storage errors (`records.is_transient`) with doubling waits, at
+  most `attempts` times in all; then `StorageUnavailable`. Any other error is raised at once."""
+  attempts = ATTEMPTS if attempts is None else attempts
+  wait = FIRST_WAIT_SECONDS if first_wait is None else first_wait
+  for attempt in range(1, attempts + 1):
+    try:
+      return step()
+    except Exception as error:
+      if not is_transient(error):
+        raise
+      if attempt == attempts:
+        raise StorageUnavailable(f"{what}: {type(error).__name__}: {error} (after {attempts} attempts); the "
+                                 "work done so far is kept: rerun the same command to continue") from None
+      _report(f"{what}: {type(error).__name__}: {error}; retrying in {wait:g} s (attempt {attempt + 1} of "
+              f"{attempts})")
+      time.sleep(wait)
+      wait *= 2
+
+
 def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False,
                            text_key="text", split="train", data_dir=None, progress=True, chunk_mb=CHUNK_MB,
                            overwrite=False):
@@ -690,7 +724,9 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
     The metadata.
 
   Raises:
-    CorpusError: naming the file (and line) at fault, or the settings an existing output differs in.
+    CorpusError: naming the file (and line) at fault, or the settings an existing output differs in;
+      the chunks packed before it are kept.
+    StorageUnavailable: a step kept meeting transient storage errors (`retrying`); the work is kept.
   """
   plan, metadata = plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case, compress=compress,
                             text_key=text_key, split=split, data_dir=data_dir, chunk_mb=chunk_mb,
@@ -702,13 +738,14 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   try:
     chunks = []
     for index in range(len(plan.chunks)):
-      chunk = packed_chunk(plan, index)
+      chunk = retrying(lambda index=index: packed_chunk(plan, index), f"chunk {index} of {plan.where()}")
       if chunk is not None and bar is not None:
         bar.update(sum(end - start for _, start, end in plan.chunks[index]), sum(chunk["tokens"]))
-      chunks.append(chunk or pack_chunk(plan, index, bar))
-  except CorpusError:   # the corpus must change, and with it the chunks
-    discard_work(plan)
-    raise
+      chunks.append(chunk or retrying(lambda index=index: pack_chunk(plan, index, bar),
+                                      f"packing chunk {index} of {plan.where()}"))
+  except CorpusError as error:   # a fault of the corpus: the chunks packed before it stay
+    packed = sum(chunk is not None for chunk in chunks)
+    raise CorpusError(f"{error} ({packed} chunk(s) packed before it are kept in {plan.work})") from None
   finally:
     if bar is not None:
       bar.close()
@@ -717,5 +754,5 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
     discard_work(plan)
     raise CorpusError(problem)
   for shard in todo:
-    write_shard(plan, shard, chunks)
+    retrying(lambda shard=shard: write_shard(plan, shard, chunks), f"writing {plan.shard_path(shard)}")
   return finish(plan, chunks)

@@ -19,6 +19,7 @@ from tpu.data import beam_writer
 from tpu.data import pydocs
 from tpu.data import shard_writer
 from tpu.data.records import CorpusError
+from tpu.data.records import StorageUnavailable
 from tpu.data.records import shard_name
 from zoo.text import TextEncoder
 from zoo.text import build_vocab
@@ -256,6 +257,84 @@ def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_pa
   path.write_text(json.dumps(recorded))
   with pytest.raises(CorpusError, match=r"metadata.json records no corpus files .*: use --overwrite"):
     shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
+
+
+class _FlakyStorage:
+  """`tf.io.gfile.GFile` whose opens of the corpus files fail with `UnavailableError` (as gs:// does
+  now and then) `failures` times in all, then read as usual."""
+
+  def __init__(self, monkeypatch, failures):
+    self.failures, self.opened = failures, 0
+    real = tf.io.gfile.GFile
+
+    def flaky(path, mode="r"):
+      if str(path).endswith(".txt") and "r" in mode:
+        self.opened += 1
+        if self.failures:
+          self.failures -= 1
+          raise tf.errors.UnavailableError(None, None, f"{path}: connection reset by peer")
+      return real(path, mode)
+    monkeypatch.setattr(tf.io.gfile, "GFile", flaky)
+    monkeypatch.setattr(shard_writer, "FIRST_WAIT_SECONDS", 0.01)
+
+
+def test_transient_read_errors_are_retried_and_exhausted_retries_keep_the_work(corpus, tmp_path, capsys,
+                                                                               monkeypatch):
+  inputs = ["a.txt", "d.txt"]
+  reference = _write(corpus, tmp_path / "reference", inputs=inputs, chunk_mb=0.02)
+  capsys.readouterr()
+  storage = _FlakyStorage(monkeypatch, failures=3)
+  assert _write(corpus, tmp_path / "flaky", inputs=inputs, chunk_mb=0.02) == reference
+  assert _contents(tmp_path / "flaky") == _contents(tmp_path / "reference")
+  stderr = capsys.readouterr().err
+  assert stderr.count("UnavailableError") == 3 and "retrying in 0.01 s (attempt 2 of 5)" in stderr
+  assert "retrying in 0.02 s (attempt 3 of 5)" in stderr
+
+  # Storage that stays down past the bounded retries: the run stops, keeping what it packed.
+  storage.failures, storage.opened = 0, 0
+  real_pack = shard_writer.pack_chunk
+
+  def pack_then_storage_goes_down(plan, index, bar=None):
+    if index == 2:
+      storage.failures = 10**6
+    return real_pack(plan, index, bar)
+  monkeypatch.setattr(shard_writer, "pack_chunk", pack_then_storage_goes_down)
+  with pytest.raises(StorageUnavailable, match=r"packing chunk 2 of .*UnavailableError.*after 5 attempts.*"
+                                               r"the work done so far is kept: rerun the same command"):
+    _write(corpus, tmp_path / "down", inputs=inputs, chunk_mb=0.02)
+  work = tmp_path / "down" / shard_writer.WORK_FOLDER
+  assert sorted(name for name in os.listdir(work) if name.endswith(".json") and name.startswith("chunk")) == [
+      "chunk-00000.json", "chunk-00001.json"]
+  storage.failures = 0   # storage is back
+  monkeypatch.setattr(shard_writer, "pack_chunk", real_pack)
+  capsys.readouterr()
+  assert _write(corpus, tmp_path / "down", inputs=inputs, chunk_mb=0.02) == reference
+  assert "keeping 2 of" in capsys.readouterr().err
+  assert _contents(tmp_path / "down") == _contents(tmp_path / "reference")
+
+
+def test_a_corpus_error_names_file_and_line_and_keeps_the_chunks_before_it(corpus, tmp_path, capsys):
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  (folder / "a.txt").write_bytes((corpus / "a.txt").read_bytes())
+  (folder / "z_bad.txt").write_bytes(b"fine line\n\nsecond document\nbroken \xff\xfe here\n")
+  vocab = str(corpus / "wordpiece.vocab")
+
+  def run():
+    return shard_writer.write_pretraining_data([str(folder / "*.txt")], vocab, T, str(tmp_path / "out"), 2,
+                                               chunk_mb=0.02, progress=False)
+  with pytest.raises(CorpusError, match=r"z_bad.txt:4: not UTF-8 .*\(\d+ chunk\(s\) packed before it "
+                                        r"are kept") as first:
+    run()
+  kept = int(re.search(r"\((\d+) chunk", str(first.value)).group(1))
+  assert kept >= 2
+  work = tmp_path / "out" / shard_writer.WORK_FOLDER
+  indexes = [name for name in os.listdir(work) if name.startswith("chunk") and name.endswith(".json")]
+  assert len(indexes) == kept
+  capsys.readouterr()
+  with pytest.raises(CorpusError, match=r"z_bad.txt:4: not UTF-8"):
+    run()   # the rerun keeps them and meets the same line
+  assert f"keeping {kept} of" in capsys.readouterr().err
 
 
 def test_beam_options_need_a_runner(capsys):
