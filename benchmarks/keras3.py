@@ -5,12 +5,15 @@
 
 One fine-tuning step of the same model on the same batch: forward with dropout, a
 2-class float32 head on `pooled_output`, backward, an AdamW update. The tf_keras step is
-`benchmarks.measure.TrainStep` (graph mode, the training job's AdamW), run in this
-process; each Keras 3 backend runs in a process of its own (the backend is fixed when
-Keras is imported) as `model.train_on_batch`, XLA-compiled under JAX (`jit_compile`,
-Keras' default there) and a graph function under TensorFlow. Each time is the median of
-the rounds after a warm-up round (which compiles); the ratios divide by the tf_keras
-step of the same run.
+`benchmarks.measure.TrainStep` (graph mode, the training job's AdamW); the Keras 3 step
+is `model.train_on_batch`, XLA-compiled under JAX (`jit_compile`, Keras' default there)
+and a graph function under TensorFlow. Keras fixes its backend when it is imported, so
+each backend runs in a process of its own, and in that process the Keras 3 step and the
+tf_keras step alternate, round by round (which goes first alternates too), so that the
+machine's load weighs on both alike. After a warm-up round (which compiles), each round
+times both steps' wall and CPU seconds; a ratio is the median over the rounds of the
+round's Keras 3 time over its tf_keras time. `XLA_FLAGS` changes XLA's code and so the
+JAX step: the report states the value the workers ran with (the caller's environment).
 """
 
 import argparse
@@ -35,81 +38,110 @@ def _inputs(batch_size, seq_length, vocab_size, seed=0):
   return features, rng.integers(0, 2, size=(batch_size,)).astype(np.int32)
 
 
-def _median_seconds(step, repeats):
-  step()   # warm-up: traces and compiles
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - start)
-  return float(np.median(times))
+def _timed(step):
+  wall, cpu = time.perf_counter(), time.process_time()
+  step()
+  return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def keras3_step_seconds(preset, seq_length, batch_size, repeats):
-  """This process's Keras 3 backend: the median seconds of one training step."""
+def alternate(steps, repeats):
+  """`{name: {"wall": [...], "cpu": [...]}}` of `repeats` rounds of the two `steps` ({name: fn}),
+  after a warm-up round; the order within a round alternates."""
+  names = list(steps)
+  for name in names:
+    steps[name]()   # warm-up: traces and compiles
+  times = {name: dict(wall=[], cpu=[]) for name in names}
+  for round_index in range(repeats):
+    for name in (names if round_index % 2 == 0 else names[::-1]):
+      wall, cpu = _timed(steps[name])
+      times[name]["wall"].append(wall)
+      times[name]["cpu"].append(cpu)
+  return times
+
+
+def keras3_step(preset, seq_length, batch_size, overrides=None):
+  """This process's Keras 3 backend: one training step of the preset's encoder with a head."""
   import keras
 
   import zoo.keras3
   from zoo import presets
   chosen = presets.get(preset)
+  config = {**chosen.config, **(overrides or {}), "seq_length": seq_length}
   encoder_class = {"funnel": zoo.keras3.FunnelEncoder, "transformer": zoo.keras3.TransformerEncoder}
-  encoder = encoder_class[chosen.family](**{**chosen.config, "seq_length": seq_length})
+  encoder = encoder_class[chosen.family](**config)
   inputs = zoo.keras3.encoders.encoder_inputs(seq_length)
   logits = keras.layers.Dense(2, dtype="float32", name="classifier")(encoder(inputs)["pooled_output"])
   model = keras.Model(inputs, logits)
   model.compile(optimizer=keras.optimizers.AdamW(1e-5),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-  features, labels = _inputs(batch_size, seq_length, chosen.config["vocab_size"])
+  features, labels = _inputs(batch_size, seq_length, config["vocab_size"])
 
   def step():
     loss = model.train_on_batch(features, labels)
     if not np.isfinite(loss):
       raise FloatingPointError(f"the Keras 3 step gave loss {loss}")
-  return _median_seconds(step, repeats)
+  return step
 
 
-def tf_keras_step_seconds(preset, seq_length, batch_size, repeats):
+def tf_keras_step(preset, seq_length, batch_size, overrides=None):
   from benchmarks import measure
   from zoo import presets
-  encoder = presets.build(preset, seq_length=seq_length)
-  step = measure.TrainStep(encoder, batch_size, seq_length, presets.get(preset).config["vocab_size"])
-  return _median_seconds(step, repeats)
+  encoder = presets.build(preset, seq_length=seq_length, **(overrides or {}))
+  vocab_size = {**presets.get(preset).config, **(overrides or {})}["vocab_size"]
+  return measure.TrainStep(encoder, batch_size, seq_length, vocab_size)
 
 
-def run(preset, seq_length, batch_size, repeats, progress=print):
+def worker(preset, seq_length, batch_size, repeats, overrides=None):
+  """This process's backend: both steps alternating; their times and the per-round ratios' medians."""
+  import keras
+  times = alternate(dict(keras3=keras3_step(preset, seq_length, batch_size, overrides),
+                         tf_keras=tf_keras_step(preset, seq_length, batch_size, overrides)), repeats)
+  result = dict(backend=keras.backend.backend(), rounds=repeats)
+  for kind in ("wall", "cpu"):
+    ours, theirs = np.array(times["keras3"][kind]), np.array(times["tf_keras"][kind])
+    result[kind] = dict(keras3=float(np.median(ours)), tf_keras=float(np.median(theirs)),
+                        ratio=float(np.median(ours / theirs)))
+  return result
+
+
+def run(preset, seq_length, batch_size, repeats, overrides=None, progress=print):
+  """`{backend: worker result}`, one worker process per backend, one after the other."""
   results = {}
   for backend in BACKENDS:
-    progress(f"keras 3 / {backend}: {preset}, {batch_size}x{seq_length}")
+    progress(f"keras 3 / {backend} and tf_keras, alternating: {preset}, {batch_size}x{seq_length}")
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     command = [sys.executable, "-m", "benchmarks.keras3", "--worker", "--preset", preset, "--seq-length",
-               str(seq_length), "--batch-size", str(batch_size), "--repeats", str(repeats)]
+               str(seq_length), "--batch-size", str(batch_size), "--repeats", str(repeats),
+               "--overrides", json.dumps(overrides or {})]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if result.returncode:
       raise RuntimeError(f"the {backend} worker failed:\n{result.stderr[-4000:]}")
-    results[backend] = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
-  progress(f"tf_keras: {preset}, {batch_size}x{seq_length}")
-  results["tf_keras"] = tf_keras_step_seconds(preset, seq_length, batch_size, repeats)
+    results[backend] = json.loads(result.stdout.strip().splitlines()[-1])
   return results
 
 
-def report(preset, seq_length, batch_size, repeats, results):
+def report(preset, seq_length, batch_size, repeats, results, xla_flags=None):
   from importlib.metadata import version
-  base = results["tf_keras"]
-  rows = [("tf_keras (graph, the training job's step)", base), ("Keras 3, JAX backend (jit)", results["jax"]),
-          ("Keras 3, TensorFlow backend", results["tensorflow"])]
+  names = dict(jax="Keras 3, JAX backend (jit)", tensorflow="Keras 3, TensorFlow backend")
+  flags = json.dumps(xla_flags) if xla_flags else "unset"
   lines = [SECTION_TITLE, "",
-           f"Command: `python -m benchmarks.keras3` (Keras {version('keras')}, JAX {version('jax')}). "
-           f"`{preset}` at length {seq_length}, batch {batch_size}, float32: one fine-tuning step (forward "
-           "with dropout, a 2-class head, backward, AdamW); medians of "
-           f"{repeats} rounds after a warm-up round that compiles, each backend in a process of its own, "
-           "in one run. Ratios divide by the tf_keras step of the same run.", "",
-           "| step | seconds | ratio to tf_keras |", "|---|---|---|"]
-  lines += [f"| {name} | {seconds:.3f} | {seconds / base:.2f}× |" for name, seconds in rows]
-  jax_ratio = results["jax"] / base
+           f"Command: `python -m benchmarks.keras3` (Keras {version('keras')}, JAX {version('jax')}; "
+           f"XLA_FLAGS {flags}). `{preset}` at length {seq_length}, batch {batch_size}, float32: one "
+           "fine-tuning step (forward with dropout, a 2-class head, backward, AdamW). Per backend, one "
+           f"process alternates its Keras 3 step with the tf_keras graph step for {repeats} rounds after a "
+           "warm-up round that compiles; the ratios are medians of the rounds' ratios (Keras 3 / tf_keras), "
+           "in wall and in CPU seconds.", "",
+           "| step | Keras 3 s | tf_keras s (same process) | ratio, wall | ratio, CPU |",
+           "|---|---|---|---|---|"]
+  for backend in BACKENDS:
+    wall, cpu = results[backend]["wall"], results[backend]["cpu"]
+    lines.append(f"| {names[backend]} | {wall['keras3']:.3f} | {wall['tf_keras']:.3f} | "
+                 f"{wall['ratio']:.2f}× | {cpu['ratio']:.2f}× |")
+  jax_ratio = results["jax"]["wall"]["ratio"]
   verdict = "no slower than" if jax_ratio <= 1 else "slower than"
-  lines += ["", f"JAX's compiled step is {verdict} the tf_keras graph step here ({jax_ratio:.2f}×; "
-            "expected ≤ 1)."]
+  lines += ["", f"JAX's compiled step is {verdict} the tf_keras graph step here ({jax_ratio:.2f}× in wall "
+            "time; expected ≤ 1)."]
   return "\n".join(lines) + "\n"
 
 
@@ -131,16 +163,18 @@ def main(argv=None):
   parser.add_argument("--seq-length", type=int, default=128)
   parser.add_argument("--batch-size", type=int, default=8)
   parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--overrides", default="{}", help="encoder arguments over the preset's, as JSON")
   parser.add_argument("--out", help="write the section into this Markdown file (BENCHMARKS.md)")
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
+  overrides = json.loads(args.overrides)
   if args.worker:
-    seconds = keras3_step_seconds(args.preset, args.seq_length, args.batch_size, args.repeats)
-    print(json.dumps(dict(seconds=seconds)))
+    print(json.dumps(worker(args.preset, args.seq_length, args.batch_size, args.repeats, overrides)))
     return 0
-  results = run(args.preset, args.seq_length, args.batch_size, args.repeats,
+  results = run(args.preset, args.seq_length, args.batch_size, args.repeats, overrides,
                 progress=lambda message: print(message, file=sys.stderr))
-  section = report(args.preset, args.seq_length, args.batch_size, args.repeats, results)
+  section = report(args.preset, args.seq_length, args.batch_size, args.repeats, results,
+                   xla_flags=os.environ.get("XLA_FLAGS"))
   print(section)
   if args.out:
     write_section(args.out, section)
