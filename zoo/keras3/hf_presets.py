@@ -11,6 +11,7 @@ BERT does:
     backbone = keras_hub.models.Backbone.from_preset("funnel-dir")   # a zoo.keras3.hub.FunnelBackbone
     tokenizer = keras_hub.models.Tokenizer.from_preset("hf://funnel-transformer/small")
     classifier = keras_hub.models.TextClassifier.from_preset("funnel-dir", num_classes=2)
+    keras_hub.models.Backbone.from_preset("funnel_small_base_en")    # a registered preset (`PUBLISHED`)
 
 - The config maps through `zoo.convert.hf_funnel.zoo_config`, as `python -m zoo.convert
   hf-funnel` maps it: the authors' pooling semantics, the decoder's residual, ... The
@@ -138,10 +139,42 @@ def funnel_converter():
                                convert_weights=convert_weights, convert_tokenizer=convert_tokenizer)
 
 
+# The Funnel-Transformer authors' ten released checkpoints, as Hugging Face hosts them
+# (funnel-transformer/NAME), uncased English: keras-hub preset name -> (hub id, zoo preset of the
+# same architecture, parameters of the FunnelBackbone it loads into (its pooler included)).
+# `-base` checkpoints have no decoder.
+PUBLISHED = {
+    "funnel_small_en": ("funnel-transformer/small", "funnel_b4_4_4_decoder", 131574528),
+    "funnel_small_base_en": ("funnel-transformer/small-base", "funnel_b4_4_4", 116211456),
+    "funnel_medium_en": ("funnel-transformer/medium", "funnel_b6_3x2_3x2_decoder", 131574528),
+    "funnel_medium_base_en": ("funnel-transformer/medium-base", "funnel_b6_3x2_3x2", 116211456),
+    "funnel_intermediate_en": ("funnel-transformer/intermediate", "funnel_b6_6_6_decoder", 177663744),
+    "funnel_intermediate_base_en": ("funnel-transformer/intermediate-base", "funnel_b6_6_6", 162300672),
+    "funnel_large_en": ("funnel-transformer/large", "funnel_b8_8_8_decoder", 387204096),
+    "funnel_large_base_en": ("funnel-transformer/large-base", "funnel_b8_8_8", 359904256),
+    "funnel_xlarge_en": ("funnel-transformer/xlarge", "funnel_b10_10_10_decoder", 469103616),
+    "funnel_xlarge_base_en": ("funnel-transformer/xlarge-base", "funnel_b10_10_10", 441803776),
+}
+
+
+def published_presets():
+  """keras-hub's preset entries of `PUBLISHED`: a Hugging Face handle and metadata each."""
+  entries = {}
+  for name, (hub_id, architecture, params) in PUBLISHED.items():
+    decoder = "with" if architecture.endswith("_decoder") else "without"
+    entries[name] = dict(
+        metadata=dict(description=f"Funnel-Transformer {hub_id.split('/')[1]} ({architecture}, {decoder} the "
+                                  "decoder), the authors' release, uncased English; loaded from Hugging Face "
+                                  "and converted on the fly",
+                      params=params, path="funnel"),
+        kaggle_handle=f"hf://{hub_id}")
+  return entries
+
+
 def install():
   """Makes keras-hub's loader of Hugging Face directories use this module's converters: Funnel's,
   and BERT's with the tokenizer files transformers 5 writes (once; the other model types keep
-  keras-hub's)."""
+  keras-hub's); registers the `PUBLISHED` checkpoints as `FunnelBackbone` presets."""
   from keras_hub.src.utils.preset_utils import PresetLoader
   from keras_hub.src.utils.transformers.preset_loader import TransformersPresetLoader
   if getattr(TransformersPresetLoader, "zoo_converters", None) is not None:
@@ -159,3 +192,7 @@ def install():
 
   TransformersPresetLoader.__init__ = __init__
   TransformersPresetLoader.zoo_converters = converters
+  from keras_hub.src.utils.preset_utils import register_presets
+
+  from zoo.keras3.hub import FunnelBackbone
+  register_presets(published_presets(), FunnelBackbone)

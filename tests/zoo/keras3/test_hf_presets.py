@@ -31,10 +31,19 @@ from tests.zoo.convert.test_hf_funnel import make_inputs
 from tests.zoo.convert.test_hf_funnel import max_difference
 from tests.zoo.keras3.conftest import BACKENDS
 from tests.zoo.keras3.conftest import run_in_backend
+from zoo import presets
+from zoo.presets import cost
 
 TOLERANCE = 1e-4
 VOCAB = 60
 HUB_ID = "someone/tiny-funnel"
+# The authors' releases (the Funnel paper's Table 1 sizes; `-base`: without the decoder) and the
+# zoo presets of their architectures.
+RELEASES = {"small": "funnel_b4_4_4_decoder", "small-base": "funnel_b4_4_4",
+            "medium": "funnel_b6_3x2_3x2_decoder", "medium-base": "funnel_b6_3x2_3x2",
+            "intermediate": "funnel_b6_6_6_decoder", "intermediate-base": "funnel_b6_6_6",
+            "large": "funnel_b8_8_8_decoder", "large-base": "funnel_b8_8_8",
+            "xlarge": "funnel_b10_10_10_decoder", "xlarge-base": "funnel_b10_10_10"}
 TEXTS = LONG + SHORT + ["Ünïcödé wörds, 漢字 and CJK: 東京!", "A  B\tc\nd"]
 
 
@@ -71,9 +80,12 @@ def directories(tmp_path_factory):
       "bert": (_save(bert, bert_tokenizer, root / "bert"), None, bert, bert_tokenizer),
   }
   cache = str(root / "hub")
-  source = cases["funnel"][0]
-  hub_cache(cache, HUB_ID, {name: os.path.join(source, name) for name in os.listdir(source)})
+  for hub_id, case in ((HUB_ID, "funnel"), ("funnel-transformer/small-base", "funnel_base")):
+    source = cases[case][0]
+    hub_cache(cache, hub_id, {name: os.path.join(source, name) for name in os.listdir(source)})
   cases["funnel_hub"] = (f"hf://{HUB_ID}", LENGTH, funnel, funnel_tokenizer)
+  # A registered preset by its name, its handle served by the cache (a stand-in of the release's files).
+  cases["funnel_small_base_en"] = ("funnel_small_base_en", LENGTH, base, funnel_tokenizer)
   return cases, cache
 
 
@@ -105,6 +117,13 @@ def test_hugging_face_directories_load_through_keras_hub_entry_points(directorie
   mask = inputs["input_mask"]
   for backend, out in results.items():
     assert str(out["backend"]) == backend
+    # The authors' ten releases are FunnelBackbone presets, with the parameters the zoo counts.
+    registered = json.loads(str(out["presets"]))
+    assert sorted(entry["handle"] for entry in registered.values()) == sorted(
+        f"hf://funnel-transformer/{release}" for release in RELEASES)
+    for name, entry in registered.items():
+      preset = presets.get(RELEASES[entry["handle"].split("/")[-1]])
+      assert entry["params"] == cost.parameter_count(preset.family, preset.config), name
     for name, (_, _, model, hf_tokenizer) in cases.items():
       funnel = name != "bert"
       # Backbone.from_preset: the zoo's FunnelBackbone, or keras-hub's own BertBackbone.
