@@ -2,8 +2,9 @@
 keras-hub's own entry points under this process's Keras backend, after `import zoo.keras3`.
 
 SPEC: `{"inputs": npz of input_word_ids/input_mask/input_type_ids, "texts": [...], "cases":
-[{"name", "preset", "seq_length" (or null)}]}`. OUT gets, per case, the backbone's class and
-sequence output, the Tokenizer's ids of the texts, and the TextClassifier's class and logits.
+[{"name", "preset", "seq_length" (or null), "classifier" (also load it as a TextClassifier)}]}`.
+OUT gets, per case, the backbone's class and sequence output, the Tokenizer's ids of the texts,
+and the TextClassifier's class and logits; and the FunnelBackbone presets.
 """
 
 import json
@@ -37,6 +38,8 @@ def main(spec_path, out_path):
     tokenizer = keras_hub.models.Tokenizer.from_preset(preset)
     out[f"{name}/tokenizer"] = type(tokenizer).__name__
     out[f"{name}/ids"] = json.dumps([np.asarray(ids).tolist() for ids in tokenizer(spec["texts"])])
+    if not case["classifier"]:
+      continue
     classifier = keras_hub.models.TextClassifier.from_preset(preset, num_classes=3)
     out[f"{name}/classifier"] = type(classifier).__name__
     out[f"{name}/logits"] = np.asarray(classifier.predict(spec["texts"], verbose=0), np.float32)
