@@ -32,7 +32,6 @@ completed, for directories with the vocabulary in tokenizer.json and no vocab.tx
 transformers 5 saves them.
 """
 
-import json
 import os
 import types
 
@@ -99,33 +98,36 @@ def convert_weights(backbone, loader, transformers_config):
                               skip_prefixes=skip)
 
 
-def convert_tokenizer(cls, preset, **kwargs):
-  """`cls` (the backbone's tokenizer class) with the preset's vocabulary and tokenizer settings."""
+def _tokenizer_settings(preset, funnel):
+  """`(vocabulary, lower_case, special-token names)` of the preset's tokenizer files (vocab.txt or a
+  WordPiece tokenizer.json, tokenizer_config.json, special_tokens_map.json)."""
   directory = _fetch(preset, [hf_funnel.CONFIG_FILE, *tokenizer_files.TOKENIZER_FILES])
-  with open(os.path.join(directory, hf_funnel.CONFIG_FILE), encoding="utf-8") as file:
-    funnel = json.load(file).get("model_type") == "funnel"
   lower_case, settings = tokenizer_files.hf_settings(directory, funnel=funnel)
   vocab = tokenizer_files.hf_vocab(directory)
   if vocab is None:
     raise ValueError(f"{preset}: no vocab.txt or WordPiece tokenizer.json to build the tokenizer from")
-  return cls(vocabulary=vocab, lowercase=lower_case, special_tokens_names=settings["special_tokens"],
-             **kwargs)
+  return vocab, lower_case, settings["special_tokens"]
+
+
+def convert_tokenizer(cls, preset, **kwargs):
+  """`cls` (the backbone's tokenizer class) with the preset's vocabulary and tokenizer settings."""
+  vocab, lower_case, special_tokens = _tokenizer_settings(preset, funnel=True)
+  return cls(vocabulary=vocab, lowercase=lower_case, special_tokens_names=special_tokens, **kwargs)
 
 
 def bert_converter():
-  """keras-hub's own BERT converter, whose tokenizer also reads directories without vocab.txt (as
-  transformers 5 writes them: the vocabulary in tokenizer.json, no do_lower_case)."""
+  """keras-hub's own BERT converter, whose tokenizer also reads directories without vocab.txt or
+  do_lower_case (as transformers 5 writes them: the vocabulary in tokenizer.json)."""
   from keras_hub.src.utils.preset_utils import check_file_exists
+  from keras_hub.src.utils.preset_utils import load_json
   from keras_hub.src.utils.transformers import convert_bert
 
   def bert_tokenizer(cls, preset, **kwargs):
-    if check_file_exists(preset, "vocab.txt"):
+    has_config = check_file_exists(preset, tokenizer_files.TOKENIZER_CONFIG)
+    config = load_json(preset, tokenizer_files.TOKENIZER_CONFIG) if has_config else {}
+    if check_file_exists(preset, "vocab.txt") and "do_lower_case" in config:
       return convert_bert.convert_tokenizer(cls, preset, **kwargs)
-    directory = _fetch(preset, [hf_funnel.CONFIG_FILE, *tokenizer_files.TOKENIZER_FILES])
-    lower_case, _ = tokenizer_files.hf_settings(directory)
-    vocab = tokenizer_files.hf_vocab(directory)
-    if vocab is None:
-      raise ValueError(f"{preset}: no vocab.txt or WordPiece tokenizer.json to build the tokenizer from")
+    vocab, lower_case, _ = _tokenizer_settings(preset, funnel=False)
     return cls(vocabulary=vocab, lowercase=lower_case, **kwargs)
 
   names = {name: getattr(convert_bert, name) for name in dir(convert_bert) if not name.startswith("_")}

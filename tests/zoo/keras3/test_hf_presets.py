@@ -80,6 +80,16 @@ def directories(tmp_path_factory):
                             classifier.funnel, funnel_tokenizer),
       "bert": (_save(bert, bert_tokenizer, root / "bert"), None, bert, bert_tokenizer),
   }
+  # BERT as published before transformers 5: vocab.txt and do_lower_case, no tokenizer.json
+  # (keras-hub's own tokenizer converter reads it).
+  published_bert = root / "bert_published"
+  published_bert.mkdir()
+  for name in ("config.json", "model.safetensors"):
+    (published_bert / name).write_bytes((root / "bert" / name).read_bytes())
+  tokens = bert_tokenizer.convert_ids_to_tokens(list(range(VOCAB)))
+  (published_bert / "vocab.txt").write_text("".join(f"{token}\n" for token in tokens))
+  (published_bert / "tokenizer_config.json").write_text(json.dumps(dict(do_lower_case=False)))
+  cases["bert_published"] = (str(published_bert), None, bert, bert_tokenizer)
   cache = str(root / "hub")
   for hub_id, case in ((HUB_ID, "funnel"), ("funnel-transformer/small-base", "funnel_base")):
     source = cases[case][0]
@@ -126,7 +136,7 @@ def test_hugging_face_directories_load_through_keras_hub_entry_points(directorie
       preset = presets.get(RELEASES[entry["handle"].split("/")[-1]])
       assert entry["params"] == cost.parameter_count(preset.family, preset.config), name
     for name, (_, _, model, hf_tokenizer) in cases.items():
-      funnel = name != "bert"
+      funnel = name.startswith("funnel")
       # Backbone.from_preset: the zoo's FunnelBackbone, or keras-hub's own BertBackbone.
       assert str(out[f"{name}/backbone"]) == ("FunnelBackbone" if funnel else "BertBackbone")
       if funnel:
