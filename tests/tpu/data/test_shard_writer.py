@@ -278,6 +278,7 @@ class _FlakyStorage:
     monkeypatch.setattr(shard_writer, "FIRST_WAIT_SECONDS", 0.01)
 
 
+@pytest.mark.slow
 def test_transient_read_errors_are_retried_and_exhausted_retries_keep_the_work(corpus, tmp_path, capsys,
                                                                                monkeypatch):
   inputs = ["a.txt", "d.txt"]
