@@ -67,10 +67,6 @@ class EncoderModel(keras.Model):
       config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     return cls(**config)
 
-  def _set_policy(self, policy):
-    # Functional models take no dtype of their own: the policy their layers were built with.
-    self.dtype_policy = policy
-
 
 @keras.saving.register_keras_serializable(package="zoo")
 class TransformerEncoder(EncoderModel):
@@ -160,7 +156,7 @@ class TransformerEncoder(EncoderModel):
     if output_attention_probs:
       outputs["attention_probs"] = attention_probs
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-    self._set_policy(policy)
+    self.dtype_policy = policy   # a functional model takes no dtype: its layers' policy
     self._config = config
     self._embeddings = embeddings
 
@@ -319,7 +315,7 @@ class FunnelEncoder(EncoderModel):
     if output_attention_probs:
       outputs["attention_probs"] = attention_probs
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-    self._set_policy(policy)
+    self.dtype_policy = policy   # a functional model takes no dtype: its layers' policy
     self._config = config
     self._embeddings = embeddings
 
