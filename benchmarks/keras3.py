@@ -13,7 +13,8 @@ tf_keras step alternate, round by round (which goes first alternates too), so th
 machine's load weighs on both alike. After a warm-up round (which compiles), each round
 times both steps' wall and CPU seconds; a ratio is the median over the rounds of the
 round's Keras 3 time over its tf_keras time. `XLA_FLAGS` changes XLA's code and so the
-JAX step: the report states the value the workers ran with (the caller's environment).
+JAX step: the report states the value the workers ran with (the caller's environment),
+and the machine's load average when each backend's rounds began and ended.
 """
 
 import argparse
@@ -94,9 +95,11 @@ def tf_keras_step(preset, seq_length, batch_size, overrides=None):
 def worker(preset, seq_length, batch_size, repeats, overrides=None):
   """This process's backend: both steps alternating; their times and the per-round ratios' medians."""
   import keras
-  times = alternate(dict(keras3=keras3_step(preset, seq_length, batch_size, overrides),
-                         tf_keras=tf_keras_step(preset, seq_length, batch_size, overrides)), repeats)
-  result = dict(backend=keras.backend.backend(), rounds=repeats)
+  steps = dict(keras3=keras3_step(preset, seq_length, batch_size, overrides),
+               tf_keras=tf_keras_step(preset, seq_length, batch_size, overrides))
+  load_before = os.getloadavg()[0]
+  times = alternate(steps, repeats)
+  result = dict(backend=keras.backend.backend(), rounds=repeats, load=[load_before, os.getloadavg()[0]])
   for kind in ("wall", "cpu"):
     ours, theirs = np.array(times["keras3"][kind]), np.array(times["tf_keras"][kind])
     result[kind] = dict(keras3=float(np.median(ours)), tf_keras=float(np.median(theirs)),
@@ -131,13 +134,15 @@ def report(preset, seq_length, batch_size, repeats, results, xla_flags=None):
            "fine-tuning step (forward with dropout, a 2-class head, backward, AdamW). Per backend, one "
            f"process alternates its Keras 3 step with the tf_keras graph step for {repeats} rounds after a "
            "warm-up round that compiles; the ratios are medians of the rounds' ratios (Keras 3 / tf_keras), "
-           "in wall and in CPU seconds.", "",
-           "| step | Keras 3 s | tf_keras s (same process) | ratio, wall | ratio, CPU |",
-           "|---|---|---|---|---|"]
+           f"in wall and in CPU seconds. The machine has {os.cpu_count()} cores; the load column is its "
+           "1-minute load average when the rounds began and ended.", "",
+           "| step | Keras 3 s | tf_keras s (same process) | ratio, wall | ratio, CPU | load |",
+           "|---|---|---|---|---|---|"]
   for backend in BACKENDS:
     wall, cpu = results[backend]["wall"], results[backend]["cpu"]
+    load = " → ".join(f"{value:.1f}" for value in results[backend]["load"])
     lines.append(f"| {names[backend]} | {wall['keras3']:.3f} | {wall['tf_keras']:.3f} | "
-                 f"{wall['ratio']:.2f}× | {cpu['ratio']:.2f}× |")
+                 f"{wall['ratio']:.2f}× | {cpu['ratio']:.2f}× | {load} |")
   jax_ratio = results["jax"]["wall"]["ratio"]
   verdict = "no slower than" if jax_ratio <= 1 else "slower than"
   lines += ["", f"JAX's compiled step is {verdict} the tf_keras graph step here ({jax_ratio:.2f}× in wall "

@@ -17,15 +17,16 @@ def test_the_steps_alternate_round_by_round_after_a_warm_up():
 
 
 def _result(keras3_wall, tf_keras_wall, ratio):
-  return dict(wall=dict(keras3=keras3_wall, tf_keras=tf_keras_wall, ratio=ratio),
+  return dict(load=[0.5, 1.25],
+              wall=dict(keras3=keras3_wall, tf_keras=tf_keras_wall, ratio=ratio),
               cpu=dict(keras3=keras3_wall, tf_keras=tf_keras_wall, ratio=ratio + 0.1))
 
 
 def test_the_section_reports_per_process_ratios_and_the_xla_flags_and_replaces_its_old_self(tmp_path):
   results = dict(jax=_result(1.5, 2.0, 0.75), tensorflow=_result(2.5, 2.0, 1.25))
   section = keras3.report("funnel_b4_4_4", 128, 8, 5, results, xla_flags="--xla_backend_optimization_level=0")
-  assert "| Keras 3, JAX backend (jit) | 1.500 | 2.000 | 0.75× | 0.85× |" in section
-  assert "| Keras 3, TensorFlow backend | 2.500 | 2.000 | 1.25× | 1.35× |" in section
+  assert "| Keras 3, JAX backend (jit) | 1.500 | 2.000 | 0.75× | 0.85× | 0.5 → 1.2 |" in section
+  assert "| Keras 3, TensorFlow backend | 2.500 | 2.000 | 1.25× | 1.35× | 0.5 → 1.2 |" in section
   assert 'XLA_FLAGS "--xla_backend_optimization_level=0"' in section
   assert "no slower than the tf_keras graph step here (0.75×" in section
   assert "XLA_FLAGS unset" in keras3.report("funnel_b4_4_4", 128, 8, 5, results)
@@ -44,7 +45,7 @@ def test_a_run_of_a_tiny_model_times_both_steps_in_each_backends_process():
   results = keras3.run("funnel_b4_4_4", 16, 2, 2, TINY, progress=lambda message: None)
   assert sorted(results) == ["jax", "tensorflow"]
   for backend, result in results.items():
-    assert result["backend"] == backend and result["rounds"] == 2
+    assert result["backend"] == backend and result["rounds"] == 2 and len(result["load"]) == 2
     for kind in ("wall", "cpu"):
       assert result[kind]["keras3"] > 0 and result[kind]["tf_keras"] > 0
       assert np.isfinite(result[kind]["ratio"]) and result[kind]["ratio"] > 0
