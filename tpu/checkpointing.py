@@ -64,6 +64,8 @@ PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 # the task's own input settings (`tpu.tasks.Setting.input`).
 STREAM_FIELDS = ("task", "data", "text_columns", "label_column", "data_dir", "batch_size", "seed",
                  "shuffle_buffer", "seq_length", "lower_case", "tokenizer")
+# Fields that joined the stream later: part of it only when set, so runs saved before keep resuming.
+OPTIONAL_STREAM_FIELDS = ("documents",)
 
 
 class Preempted(RuntimeError):
@@ -79,6 +81,8 @@ def input_stream(config, vocab, workers, local_replicas):
   `STREAM_FIELDS`, the task's input settings, the number of workers and of local replicas, and
   the vocabulary's SHA-256. Saved beside every position; a resume compares it with its own."""
   values = {name: getattr(config, name) for name in STREAM_FIELDS}
+  values.update({name: getattr(config, name) for name in OPTIONAL_STREAM_FIELDS
+                 if getattr(config, name) is not None})
   values.update({name: getattr(config, name) for name, setting in tasks.settings_of(config.task).items()
                  if setting.input})
   values.update(workers=workers, local_replicas=local_replicas, vocabulary=vocab_checksum(vocab))

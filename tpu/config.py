@@ -63,6 +63,7 @@ class TrainConfig:
   eval_data: str | None = None
   text_columns: list | None = None
   label_column: str | None = None
+  documents: str | None = None
   data_dir: str | None = None
   tpu: str | None = None
   steps: int = 1000

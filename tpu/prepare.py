@@ -53,7 +53,7 @@ def _load_kwargs(config, spec, task, extra=None):
   """The `tpu.data.load` options of the config that the spec's source takes."""
   source = data.source_of(spec)
   kwargs = dict(text_columns=config.text_columns, label_column=config.label_column, data_dir=config.data_dir,
-                **(extra or {}))
+                documents=config.documents, **(extra or {}))
   if source.typed_by_caller:
     kwargs["data_type"] = task.data_type
   return {key: value for key, value in kwargs.items() if value is not None and key in source.options}

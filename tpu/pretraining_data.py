@@ -9,11 +9,16 @@
       --direct_num_workers 2 --direct_running_mode multi_processing
 
 Input: UTF-8 text files (local or `gs://`, globs) in BERT's pre-training format, one
-sentence or paragraph per line and a blank line between documents (a file's end also
-ends a document); or a TFDS text dataset, one document per example (`--text-key`).
+sentence or paragraph per line and a blank line between documents, or with
+`--documents line` one document per line (as the training job's `text:` source reads
+files); a file's end also ends a document. Or a TFDS text dataset, one document per
+example (`--text-key`).
 
 Examples (`tpu.data.documents`, the rule the training job's input pipeline uses too):
-the corpus is cut into chunks of about 16 MB (`--chunk-mb`, at document boundaries);
+the corpus is cut into chunks of about 16 MB (`--chunk-mb`, at document boundaries
+found within a bounded look-ahead, else at line boundaries; lines longer than 1 MiB are
+read in pieces, so memory stays flat on any layout; the rule is in
+`tpu/data/corpus_reading.py`), a TFDS corpus one chunk per file shard;
 in each chunk the WordPiece tokens of its documents, in order, are concatenated with
 `[SEP]` between documents and cut into examples of exactly T ids, `[CLS]` + T - 2
 tokens + `[SEP]`; only a chunk's last example is shorter (padded with `[PAD]`). Every
@@ -54,6 +59,7 @@ import argparse
 import json
 import sys
 
+from tpu.data.corpus_reading import DOCUMENTS
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
 from tpu.data.shard_writer import CHUNK_MB
@@ -85,6 +91,10 @@ def parser():
   p.add_argument("--chunk-mb", type=float, default=CHUNK_MB, metavar="MB",
                  help=f"MB of corpus per chunk, the unit of parallel work and of resume (default "
                       f"{CHUNK_MB}); part of the output's definition")
+  p.add_argument("--documents", choices=DOCUMENTS, default=DOCUMENTS[0],
+                 help="what separates documents in the files: a blank line (default, BERT's format) or the "
+                      "end of each line (one document per line, as the text: source reads files); part of "
+                      "the output's definition")
   p.add_argument("--overwrite", action="store_true",
                  help="replace output that was made with other settings (default: refuse it)")
   p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -106,14 +116,15 @@ def main(argv=None):
       from tpu.data.beam_writer import write_with_beam
       metadata = write_with_beam(args.input, args.vocab, args.seq_length, args.out, args.shards,
                                  runner=args.runner, pipeline_args=beam_args, lower_case=args.lower_case,
-                                 compress=args.compress, chunk_mb=args.chunk_mb, overwrite=args.overwrite)
+                                 compress=args.compress, chunk_mb=args.chunk_mb, documents=args.documents,
+                                 overwrite=args.overwrite)
     else:
       from tpu.data.shard_writer import write_pretraining_data
       metadata = write_pretraining_data(args.input, args.vocab, args.seq_length, args.out, args.shards,
                                         lower_case=args.lower_case, compress=args.compress,
                                         text_key=args.text_key, split=args.split, data_dir=args.data_dir,
                                         progress=args.progress, chunk_mb=args.chunk_mb,
-                                        overwrite=args.overwrite)
+                                        documents=args.documents, overwrite=args.overwrite)
   except CorpusError as error:
     print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
     return 2

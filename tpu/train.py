@@ -272,6 +272,9 @@ def parser():
            f"{', '.join(source.scheme for source in data.SOURCES.values() if source.splits)})")
   add("--text-columns", nargs="+", metavar="NAME", help="one or two text columns of table files")
   add("--label-column", metavar="NAME", help="label column of table files (default: label)")
+  add("--documents", choices=("line", "blank-line"),
+      help="what separates the documents of text: files: the end of each line (default) or a blank line "
+           "(BERT's format, as `python -m tpu.pretraining_data` reads by default)")
   add("--data-dir", metavar="DIR", help="TFDS data directory")
   add("--model-dir", metavar="DIR", help="where checkpoints, summaries, config and export go (local or gs://)")
   add("--tpu", metavar="NAME", help="'local' (Colab, TPU VM) or a TPU name/address; omit for GPU/CPU")

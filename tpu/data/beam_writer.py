@@ -63,7 +63,7 @@ def _project_on_pythonpath():
 
 
 def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_args=(), lower_case=None,
-                    compress=False, chunk_mb=shard_writer.CHUNK_MB, overwrite=False):
+                    compress=False, chunk_mb=shard_writer.CHUNK_MB, documents="blank-line", overwrite=False):
   """`shard_writer.write_pretraining_data` as a Beam pipeline on `runner` with Beam's `pipeline_args`.
 
   Returns the metadata; raises `CorpusError` as the single process does.
@@ -73,7 +73,8 @@ def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_
   if len(inputs) == 1 and shard_writer.tfds_datasets.dataset_name(inputs[0]):
     raise CorpusError(f"{inputs[0]}: a TFDS corpus is read in one process: leave out --runner")
   plan, metadata = shard_writer.plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case,
-                                         compress=compress, chunk_mb=chunk_mb, overwrite=overwrite)
+                                         compress=compress, chunk_mb=chunk_mb, documents=documents,
+                                         overwrite=overwrite)
   if metadata is not None:
     return metadata
   todo = shard_writer.report_kept(plan)

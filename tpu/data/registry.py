@@ -23,7 +23,8 @@ SOURCES = {}
 # Every option of `load`, with its default: a source takes the ones it declares in
 # `Source.options`; any other one set to a non-default value is an error.
 OPTION_DEFAULTS = dict(text_columns=None, label_column=None, data_type=None, label_names=None,
-                       num_classes=None, data_dir=None, download=True, shuffle_files=False, seed=0)
+                       num_classes=None, data_dir=None, download=True, shuffle_files=False, seed=0,
+                       documents=None)
 
 
 class DataError(ValueError):

@@ -6,16 +6,11 @@ Spark). For the same inputs and flags both write byte-identical shards and
 `metadata.json`, whatever the number of workers, because every step is a function of
 the inputs and flags alone:
 
-1. **Chunks.** The corpus files, sorted, are read as one stream of bytes (their
-   concatenation) cut every `chunk_bytes` bytes (`--chunk-mb`): chunk c is the byte
-   range `[c·S, (c+1)·S)` of that stream, one or more pieces of files. A document
-   belongs to the chunk that holds the start of the last blank line before its first
-   line in its file, or the start of its file when none precedes it. A reader of a
-   piece `[a, b)` therefore needs no look-back: it skips to the first blank line that
-   starts at or after `a` (from the start of the file when `a` is 0) and reads on
-   past `b` to the first blank line that starts at or after `b` (or the end of the
-   file), which is where the next piece's reader begins. A file's end ends a document.
-   A `tfds:` corpus is one chunk.
+1. **Chunks.** The corpus is cut into chunks of about `chunk_bytes` bytes (`--chunk-mb`)
+   of its files' concatenated bytes, each piece of a file cut at a document or line
+   boundary found within a bounded look-ahead: the rule is `tpu.data.corpus_reading`'s
+   (stated there once), with documents separated by blank lines or one per line
+   (`--documents`). A `tfds:` corpus is one chunk per file shard of its split.
 2. **Packing.** Each chunk's documents are packed on their own by the one packing rule
    (`tpu.data.documents.concatenate`, as the training pipeline does): their tokens
    with `[SEP]` between documents, cut into examples of T ids; only the chunk's last
@@ -57,13 +52,13 @@ kept) and raised as they are from Beam's steps, for the runner to retry.
 
 import dataclasses
 import json
-import math
 import os
 import struct
 import sys
 import threading
 import time
 
+from tpu.data import corpus_reading
 from tpu.data import documents
 from tpu.data import tfds_datasets
 from tpu.data.records import FORMAT
@@ -86,8 +81,10 @@ from zoo.model_dir import write_atomically
 # second (doubled before each next): 1 + 2 + 4 + 8 s, then the run stops with its work kept.
 ATTEMPTS = 5
 FIRST_WAIT_SECONDS = 1.0
-# Lines tokenized per call of the tokenizer.
+# Lines tokenized per call of the tokenizer, and the bytes of text in one call, at most (lines can be
+# up to `corpus_reading.MAX_LINE_BYTES` long).
 BATCH_LINES = 2048
+BATCH_BYTES = 1 << 22
 # Bytes of corpus text per chunk, the unit of parallel work and of resume (`--chunk-mb`).
 CHUNK_MB = 16
 WORK_FOLDER = ".pretraining-work"
@@ -96,7 +93,8 @@ PLAN_FILE = "plan.json"
 SETTING_NAMES = dict(seq_length="--seq-length", lower_case="--lower-case",
                      tokenizer="the tokenizer's special tokens and [CLS] type (--vocab)",
                      vocab_sha256="the vocabulary's SHA-256 (--vocab)", shards="--shards",
-                     compress="--compress", chunk_bytes="--chunk-mb (bytes)", inputs="--input",
+                     compress="--compress", chunk_bytes="--chunk-mb (bytes)", documents="--documents",
+                     inputs="--input",
                      tfds="--text-key/--split")
 
 
@@ -114,8 +112,9 @@ class Plan:
   tokenizer: dict
   inputs: list
   files: list          # [[path, size, modified (ns)], ...] of a file corpus, None for TFDS
-  chunks: list         # per chunk, its pieces [[path, start, end], ...]
+  chunks: list         # per chunk, its pieces [[path, start, end], ...] (a TFDS corpus: [[shard]])
   tfds: dict = None    # name, text_key, split, data_dir of a `tfds:` corpus
+  documents: str = "blank-line"   # `corpus_reading.DOCUMENTS`
 
   @property
   def work(self):
@@ -135,10 +134,14 @@ class Plan:
     """The settings that make the bytes of the output (compared on a rerun)."""
     settings = dict(seq_length=self.seq_length, lower_case=self.lower_case, tokenizer=self.tokenizer,
                     vocab_sha256=vocab_checksum(self.vocab), shards=self.shards, compress=self.compress,
-                    chunk_bytes=self.chunk_bytes, inputs=self.inputs)
+                    chunk_bytes=self.chunk_bytes, documents=self.documents, inputs=self.inputs)
     if self.tfds:
       settings["tfds"] = dict(text_key=self.tfds["text_key"], split=self.tfds["split"])
     return settings
+
+  def piece_bytes(self, index):
+    """The bytes of corpus of chunk `index` (0 for a TFDS shard)."""
+    return 0 if self.tfds else sum(end - start for _, start, end in self.chunks[index])
 
   def corpus_bytes(self):
     return sum(size for _, size, _ in self.files) if self.files is not None else None
@@ -179,104 +182,17 @@ def changed_files(there, here):
   return "; ".join(parts)
 
 
-def chunk_pieces(files, chunk_bytes):
-  """The chunks of files `[[path, size, ...], ...]` read as one stream: per chunk, `[[path, start, end],
-  ...]`."""
-  total = sum(file[1] for file in files)
-  chunks = [[] for _ in range(max(1, math.ceil(total / chunk_bytes)))]
-  position = 0
-  for path, size, *_ in files:
-    for index in range(position // chunk_bytes, math.ceil((position + size) / chunk_bytes)):
-      start = max(index * chunk_bytes, position) - position
-      end = min((index + 1) * chunk_bytes, position + size) - position
-      if end > start:
-        chunks[index].append([path, start, end])
-    position += size
-  return chunks
-
-
-def _line_number(path, offset):
-  """The line of `path` that starts at byte `offset` (counted only for an error message)."""
-  import tensorflow as tf
-  count = 1
-  with tf.io.gfile.GFile(path, "rb") as file:
-    while offset > 0:
-      block = file.read(min(offset, 1 << 22))
-      if not block:
-        break
-      count += block.count(b"\n")
-      offset -= len(block)
-  return count
-
-
-def piece_lines(path, start, end):
-  """The stripped lines of the documents the byte range `[start, end)` of `path` owns; "" ends a document.
-
-  Errors name the file and line.
-  """
-  import tensorflow as tf
-  try:
-    with tf.io.gfile.GFile(path, "rb") as file:
-      offset, owning = 0, start == 0
-      if start:
-        file.seek(start - 1)
-        offset = start - 1 + len(file.readline())   # the first line that starts at or after `start`
-      while True:
-        raw = file.readline()
-        if not raw:
-          return
-        line_start, offset = offset, offset + len(raw)
-        if not owning:   # the document in progress belongs to the piece before
-          if not raw.decode("utf-8", errors="replace").strip():
-            if line_start >= end:   # the next piece's blank line: no document starts in this one
-              return
-            owning = True
-          continue
-        try:
-          line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as error:
-          raise CorpusError(f"{path}:{_line_number(path, line_start)}: not UTF-8 (byte {error.start} of the "
-                            f"line: {raw[error.start:error.start + 4]!r})") from None
-        if not line and line_start >= end:
-          return
-        yield line
-  except tf.errors.OpError as error:
-    if is_transient(error):   # raised as it is: retried by `retrying` here, by the runner on Beam
-      raise
-    raise CorpusError(f"{path}: cannot be read: {error.message}") from None
-
-
 def chunk_lines(plan, index):
-  """(document number within the chunk, line) of chunk `index`."""
+  """(document number within the chunk, line) of chunk `index` (`corpus_reading`'s rule)."""
   if plan.tfds:
-    yield from tfds_lines(plan.tfds["name"], plan.tfds["text_key"], plan.tfds["split"], plan.tfds["data_dir"])
-    return
-  document, open_document = 0, False
-  for path, start, end in plan.chunks[index]:
-    for line in piece_lines(path, start, end):
-      if line:
-        open_document = True
-        yield document, line
-      elif open_document:
-        document, open_document = document + 1, False
-    if open_document:   # a file's end ends a document
-      document, open_document = document + 1, False
-
-
-def tfds_lines(name, text_key, split, data_dir):
-  """(document index, line) of a TFDS dataset, one document per example, read with the TFDS API."""
-  import tensorflow_datasets as tfds
-  try:
-    dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
-  except Exception as error:   # TFDS raises many kinds: not found, not prepared, bad config
-    raise CorpusError(f"{tfds_datasets.spec_of(name)}: cannot be loaded: {error}") from None
-  if text_key not in dataset.element_spec:
-    raise CorpusError(f"{tfds_datasets.spec_of(name)}: no feature {text_key!r}; features: "
-                      f"{sorted(dataset.element_spec)} (choose one with --text-key)")
-  for document, example in enumerate(dataset.as_numpy_iterator()):
-    for line in example[text_key].decode("utf-8", errors="replace").splitlines():
-      if line.strip():
-        yield document, line.strip()
+    shard = index if len(plan.chunks) > 1 else None
+    pieces = [corpus_reading.tfds_lines(plan.tfds["name"], plan.tfds["text_key"], plan.tfds["split"],
+                                        plan.tfds["data_dir"], shard)]
+  else:
+    sizes = {path: size for path, size, _ in plan.files}
+    pieces = (corpus_reading.piece_lines(path, start, end, sizes[path], plan.documents, plan.chunk_bytes)
+              for path, start, end in plan.chunks[index])
+  yield from corpus_reading.numbered_lines(pieces)
 
 
 _ENCODERS = {}
@@ -322,15 +238,21 @@ class _Packer:
 
 
 def _batches(lines):
-  """`(document, line)` pairs as batches `(documents [B], lines [B])` of up to `BATCH_LINES` lines."""
+  """`(document, line)` pairs as batches `(documents [B], lines [B])` of up to `BATCH_LINES` lines and
+  `BATCH_BYTES` bytes (a line longer than that alone)."""
   import numpy as np
-  numbers, texts = [], []
+  numbers, texts, size = [], [], 0
   for number, line in lines:
+    encoded = line.encode("utf-8")
+    if texts and size + len(encoded) > BATCH_BYTES:
+      yield np.array(numbers, np.int64), np.array(texts, object)
+      numbers, texts, size = [], [], 0
     numbers.append(number)
-    texts.append(line.encode("utf-8"))
+    texts.append(encoded)
+    size += len(encoded)
     if len(texts) == BATCH_LINES:
       yield np.array(numbers, np.int64), np.array(texts, object)
-      numbers, texts = [], []
+      numbers, texts, size = [], [], 0
   if texts:
     yield np.array(numbers, np.int64), np.array(texts, object)
 
@@ -363,7 +285,7 @@ def pack_chunk(plan, index, bar=None):
 
   encoder = encoder_of(plan)
   counter = dict(documents=0, error=None, bytes=0)
-  nominal = sum(end - start for _, start, end in plan.chunks[index]) if not plan.tfds else 0
+  nominal = plan.piece_bytes(index)
 
   def pieces():
     last = -1
@@ -500,7 +422,8 @@ def metadata_of(plan, chunks):
       documents=sum(chunk["documents"] for chunk in chunks),
       examples=sum(entry["examples"] for entry in per_shard),
       full_examples=sum(entry["full_examples"] for entry in per_shard),
-      tokens=sum(entry["tokens"] for entry in per_shard), chunk_bytes=plan.chunk_bytes, chunks=len(chunks),
+      tokens=sum(entry["tokens"] for entry in per_shard), chunk_bytes=plan.chunk_bytes,
+      document_separator=plan.documents, chunks=len(chunks),
       shards=per_shard)
   if plan.tfds:
     metadata["tfds"] = plan.settings()["tfds"]
@@ -531,7 +454,8 @@ def metadata_settings(metadata):
   settings = dict(seq_length=metadata.get("seq_length"), lower_case=metadata.get("lower_case"),
                   tokenizer=metadata.get("tokenizer"), vocab_sha256=metadata.get("vocab_sha256"),
                   shards=len(metadata.get("shards", [])), compress=metadata.get("compress"),
-                  chunk_bytes=metadata.get("chunk_bytes"), inputs=metadata.get("inputs"))
+                  chunk_bytes=metadata.get("chunk_bytes"), documents=metadata.get("document_separator"),
+                  inputs=metadata.get("inputs"))
   if "tfds" in metadata:
     settings["tfds"] = metadata["tfds"]
   return settings
@@ -567,7 +491,7 @@ def _remove_temporaries(folder):
 
 
 def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False, text_key="text",
-             split="train", data_dir=None, chunk_mb=CHUNK_MB, overwrite=False):
+             split="train", data_dir=None, chunk_mb=CHUNK_MB, documents="blank-line", overwrite=False):
   """Checks the flags and the output folder; returns `(plan, metadata)`, metadata if it is complete already.
 
   Creates the output and work folders and `plan.json`; removes stale temporary files;
@@ -582,19 +506,22 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
   if shards < 1:
     raise CorpusError(f"--shards must be at least 1, got {shards}")
   chunk_bytes = int(round(chunk_mb * 1e6))
-  if chunk_bytes < 1:
-    raise CorpusError(f"--chunk-mb must be positive, got {chunk_mb}")
+  if chunk_bytes < corpus_reading.MIN_CHUNK_BYTES:
+    raise CorpusError(f"--chunk-mb must be at least {corpus_reading.MIN_CHUNK_BYTES / 1e6:g} "
+                      f"({corpus_reading.MIN_CHUNK_BYTES:,} bytes), got {chunk_mb}")
+  corpus_reading.check_documents(documents)
   encoder = load_encoder(vocab, lower_case)
   tfds_name = tfds_datasets.dataset_name(inputs[0]) if len(inputs) == 1 else None
   if tfds_name:
-    files, chunks = None, [[]]
+    files = None
+    chunks = [[shard] for shard in range(corpus_reading.tfds_shards(tfds_name, split, data_dir))]
     tfds = dict(name=tfds_name, text_key=text_key, split=split, data_dir=data_dir)
   else:
     files = file_states(input_files(inputs))
-    chunks, tfds = chunk_pieces(files, chunk_bytes), None
+    chunks, tfds = corpus_reading.chunk_pieces(files, chunk_bytes), None
   plan = Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
               vocab=encoder.vocab, lower_case=encoder.lower_case, tokenizer=tokenizer_settings(encoder),
-              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds)
+              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds, documents=documents)
 
   tf.io.gfile.makedirs(out)
   metadata_path = os.path.join(out, METADATA_FILE)
@@ -704,7 +631,7 @@ def retrying(step, what, attempts=None, first_wait=None):
 
 def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False,
                            text_key="text", split="train", data_dir=None, progress=True, chunk_mb=CHUNK_MB,
-                           overwrite=False):
+                           documents="blank-line", overwrite=False):
   """Writes the shards, `vocab.txt` and `metadata.json` in this process (see the module docstring).
 
   Args:
@@ -718,6 +645,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
     text_key, split, data_dir: for a TFDS input.
     progress: show a progress bar on stderr.
     chunk_mb: MB of corpus per chunk (the unit of packing and resume; part of the output's definition).
+    documents: "blank-line" (a blank line between documents) or "line" (one document per line).
     overwrite: replace output made with other settings instead of refusing it.
 
   Returns:
@@ -730,7 +658,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   """
   plan, metadata = plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case, compress=compress,
                             text_key=text_key, split=split, data_dir=data_dir, chunk_mb=chunk_mb,
-                            overwrite=overwrite)
+                            documents=documents, overwrite=overwrite)
   if metadata is not None:
     return metadata
   todo = report_kept(plan)
@@ -740,7 +668,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
     for index in range(len(plan.chunks)):
       chunk = retrying(lambda index=index: packed_chunk(plan, index), f"chunk {index} of {plan.where()}")
       if chunk is not None and bar is not None:
-        bar.update(sum(end - start for _, start, end in plan.chunks[index]), sum(chunk["tokens"]))
+        bar.update(plan.piece_bytes(index), sum(chunk["tokens"]))
       chunks.append(chunk or retrying(lambda index=index: pack_chunk(plan, index, bar),
                                       f"packing chunk {index} of {plan.where()}"))
   except CorpusError as error:   # a fault of the corpus: the chunks packed before it stay

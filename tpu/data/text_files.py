@@ -1,6 +1,15 @@
-"""Pre-training text: `text:GLOB`, one document per line (data type "text", only "text_a").
+"""Pre-training text: `text:GLOB`, one document per line or documents separated by blank lines
+(data type "text", only "text_a").
 
-The matching files are read in sorted order; blank lines are skipped.
+The matching files are read in sorted order. The option `documents` says what separates
+documents, as for the shard writer (`python -m tpu.pretraining_data --documents`), whose
+reader (`tpu.data.corpus_reading`) defines both:
+- "line" (the default): each line is a document; lines are read with core TensorFlow
+  ops (`TextLineDataset`), stripped, and whitespace-only lines skipped;
+- "blank-line" (BERT's pre-training format): a blank line, or a file's end, ends a
+  document; each document is its lines joined by newlines, read by the shard writer's
+  own reader (in Python, through `tf.io.gfile`), so with the same vocabulary and one
+  chunk the two routes make the same examples.
 """
 
 from tpu.data.registry import DataSource
@@ -11,17 +20,47 @@ from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")
 
+# What Python's `str.strip` strips (`str.isspace`), in RE2's syntax.
+_SPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]"
+
 
 @register
 class TextFilesSource(Source):
   scheme = "text"
   usage = "text:GLOB"
-  description = "pre-training text files, one document per line"
-  options = frozenset({"data_type"})
+  description = "pre-training text files, one document per line (or per blank-line-separated block)"
+  options = frozenset({"data_type", "documents"})
   data_types = ("text",)
 
-  def load(self, target, split, *, data_type):
+  def load(self, target, split, *, data_type, documents):
+    from tpu.data import corpus_reading
     self.check_data_type(target, data_type)
-    lines = tf.data.TextLineDataset(matching_files(target)).map(tf.strings.strip)
-    documents = lines.filter(lambda line: tf.strings.length(line) > 0)
-    return DataSource(documents.map(lambda line: {"text_a": line}), "text")
+    documents = documents or "line"
+    if documents not in corpus_reading.DOCUMENTS:
+      raise ValueError(f"documents must be one of {', '.join(corpus_reading.DOCUMENTS)}, got {documents!r}")
+    files = matching_files(target)
+    if documents == "line":
+      lines = tf.data.TextLineDataset(files)
+      texts = lines.filter(lambda line: tf.logical_not(tf.strings.regex_full_match(line, _SPACE + "*")))
+      texts = texts.map(tf.strings.strip)
+    else:
+      texts = tf.data.Dataset.from_generator(lambda: _blank_line_documents(files),
+                                             output_signature=tf.TensorSpec([], tf.string))
+    return DataSource(texts.map(lambda text: {"text_a": text}), "text")
+
+
+def _blank_line_documents(files):
+  """The documents of `files` separated by blank lines, each its lines joined by newlines (UTF-8)."""
+  from tpu.data import corpus_reading
+  for path in files:   # a `records.CorpusError` names the file and line of text that is not UTF-8
+    size = tf.io.gfile.stat(path).length
+    document = []
+    whole_file = max(size, corpus_reading.MAX_LINE_BYTES)   # one piece, lines in segments of at most 1 MiB
+    for line in corpus_reading.piece_lines(path, 0, size, size, "blank-line", whole_file):
+      if line:
+        document.append(line)
+      elif document:
+        yield "\n".join(document).encode("utf-8")
+        document = []
+    if document:
+      yield "\n".join(document).encode("utf-8")

@@ -156,6 +156,37 @@ def test_a_tfds_text_dataset(corpus, tmp_path):
                                               str(tmp_path / "out2"), 2, text_key="body", progress=False)
 
 
+def test_a_prepared_tfds_dataset_is_one_chunk_per_file_shard(corpus, tmp_path):
+  """A TFDS dataset as `download_and_prepare` leaves it (3 file shards): each shard a chunk, packed
+  on its own, documents in the order the TFDS API reads each shard."""
+  folder, docs = corpus
+  texts = ["\n".join(doc) for doc in docs]
+  builder = tfds.dataset_builders.TfDataBuilder(
+      name="prose_corpus", config="default", version="1.0.0", data_dir=str(tmp_path / "tfds"),
+      split_datasets={"train": tf.data.Dataset.from_tensor_slices({"text": texts})},
+      features=tfds.features.FeaturesDict({"text": tfds.features.Text()}))
+  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=3))
+  vocab = str(folder / "wordpiece.vocab")
+  metadata = shard_writer.write_pretraining_data(["tfds:prose_corpus"], vocab, T, str(tmp_path / "out"), 2,
+                                                 data_dir=str(tmp_path / "tfds"), progress=False)
+  assert metadata["chunks"] == 3 and metadata["documents"] == len(texts)
+
+  encoder = TextEncoder(vocab, seq_length=T)
+  bodies = []
+  for shard in range(3):   # the reference: each file shard's documents, joined with [SEP], cut into T - 2
+    stream = []
+    part = tfds.load("prose_corpus", split=f"train[{shard}shard]", data_dir=str(tmp_path / "tfds"))
+    for example in part.as_numpy_iterator():
+      lines = [line for line in example["text"].decode("utf-8").splitlines() if line.strip()]
+      if stream and len(stream) % (T - 2):
+        stream.append(encoder.sep_id)
+      stream.extend(encoder.tokenize(tf.constant(lines)).flat_values.numpy().tolist())
+    bodies.extend(stream[start:start + T - 2] for start in range(0, len(stream), T - 2))
+  for shard in range(2):
+    written = _records(tmp_path / "out" / pretraining_data.shard_name(shard, 2, False))
+    assert [ids[ids != encoder.pad_id][1:-1].tolist() for ids in written] == bodies[shard::2]
+
+
 @pytest.mark.slow
 def test_command_line(corpus, tmp_path):
   folder, _ = corpus

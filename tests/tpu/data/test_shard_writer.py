@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tpu import pretraining_data
 from tpu.data import beam_writer
+from tpu.data import corpus_reading
 from tpu.data import pydocs
 from tpu.data import shard_writer
 from tpu.data.records import CorpusError
@@ -63,29 +64,91 @@ def _files(folder):
   return sorted(str(path) for path in folder.glob("*.txt"))
 
 
-def _reference(files, chunk_bytes, encoder, shards):
-  """The examples of each shard by the definition, computed independently of the writer.
+def _cut(data, p, chunk_bytes, documents):
+  """`cut(p)` of `tpu.data.corpus_reading`'s rule, from a file's bytes in memory."""
+  n = len(data)
+  if p <= 0 or p >= n:
+    return min(max(p, 0), n)
+  limit = min(chunk_bytes, corpus_reading.MAX_LINE_BYTES)
+  starts = [q for q in range(p, min(p + chunk_bytes, n) + 1) if q == n or data[q - 1:q] == b"\n"]
+  if starts:
+    if documents == "line":
+      return starts[0]
+    for q in starts:   # the first blank line (or the file's end), else the first line start
+      if q == n:
+        return n
+      newline = data.find(b"\n", q)
+      end = n if newline < 0 else newline + 1
+      if end - q <= limit and not data[q:end].decode("utf-8", errors="replace").strip():
+        return q
+    return starts[0]
+  for q in range(p, min(p + min(4096, chunk_bytes // 2), n)):   # inside a line longer than S
+    if data[q - 1:q] in (b" ", b"\t", b"\r"):
+      return q
+  while p < n and 0x80 <= data[p] < 0xC0:
+    p += 1
+  return p
 
-  A document belongs to the chunk holding the start of the last blank line before its first
-  line (else its file's start), in the stream of the files' concatenated bytes; each chunk's
-  documents are tokenized line by line, joined with [SEP] (none at an example's start) and cut
-  into bodies of T - 2; example k of the whole corpus goes to shard k mod N.
-  """
+
+def _segments(data, begin, stop, chunk_bytes, documents):
+  """The stripped lines (segments of long lines) of `data[begin:stop]`, "" where a document ends."""
+  limit = min(chunk_bytes, corpus_reading.MAX_LINE_BYTES)
+  position, fresh = begin, True
+  while position < stop:
+    newline = data.find(b"\n", position, stop)
+    line_end = stop if newline < 0 else newline + 1
+    end = line_end
+    if line_end - position > limit:   # a segment: after its last space in its second half, else a character
+      window = data[position:position + limit]
+      spaces = [i for i in range(limit // 2, limit) if window[i:i + 1] in (b" ", b"\t", b"\r")]
+      end = position + spaces[-1] + 1 if spaces else position + limit
+      while not spaces and 0x80 <= data[end] < 0xC0 and end > position + limit - 3:
+        end -= 1
+    raw = data[position:end]
+    text = raw.decode("utf-8").strip()
+    ends_line = raw.endswith(b"\n")
+    if text:
+      yield text
+    elif fresh and ends_line and documents == "blank-line":
+      yield ""
+    if ends_line and documents == "line":
+      yield ""
+    position, fresh = end, ends_line
+
+
+def _chunk_documents(files, chunk_bytes, documents="blank-line"):
+  """{chunk: [document (its lines), ...]} by the rule, computed from the files' bytes in memory."""
   chunks, position = {}, 0
   for path in files:
     data = pathlib.Path(path).read_bytes()
-    last_blank, document = None, None
-    for match in re.finditer(rb"[^\n]*\n|[^\n]+$", data):
-      line = match.group().decode("utf-8").strip()
-      if not line:
-        last_blank, document = match.start(), None
+    n = len(data)
+    for index in range(position // chunk_bytes, -(-(position + n) // chunk_bytes)):
+      start = max(index * chunk_bytes, position) - position
+      end = min((index + 1) * chunk_bytes, position + n) - position
+      if end <= start:
         continue
-      if document is None:
-        document = []
-        owner = (position + (last_blank if last_blank is not None else 0)) // chunk_bytes
-        chunks.setdefault(owner, []).append(document)
-      document.append(line)
-    position += len(data)
+      docs, current = chunks.setdefault(index, []), None
+      begin, stop = _cut(data, start, chunk_bytes, documents), _cut(data, end, chunk_bytes, documents)
+      for line in _segments(data, begin, stop, chunk_bytes, documents) if begin < stop else ():
+        if not line:
+          current = None
+        elif current is None:
+          current = [line]
+          docs.append(current)
+        else:
+          current.append(line)
+    position += n
+  return chunks
+
+
+def _reference(files, chunk_bytes, encoder, shards, documents="blank-line"):
+  """The examples of each shard by the definition, computed independently of the writer.
+
+  Each chunk's documents (`_chunk_documents`) are tokenized line by line, joined with [SEP]
+  (none at an example's start) and cut into bodies of T - 2; example k of the whole corpus goes
+  to shard k mod N.
+  """
+  chunks = _chunk_documents(files, chunk_bytes, documents)
   bodies = []
   for owner in sorted(chunks):
     stream = []
@@ -115,13 +178,75 @@ def _contents(folder):
   return {path.name: path.read_bytes() for path in sorted(pathlib.Path(folder).iterdir())}
 
 
-@pytest.mark.parametrize("chunk_bytes", [25000, 10**7])
-def test_chunks_follow_the_definition_on_hostile_prose(corpus, tmp_path, chunk_bytes):
-  metadata = _write(corpus, tmp_path, chunk_mb=chunk_bytes / 1e6)
-  encoder = TextEncoder(str(corpus / "wordpiece.vocab"), seq_length=T)
-  expected, documents = _reference(_files(corpus), chunk_bytes, encoder, 3)
-  assert metadata["documents"] == documents and metadata["chunk_bytes"] == chunk_bytes
-  total = sum(pathlib.Path(path).stat().st_size for path in _files(corpus))
+def _random_layout(rng):
+  """Bytes of a file of random lines: words, multibyte characters, blank and whitespace-only lines,
+  lines longer than a chunk with and without spaces, CRLF ends."""
+  words = ["alpha", "beta", "Café", "東京", "👩‍💻", "x" * 40, "\u3000", "\x07"]
+  lines = []
+  for _ in range(rng.integers(0, 40)):
+    kind = rng.random()
+    if kind < 0.2:
+      lines.append("")
+    elif kind < 0.25:
+      lines.append(" \t \r")
+    elif kind < 0.3:
+      lines.append(" ".join(rng.choice(words, rng.integers(100, 900))))
+    elif kind < 0.33:
+      lines.append("".join(rng.choice(words, rng.integers(100, 900))))
+    else:
+      lines.append(" ".join(rng.choice(words, rng.integers(1, 12))) + "\r" * int(rng.random() < 0.2))
+  return ("\n".join(lines) + "\n" * int(rng.random() < 0.5)).encode("utf-8")
+
+
+def test_the_reader_follows_the_rule_on_random_layouts(tmp_path):
+  """`corpus_reading`'s cuts and lines equal the rule computed here from the bytes in memory, on
+  random files and chunk sizes, in both document modes."""
+  rng = np.random.default_rng(7)
+  for trial in range(120):
+    data = _random_layout(rng)
+    path = tmp_path / f"{trial}.txt"
+    path.write_bytes(data)
+    chunk_bytes = int(rng.choice([1000, 1500, 4000, 100000]))
+    for documents in corpus_reading.DOCUMENTS:
+      positions = range(0, len(data) + chunk_bytes, chunk_bytes)
+      with open(path, "rb") as file:
+        cuts = [corpus_reading.cut(file, p, len(data), documents, chunk_bytes) for p in positions]
+      expected = [_cut(data, p, chunk_bytes, documents) for p in positions]
+      assert cuts == expected, (trial, documents, chunk_bytes)
+      for start in range(0, len(data), chunk_bytes):
+        end = min(start + chunk_bytes, len(data))
+        lines = list(corpus_reading.piece_lines(str(path), start, end, len(data), documents, chunk_bytes))
+        begin, stop = _cut(data, start, chunk_bytes, documents), _cut(data, end, chunk_bytes, documents)
+        assert lines == list(_segments(data, begin, stop, chunk_bytes, documents)), (trial, documents, start)
+
+
+@pytest.fixture(scope="module")
+def layouts(corpus, tmp_path_factory):
+  """Corpora laid out as users have them, with the prose vocabulary: one sentence per line (no blank
+  lines), one line of 70 KB (no newline at all, a run without spaces and multibyte characters in it),
+  and many small files."""
+  folder = tmp_path_factory.mktemp("layouts")
+  words = " ".join(" ".join(doc) for doc in _prose()).split()
+  sentences = " ".join(words[:12000]).replace(". ", ".\n").encode("utf-8")
+  (folder / "a_sentences.txt").write_bytes(sentences)
+  line = " ".join(words[12000:21000]).encode("utf-8")
+  run = ("Straße東京" * 400).encode("utf-8")
+  (folder / "b_one_line.txt").write_bytes(line[:30000] + run + line[30000:])
+  small = folder / "c_small"
+  small.mkdir()
+  for index in range(40):
+    (small / f"{index:02d}.txt").write_text(f"{words[index * 7]} {words[index * 7 + 1]}\n" * (index % 3))
+  return folder
+
+
+def _check_definition(files, vocab, tmp_path, chunk_bytes, documents):
+  metadata = shard_writer.write_pretraining_data(files, vocab, T, str(tmp_path), 3, progress=False,
+                                                 chunk_mb=chunk_bytes / 1e6, documents=documents)
+  encoder = TextEncoder(vocab, seq_length=T)
+  expected, count = _reference(files, chunk_bytes, encoder, 3, documents)
+  assert metadata["documents"] == count and metadata["chunk_bytes"] == chunk_bytes
+  assert metadata["document_separator"] == documents
+  total = sum(pathlib.Path(path).stat().st_size for path in files)
   assert metadata["chunks"] == -(-total // chunk_bytes)
   for shard, bodies in enumerate(expected):
     examples = _shard_ids(tmp_path / shard_name(shard, 3, False))
@@ -134,6 +259,41 @@ def test_chunks_follow_the_definition_on_hostile_prose(corpus, tmp_path, chunk_b
         sum(token not in (encoder.sep_id,) for token in body) for body in bodies)
   assert sorted(os.listdir(tmp_path)) == ["metadata.json"] + [shard_name(s, 3, False) for s in range(3)] + [
       "vocab.txt"], "temporary files or the work folder stay"
+  return metadata
+
+
+@pytest.mark.parametrize("chunk_bytes,documents", [(25000, "blank-line"), (10**7, "blank-line"),
+                                                   (25000, "line")])
+def test_chunks_follow_the_definition_on_hostile_prose(corpus, tmp_path, chunk_bytes, documents):
+  _check_definition(_files(corpus), str(corpus / "wordpiece.vocab"), tmp_path, chunk_bytes, documents)
+
+
+@pytest.mark.parametrize("documents", corpus_reading.DOCUMENTS)
+def test_chunks_follow_the_definition_on_every_layout(corpus, layouts, tmp_path, documents):
+  """One sentence per line, a line longer than a chunk, many small files: chunks hold their share."""
+  files = _files(layouts) + sorted(str(path) for path in (layouts / "c_small").glob("*.txt"))
+  metadata = _check_definition(files, str(corpus / "wordpiece.vocab"), tmp_path, 20000, documents)
+  # No chunk is left empty by a document or a line longer than it (before, one chunk per file held all).
+  by_chunk = _chunk_documents(files, 20000, documents)
+  assert metadata["chunks"] >= 6
+  assert [index for index in range(metadata["chunks"]) if not by_chunk.get(index)] == []
+
+
+@pytest.mark.parametrize("documents", corpus_reading.DOCUMENTS)
+def test_the_text_source_and_the_shard_writer_make_the_same_examples(corpus, tmp_path, documents):
+  """`text:` with `documents=` and the shard writer with `--documents` (one chunk) agree in every example."""
+  from tpu import data
+  from tpu.data import pipeline
+  vocab = str(corpus / "wordpiece.vocab")
+  shard_writer.write_pretraining_data([str(corpus / "*.txt")], vocab, T, str(tmp_path), 1, progress=False,
+                                      chunk_mb=10, documents=documents)
+  written = [ids.tolist() for ids in _shard_ids(tmp_path / shard_name(0, 1, False))]
+  source = data.load(f"text:{corpus}/*.txt", documents=documents if documents != "line" else None)
+  encoder = TextEncoder(vocab, seq_length=T)
+  read = [example["input_word_ids"].tolist()
+          for example in pipeline.concatenated_text(source.dataset, encoder).as_numpy_iterator()]
+  assert len(read) == len(written) > 10
+  assert read == written
 
 
 def test_shards_of_a_thousand_documents_are_balanced(tmp_path):
@@ -175,7 +335,8 @@ def test_output_of_other_settings_is_refused_and_overwrite_replaces_it(corpus, t
   cases = [(dict(shards=4), r"--shards: 3 there, 4 here"),
            (dict(lower_case=False), r"--lower-case: true there, false here"),
            (dict(compress=True), r"--compress: false there, true here"),
-           (dict(chunk_mb=1.0), r"--chunk-mb \(bytes\): 16000000 there, 1000000 here")]
+           (dict(chunk_mb=1.0), r"--chunk-mb \(bytes\): 16000000 there, 1000000 here"),
+           (dict(documents="line"), r"--documents: \"blank-line\" there, \"line\" here")]
   for changes, message in cases:
     with pytest.raises(CorpusError, match=f"made with other settings \\({message}\\): use --overwrite"):
       _write(corpus, tmp_path / "out", **changes)
