@@ -84,7 +84,7 @@ FIRST_WAIT_SECONDS = 1.0
 # Lines tokenized per call of the tokenizer, and the bytes of text in one call, at most (lines can be
 # up to `corpus_reading.MAX_LINE_BYTES` long).
 BATCH_LINES = 2048
-BATCH_BYTES = 1 << 22
+BATCH_BYTES = 1 << 20
 # Bytes of corpus text per chunk, the unit of parallel work and of resume (`--chunk-mb`).
 CHUNK_MB = 16
 WORK_FOLDER = ".pretraining-work"
