@@ -67,7 +67,7 @@ def describe(encoder, seq_length, lower_case, tokenizer=None):
               vocab_size=encoder.get_config()["vocab_size"], lower_case=lower_case, tokenizer=tokenizer)
 
 
-def read_checkpoint(source_format, src, *, seq_length=512, revision=None, **options):
+def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **options):
   """Converts the checkpoint `src` of `source_format` (an "in" format of `zoo.convert.registry`);
   returns a `ConvertedCheckpoint`.
 
@@ -75,7 +75,8 @@ def read_checkpoint(source_format, src, *, seq_length=512, revision=None, **opti
     source_format: "hf-funnel", "hf-bert", "tf1-bert", ... (`zoo.convert.registry.names("in")`).
     src: a local directory (for some formats also a checkpoint prefix), or for the formats
       that take them a Hugging Face hub id, downloaded into huggingface_hub's cache.
-    seq_length: the static input length of the zoo model.
+    seq_length: the static input length of the zoo model (None: the format's default, 512 or the
+      checkpoint's own).
     revision: a hub id's branch, tag or commit (None: main).
     **options: the format's own (its `read`'s keyword arguments), e.g. `with_decoder`
       (hf-funnel), `residual_attention` and `running_mean` (the BERT layouts),
@@ -96,7 +97,9 @@ def read_checkpoint(source_format, src, *, seq_length=512, revision=None, **opti
     source.update(hub)
   else:
     source.update(path=os.path.abspath(src))
-  converted = format_.read(src, seq_length=seq_length, **options)
+  if seq_length is not None:
+    options["seq_length"] = seq_length
+  converted = format_.read(src, **options)
   converted.source = {**source, **converted.source}
   return converted
 
@@ -130,7 +133,7 @@ def run_import(args):
   return f"wrote {args.out} (checkpoint {prefix})"
 
 
-def convert_to_model_dir(source_format, src, out, *, seq_length=512, **options):
+def convert_to_model_dir(source_format, src, out, *, seq_length=None, **options):
   """Converts the checkpoint `src` of `source_format` into the model directory `out`; returns its checkpoint.
 
   `options`: `read_checkpoint`'s. What `python -m zoo.convert FORMAT SRC --out OUT` does.
@@ -140,6 +143,7 @@ def convert_to_model_dir(source_format, src, out, *, seq_length=512, **options):
     FileNotFoundError: a BERT checkpoint without its vocabulary (`vocab.txt` or `tokenizer.json`).
   """
   converted = read_checkpoint(source_format, src, seq_length=seq_length, **options)
+  seq_length = seq_length or converted.encoder.get_config()["seq_length"]   # None: the checkpoint's own
   return write_model_dir(converted.encoder, out, seq_length=seq_length, lower_case=converted.lower_case,
                          source=converted.source, vocab=converted.vocab, tokenizer=converted.tokenizer,
                          heads=converted.heads, settings=converted.settings)

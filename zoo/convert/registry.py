@@ -18,7 +18,7 @@ format shares.
 
 Example:
   >>> [name for name, format_ in formats().items() if format_.direction == "in"]
-  ['hf-funnel', 'hf-bert', 'tf1-bert', 'funnel-tf']
+  ['hf-funnel', 'hf-bert', 'tf1-bert', 'funnel-tf', 'keras3']
   >>> get("to-hf").direction
   'out'
 """
@@ -117,9 +117,9 @@ def hf_source(src, dropped=()):
   return source
 
 
-def add_import_arguments(parser, src_help):
+def add_import_arguments(parser, src_help, seq_length_default=512,
+                         seq_length_help="static input length of the zoo model (default: %(default)s)"):
   """SRC, `--out` and `--seq-length`: the arguments every "in" format takes."""
   parser.add_argument("src", metavar="SRC", help=src_help)
   parser.add_argument("--out", required=True, metavar="DIR", help="the model directory to write")
-  parser.add_argument("--seq-length", type=int, default=512, metavar="N",
-                      help="static input length of the zoo model (default: %(default)s)")
+  parser.add_argument("--seq-length", type=int, default=seq_length_default, metavar="N", help=seq_length_help)

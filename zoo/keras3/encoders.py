@@ -5,7 +5,7 @@ functional models with the same constructor arguments (and so the same config fi
 the same inputs (`input_word_ids`, `input_mask`, `input_type_ids`, int32 `[B, T]`) and
 outputs (`sequence_output`, `pooled_output`, `encoder_outputs`, the Funnel's
 `encoder_sequence_output`, `attention_probs` on request), and the same layer and weight
-names, so weights move between the editions by name (`zoo.keras3.weights`).
+names, so weights move between the editions by name (`zoo.named_weights`).
 """
 
 import keras

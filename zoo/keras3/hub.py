@@ -36,10 +36,10 @@ from zoo.keras3.encoders import TransformerEncoder
 from zoo.keras3.encoders import dtype_policy
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
 from zoo.keras3.loading import load_model_dir
-from zoo.keras3.weights import checkpoint_arrays
-from zoo.keras3.weights import copy_weights
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import ModelDir
+from zoo.named_weights import checkpoint_arrays
+from zoo.named_weights import copy_weights
 
 # ---------------------------------------------------------------------------------------------
 # Backbones.

@@ -3,7 +3,7 @@
 `load_model_dir(path)` rebuilds the encoder that `config.json` describes (its preset and
 overrides, vocabulary size, static length) with `zoo.keras3`, under the current Keras
 backend, and gives it the weights of the directory's latest checkpoint, moved by name
-(`zoo.keras3.weights`). The tokenizer settings beside them (vocabulary, casing, special
+(`zoo.named_weights`). The tokenizer settings beside them (vocabulary, casing, special
 tokens, [cls]'s token type) come along for the keras-hub tokenizer (`zoo.keras3.hub`).
 The checkpoint is TensorFlow's format, read with TensorFlow (any build: no TPU one is
 needed) and never with `tf_keras`.
@@ -13,10 +13,10 @@ import dataclasses
 
 from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.encoders import TransformerEncoder
-from zoo.keras3.weights import assign_named_arrays
-from zoo.keras3.weights import checkpoint_arrays
 from zoo.model_dir import ModelDir
 from zoo.model_dir import encoder_root
+from zoo.named_weights import assign_named_arrays
+from zoo.named_weights import checkpoint_arrays
 from zoo.presets import encoder_arguments
 
 ENCODER_CLASSES = {"transformer": TransformerEncoder, "funnel": FunnelEncoder}
@@ -57,7 +57,7 @@ def load_model_dir(path, **overrides):
 
   Raises:
     FileNotFoundError: no config.json, vocab.txt or checkpoint.
-    zoo.keras3.weights.WeightMismatch: the checkpoint does not fit the configuration.
+    zoo.named_weights.WeightMismatch: the checkpoint does not fit the configuration.
   """
   model_dir = ModelDir(path)
   settings = model_dir.read_config()

@@ -14,10 +14,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 BACKENDS = ("jax", "tensorflow", "torch")
 
 
-def run_in_backend(backend, module, *args, timeout=900):
-  """Runs `python -m module args` with Keras on `backend`; fails the test with its stderr."""
+def run_in_backend(backend, module, *args, timeout=900, cpu_devices=None):
+  """Runs `python -m module args` with Keras on `backend` (and, under JAX, `cpu_devices` CPU devices);
+  fails the test with its stderr."""
   env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+  if cpu_devices:
+    env["XLA_FLAGS"] = " ".join(filter(None, [env.get("XLA_FLAGS"),
+                                              f"--xla_force_host_platform_device_count={cpu_devices}"]))
   result = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
   if result.returncode:

@@ -1,13 +1,13 @@
-"""The names weights move by (zoo.keras3.weights), without Keras: keys, and what a mismatch says."""
+"""The names weights move by (zoo.named_weights), without Keras: keys, and what a mismatch says."""
 
 import types
 
 import numpy as np
 import pytest
 
-from zoo.keras3.weights import WeightMismatch
-from zoo.keras3.weights import assign_named_arrays
-from zoo.keras3.weights import weight_key
+from zoo.named_weights import WeightMismatch
+from zoo.named_weights import assign_named_arrays
+from zoo.named_weights import weight_key
 
 
 def test_weight_keys_drop_the_variable_suffix_and_the_enclosing_scopes():

@@ -5,7 +5,7 @@ every weight a random value (so each bias and term of the scores counts), and sa
 weights by their tf_keras names with the inputs' outputs. The Keras 3 side runs once per
 backend in a process of its own (`python -m tests.zoo.keras3.twins BACKEND REFERENCE OUT`,
 the backend being fixed when Keras is imported): it builds the same cases with
-`zoo.keras3`, sets the weights by name (`zoo.keras3.weights`), and writes the largest
+`zoo.keras3`, sets the weights by name (`zoo.named_weights`), and writes the largest
 absolute difference of every output, with the checks of that backend (`.keras` files in
 safe mode, `mixed_bfloat16`, and under JAX the compiled step and its gathers), as JSON.
 """
@@ -93,7 +93,7 @@ def compare(reference_path):
   import keras
 
   import zoo.keras3
-  from zoo.keras3.weights import assign_named_arrays
+  from zoo.named_weights import assign_named_arrays
   with open(reference_path, "rb") as file:
     stored = pickle.load(file)
   full = stored["full_grid"]
@@ -172,7 +172,7 @@ def backend_checks(tmp_dir):
   import keras
 
   import zoo.keras3
-  from zoo.keras3.weights import copy_weights
+  from zoo.named_weights import copy_weights
 
   inputs = cases.every_length_inputs()
   checks = {}
@@ -236,7 +236,7 @@ def _dtype_argument_checks(keras, lib, funnel, config, inputs, global_mixed, tmp
   """The policy given as the encoder's `dtype`, the global policy float32: "mixed_bfloat16" computes
   what the global mixed policy does; "bfloat16" keeps its weights in bfloat16 (layer norms apart),
   also through a `.keras` file."""
-  from zoo.keras3.weights import copy_weights
+  from zoo.named_weights import copy_weights
   dtype = keras.backend.standardize_dtype
   checks = {}
   for policy in ("mixed_bfloat16", "bfloat16"):

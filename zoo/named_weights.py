@@ -1,5 +1,8 @@
 """Moving weights between the zoo's editions, and out of its TensorFlow checkpoints, by name.
 
+Imports neither Keras: the Keras 3 edition (`zoo.keras3.weights`) and the tf_keras one
+(`python -m zoo.convert keras3`) both use it.
+
 Every weight of a zoo encoder has one name in both editions: the path of the layers that
 hold it and the weight's own name, from the encoder's top-level layer down, e.g.
 `block_1_layer_0/attention/position_kernel` or `embeddings/word_embeddings/embeddings`.
@@ -61,7 +64,7 @@ def _top_level_names(model):
 
 
 def assign_named_arrays(model, arrays, source="the source"):
-  """Sets every weight of the Keras 3 `model` from `arrays`, each used once.
+  """Sets every weight of `model` (Keras 3 or tf_keras) from `arrays`, each used once.
 
   `arrays` maps weight names to values: keys as `weight_key` gives them, tf_keras weight
   names (`...:0`) or checkpoint names, each read through `weight_key`.
@@ -89,7 +92,8 @@ def assign_named_arrays(model, arrays, source="the source"):
   if misshapen:
     raise WeightMismatch(f"{source} does not fit {model.name}: shapes differ: {'; '.join(misshapen)}")
   for key, variable in variables.items():
-    variable.assign(np.asarray(arrays[key], dtype=np.dtype(variable.dtype)))
+    dtype = getattr(variable.dtype, "as_numpy_dtype", variable.dtype)   # a tf.DType (tf_keras) or a name
+    variable.assign(np.asarray(arrays[key], dtype=np.dtype(dtype)))
   return model
 
 

@@ -1,0 +1,57 @@
+"""`python -m tests.zoo.keras3.pretrain_run VOCAB OUT_DIR`: masked-LM pre-training in the Keras 3 edition
+under this process's backend, data-parallel over every device (`keras.distribution.DataParallel`): for
+each case of CASES, a keras-hub masked-LM task fitted on raw strings of real prose, then saved with
+`save_weights_dir` to OUT_DIR/<case>, with OUT_DIR/<case>.npz holding masked inputs of TEXTS and the
+task's logits and the backbone's outputs on them; OUT_DIR/report.json the devices and losses."""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+SEQ_LENGTH = 32
+SMALL = dict(hidden_size=32, num_heads=2, intermediate_size=64)
+# name: (preset, encoder overrides, the head's transform)
+CASES = {
+    "funnel": ("funnel_b4_4_4_decoder", dict(SMALL, block_sizes=(1, 1, 1), residual_attention=True), False),
+    "realformer": ("realformer_small", dict(SMALL, num_layers=2), True),
+}
+
+
+def main(vocab_path, out_dir):
+  import keras
+
+  import zoo.keras3.pretraining as zoo_pretraining
+  from tpu.data import pydocs
+  devices = keras.distribution.list_devices()
+  keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+  keras.utils.set_random_seed(0)
+  with open(vocab_path, encoding="utf-8") as file:
+    vocab = [line.rstrip("\n") for line in file]
+  texts = [text for _, text in pydocs.documents("validation")][:48]
+  texts = texts[:len(texts) // 8 * 8]   # whole batches: each is split over the devices
+  report = dict(devices=[str(device) for device in devices], backend=keras.backend.backend())
+  for name, (preset, overrides, transform) in CASES.items():
+    task = zoo_pretraining.masked_lm_from_preset(preset, vocab, SEQ_LENGTH, mlm_transform=transform,
+                                                 **overrides)
+    task.compile(optimizer=keras.optimizers.AdamW(2e-3))
+    history = task.fit(x=texts, batch_size=8, epochs=4, verbose=0)
+    x, y, weights = task.preprocessor(texts[:4])
+    inputs = {key: np.asarray(value) for key, value in x.items()}
+    logits = keras.ops.convert_to_numpy(task(inputs, training=False))   # the model itself: no preprocessing
+    encoded = {key: keras.ops.convert_to_numpy(value) for key, value in task.backbone(
+        {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask")}, training=False).items()}
+    zoo_pretraining.save_weights_dir(task, os.path.join(out_dir, name))
+    np.savez(os.path.join(out_dir, f"{name}.npz"), **inputs, mask_ids=np.asarray(y),
+             mask_weights=np.asarray(weights), logits=np.asarray(logits),
+             sequence_output=np.asarray(encoded["sequence_output"]),
+             pooled_output=np.asarray(encoded["pooled_output"]))
+    report[name] = dict(losses=[float(loss) for loss in history.history["loss"]],
+                        masked=int(np.asarray(weights).sum()))
+  with open(os.path.join(out_dir, "report.json"), "w") as file:
+    json.dump(report, file)
+
+
+if __name__ == "__main__":
+  main(*sys.argv[1:])
