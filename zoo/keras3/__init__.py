@@ -41,4 +41,5 @@ __all__ = [
 if importlib.util.find_spec("keras_hub") is not None:
   from zoo.keras3 import hf_presets
   from zoo.keras3 import hub  # noqa: F401  (registers the keras-hub classes)
+  from zoo.keras3 import pretraining  # noqa: F401  (the masked-LM tasks, for keras-hub's from_preset)
   hf_presets.install()

@@ -134,6 +134,42 @@ def bert_converter():
   return types.SimpleNamespace(**{**names, "convert_tokenizer": bert_tokenizer})
 
 
+def masked_lm_head(preset, config):
+  """`(mlm_transform, output bias)` of a `FunnelForMaskedLM` directory's head (the single projection tied
+  to the word embeddings, and its bias), or None for any other Funnel model (the task's head starts
+  random, as keras-hub's own masked-LM tasks do on a directory without one)."""
+  if "FunnelForMaskedLM" not in (config.get("architectures") or ()):
+    return None
+  directory = _weight_files(preset)
+  weights = hf_funnel.read_hf_weights(directory)
+  source = hf_funnel.weights_source(directory)
+  tied = weights.get(f"{hf_funnel.MASKED_LM_HEAD}weight")
+  table = weights.get("funnel.embeddings.word_embeddings.weight")
+  if tied is not None and table is not None and tied.shape == table.shape and (tied != table).any():
+    raise ValueError(f"{source}: lm_head.weight is not tied to the word embeddings "
+                     "(tie_word_embeddings=false): the zoo's masked-LM head shares the embedding table")
+  bias = weights.get(f"{hf_funnel.MASKED_LM_HEAD}bias")
+  if bias is None:
+    raise ValueError(f"{source}: a FunnelForMaskedLM without lm_head.bias")
+  return False, bias
+
+
+def load_masked_lm(loader, cls, load_weights, load_task_weights, **kwargs):
+  """A `zoo.keras3.pretraining.FunnelMaskedLM` of a Funnel directory: the backbone and preprocessor as
+  keras-hub loads any task's, and a `FunnelForMaskedLM`'s head with its weights (`masked_lm_head`)."""
+  from keras_hub.src.utils.preset_utils import PresetLoader
+  head = masked_lm_head(loader.preset, loader.config) if load_task_weights else None
+  if head is not None:
+    kwargs.setdefault("mlm_transform", head[0])
+  task = PresetLoader.load_task(loader, cls, load_weights, load_task_weights, **kwargs)
+  if head is not None and load_weights:
+    if task.mlm_transform:
+      raise ValueError(f"{loader.preset}: a FunnelForMaskedLM's head has no transform: leave out "
+                       "mlm_transform")
+    task.masked_lm_head.output_bias.assign(head[1])
+  return task
+
+
 def funnel_converter():
   """The converter keras-hub's `TransformersPresetLoader` calls for model_type "funnel"."""
   from zoo.keras3.hub import FunnelBackbone
@@ -183,6 +219,13 @@ def install():
     return
   converters = {"funnel": funnel_converter(), "bert": bert_converter()}
   keras_hub_init = TransformersPresetLoader.__init__
+  keras_hub_load_task = TransformersPresetLoader.load_task
+
+  def load_task(self, cls, load_weights, load_task_weights, **kwargs):
+    from zoo.keras3.pretraining import FunnelMaskedLM
+    if self.converter is converters["funnel"] and issubclass(cls, FunnelMaskedLM):
+      return load_masked_lm(self, cls, load_weights, load_task_weights, **kwargs)
+    return keras_hub_load_task(self, cls, load_weights, load_task_weights, **kwargs)
 
   def __init__(self, preset, config):
     converter = converters.get(config.get("model_type"))
@@ -193,6 +236,7 @@ def install():
     self.converter = converter
 
   TransformersPresetLoader.__init__ = __init__
+  TransformersPresetLoader.load_task = load_task
   TransformersPresetLoader.zoo_converters = converters
   from keras_hub.src.utils.preset_utils import register_presets
 

@@ -1,8 +1,11 @@
-"""`python -m tests.zoo.keras3.pretrain_run VOCAB OUT_DIR`: masked-LM pre-training in the Keras 3 edition
-under this process's backend, data-parallel over every device (`keras.distribution.DataParallel`): for
-each case of CASES, a keras-hub masked-LM task fitted on raw strings of real prose, then saved with
-`save_weights_dir` to OUT_DIR/<case>, with OUT_DIR/<case>.npz holding masked inputs of TEXTS and the
-task's logits and the backbone's outputs on them; OUT_DIR/report.json the devices and losses."""
+"""`python -m tests.zoo.keras3.pretrain_run VOCAB OUT_DIR HF_MASKED_LM_DIR`: masked-LM pre-training in the
+Keras 3 edition under this process's backend, data-parallel over every device
+(`keras.distribution.DataParallel`): for each case of CASES, a keras-hub masked-LM task fitted on raw
+strings of real prose, then saved with `save_weights_dir` to OUT_DIR/<case>, with OUT_DIR/<case>.npz
+holding masked inputs of prose and the task's logits and the backbone's outputs on them. Then the
+Hugging Face FunnelForMaskedLM directory through `keras_hub.models.MaskedLM.from_preset`, its logits on
+the inputs of OUT_DIR/hf_inputs.npz into OUT_DIR/hf_logits.npy. OUT_DIR/report.json: the devices, the
+losses, the classes from_preset gave and the error of a Funnel masked LM without decoder."""
 
 import json
 import os
@@ -19,8 +22,9 @@ CASES = {
 }
 
 
-def main(vocab_path, out_dir):
+def main(vocab_path, out_dir, hf_dir):
   import keras
+  import keras_hub
 
   import zoo.keras3.pretraining as zoo_pretraining
   from tpu.data import pydocs
@@ -49,6 +53,17 @@ def main(vocab_path, out_dir):
              pooled_output=np.asarray(encoded["pooled_output"]))
     report[name] = dict(losses=[float(loss) for loss in history.history["loss"]],
                         masked=int(np.asarray(weights).sum()))
+  try:
+    zoo_pretraining.masked_lm_from_preset("funnel_b4_4_4", vocab, SEQ_LENGTH, **SMALL)
+  except ValueError as error:
+    report["no_decoder_error"] = str(error)
+
+  task = keras_hub.models.MaskedLM.from_preset(hf_dir)
+  report["hf_classes"] = [type(task).__name__, type(task.preprocessor).__name__]
+  inputs = dict(np.load(os.path.join(out_dir, "hf_inputs.npz")))
+  task = keras_hub.models.MaskedLM.from_preset(hf_dir, preprocessor=None, backbone=keras_hub.models.Backbone.
+                                               from_preset(hf_dir, seq_length=inputs["token_ids"].shape[1]))
+  np.save(os.path.join(out_dir, "hf_logits.npy"), keras.ops.convert_to_numpy(task(inputs)))
   with open(os.path.join(out_dir, "report.json"), "w") as file:
     json.dump(report, file)
 

@@ -32,16 +32,58 @@ def _tf_keras_pretrainer(model_dir):
   return pretrainer
 
 
+def _hugging_face_masked_lm(tmp_path):
+  """A FunnelForMaskedLM directory as transformers saves it (random weights, WordPiece tokenizer files),
+  and masked inputs of every padding, in OUT_DIR/hf_inputs.npz."""
+  import torch
+  import transformers
+  directory = str(tmp_path / "hf_funnel_mlm")
+  config = transformers.FunnelConfig(vocab_size=120, block_sizes=[1, 1], d_model=32, n_head=2, d_head=16,
+                                     d_inner=64, num_decoder_layers=1)
+  torch.manual_seed(0)
+  transformers.FunnelForMaskedLM(config).save_pretrained(directory)
+  vocab = tmp_path / "funnel_vocab.txt"
+  vocab.write_text("\n".join(["<pad>", "<unk>", "<cls>", "<sep>", "<mask>"] + [f"w{i}" for i in range(115)]))
+  transformers.FunnelTokenizer(str(vocab)).save_pretrained(directory)
+  rng = np.random.default_rng(0)
+  lengths = np.arange(3, 11)   # every padding of length 10
+  ids = np.where(np.arange(10) < lengths[:, None], rng.integers(5, 120, (8, 10)), 0).astype(np.int32)
+  ids[:, 0] = 2
+  ids[np.arange(8), lengths - 1] = 3
+  positions = np.stack([rng.permutation(np.arange(1, 10))[:4] for _ in range(8)]).astype(np.int32)
+  inputs = dict(token_ids=ids, segment_ids=np.zeros_like(ids), padding_mask=(ids != 0).astype(np.int32),
+                mask_positions=positions)
+  np.savez(tmp_path / "hf_inputs.npz", **inputs)
+  return directory, dict(inputs, real=positions < lengths[:, None])
+
+
 @pytest.mark.slow
 def test_masked_lm_pretrained_in_keras_3_on_two_devices_loads_into_tf_keras_and_exports(prose_vocab,
                                                                                          tmp_path):
   import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
 
   from export.saved_model import export
-  run_in_backend("jax", "tests.zoo.keras3.pretrain_run", prose_vocab(True), str(tmp_path), cpu_devices=2)
+  hf_dir, hf_inputs = _hugging_face_masked_lm(tmp_path)
+  run_in_backend("jax", "tests.zoo.keras3.pretrain_run", prose_vocab(True), str(tmp_path), hf_dir,
+                 cpu_devices=2)
   with open(tmp_path / "report.json") as file:
     report = json.load(file)
   assert report["backend"] == "jax" and len(report["devices"]) == 2, report
+  assert "needs the decoder" in report["no_decoder_error"]
+
+  # A Hugging Face FunnelForMaskedLM through keras-hub's MaskedLM.from_preset: its head included.
+  import torch
+  import transformers
+  assert report["hf_classes"] == ["FunnelMaskedLM", "FunnelMaskedLMPreprocessor"]
+  model = transformers.FunnelForMaskedLM.from_pretrained(hf_dir).eval()
+  with torch.no_grad():
+    expected = model(input_ids=torch.tensor(hf_inputs["token_ids"], dtype=torch.long),
+                     attention_mask=torch.tensor(hf_inputs["padding_mask"]),
+                     token_type_ids=torch.tensor(hf_inputs["segment_ids"])).logits.numpy()
+  expected = np.take_along_axis(expected, hf_inputs["mask_positions"][..., None].astype(np.int64), axis=1)
+  difference = np.abs(np.load(tmp_path / "hf_logits.npy") - expected)[hf_inputs["real"]].max()
+  print(f"FunnelForMaskedLM via MaskedLM.from_preset vs transformers: max |diff| {difference:.2e}")
+  assert difference < 1e-4
   for name, (_, _, transform) in CASES.items():
     losses = report[name]["losses"]
     assert report[name]["masked"] > 0 and losses[-1] < losses[0] - 0.05, (name, losses)
