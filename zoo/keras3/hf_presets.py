@@ -11,6 +11,7 @@ BERT does:
     backbone = keras_hub.models.Backbone.from_preset("funnel-dir")   # a zoo.keras3.hub.FunnelBackbone
     tokenizer = keras_hub.models.Tokenizer.from_preset("hf://funnel-transformer/small")
     classifier = keras_hub.models.TextClassifier.from_preset("funnel-dir", num_classes=2)
+    masked_lm = keras_hub.models.MaskedLM.from_preset("funnel-dir")  # a FunnelForMaskedLM's head too
     keras_hub.models.Backbone.from_preset("funnel_small_base_en")    # a registered preset (`PUBLISHED`)
 
 - The config maps through `zoo.convert.hf_funnel.zoo_config`, as `python -m zoo.convert
