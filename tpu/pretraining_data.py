@@ -59,10 +59,10 @@ import argparse
 import json
 import sys
 
+from tpu.data.chunk_plan import CHUNK_MB
 from tpu.data.corpus_reading import DOCUMENTS
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
-from tpu.data.shard_writer import CHUNK_MB
 
 
 def parser():

@@ -4,10 +4,11 @@
       --out shards/pretrain --shards 8 --runner DirectRunner \\
       --direct_num_workers 2 --direct_running_mode multi_processing
 
-The pipeline maps the plan's chunks to `shard_writer.ensure_chunk` (packing each chunk
-not packed yet) and then the shards still missing to `shard_writer.write_shard`, which
-gets every chunk's index as a side input; the launching process then writes
-`metadata.json` from the indexes (`shard_writer.finish`). Each step is a function of
+The pipeline (`BeamEngine`) maps the plan's chunks to `tpu.data.packing` (packing each
+chunk not packed yet) and then the shards still missing to
+`tpu.data.shard_assembly.write_shard`, which gets every chunk's index as a side input;
+the launching process then checks them and writes `metadata.json`
+(`tpu.data.shard_writer.run`, the driver both engines share). Each step is a function of
 the inputs and flags alone, so the output is byte-identical to the single process's,
 whatever the runner and number of workers, and a rerun keeps what a killed pipeline
 finished (packed chunks, complete shards).
@@ -26,7 +27,11 @@ only (leave out `--runner`).
 import os
 import sys
 
+from tpu.data import chunk_plan
+from tpu.data import packing
+from tpu.data import shard_assembly
 from tpu.data import shard_writer
+from tpu.data import tfds_datasets
 from tpu.data.records import CorpusError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,9 +41,9 @@ def _pack(index, plan):
   """A worker's step 2: the chunk's index, or None when the corpus is at fault (the message is kept)."""
   from zoo.model_dir import write_atomically
   try:
-    chunk = shard_writer.packed_chunk(plan, index)
+    chunk = packing.packed_chunk(plan, index)
     if chunk is None:
-      chunk = shard_writer.pack_chunk(plan, index)
+      chunk = packing.pack_chunk(plan, index)
       print(f"tpu.pretraining_data: packed chunk {index + 1} of {len(plan.chunks)} ({chunk['examples']:,} "
             f"examples, {sum(chunk['tokens']):,} tokens)", file=sys.stderr, flush=True)
     return chunk
@@ -49,9 +54,9 @@ def _pack(index, plan):
 
 def _write(shard, plan, chunks):
   """A worker's step 3, unless a chunk failed or the chunks cannot fill the shards (the launcher says why)."""
-  if any(chunk is None for chunk in chunks) or shard_writer.refusal(plan, chunks):
+  if any(chunk is None for chunk in chunks) or shard_assembly.refusal(plan, chunks):
     return
-  shard_writer.write_shard(plan, shard, chunks)
+  shard_assembly.write_shard(plan, shard, chunks)
   print(f"tpu.pretraining_data: wrote {plan.names[shard]}", file=sys.stderr, flush=True)
 
 
@@ -62,55 +67,59 @@ def _project_on_pythonpath():
     os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
 
 
+class BeamEngine:
+  """The steps as one Beam pipeline on `runner` with Beam's `pipeline_args` (see the module docstring)."""
+
+  def __init__(self, runner, pipeline_args=()):
+    self.runner = runner
+    self.name = f"the pipeline on {runner}"
+    self.pipeline_args = list(pipeline_args)
+
+  def pack_and_write(self, plan, todo):
+    """Packs the chunks not packed yet and writes the shards `todo` on the workers; returns every chunk's
+    index, read back from the work folder (a corpus error found by a worker is raised here)."""
+    import apache_beam as beam
+    import tensorflow as tf
+    from apache_beam.options.pipeline_options import PipelineOptions
+    _project_on_pythonpath()
+    pipeline_args = list(self.pipeline_args)
+    if not any(arg.startswith("--default_sdk_harness_log_level") for arg in pipeline_args):
+      pipeline_args.append("--default_sdk_harness_log_level=WARNING")   # workers' progress lines, not Beam's
+    options = PipelineOptions(pipeline_args, runner=self.runner)
+    print(f"tpu.pretraining_data: {len(plan.chunks)} chunks, {len(todo)} shards to write on {self.runner}",
+          file=sys.stderr, flush=True)
+    with beam.Pipeline(options=options) as pipeline:
+      chunks = (pipeline
+                | "Chunks" >> beam.Create(range(len(plan.chunks)))
+                | "Spread chunks" >> beam.Reshuffle()
+                | "Pack" >> beam.Map(_pack, plan))
+      _ = (pipeline
+           | "Shards" >> beam.Create(todo)
+           | "Spread shards" >> beam.Reshuffle()
+           | "Write" >> beam.Map(_write, plan, beam.pvalue.AsList(chunks)))
+    indexes = []
+    for index in range(len(plan.chunks)):
+      error = plan.chunk_path(index, "error")
+      if tf.io.gfile.exists(error):
+        with tf.io.gfile.GFile(error, "r") as file:
+          message = file.read()
+        tf.io.gfile.remove(error)   # the chunks packed are kept for a rerun
+        raise CorpusError(message)
+      indexes.append(packing.packed_chunk(plan, index))
+    return indexes
+
+
 def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_args=(), lower_case=None,
-                    compress=False, chunk_mb=shard_writer.CHUNK_MB, documents="blank-line", overwrite=False):
+                    compress=False, chunk_mb=chunk_plan.CHUNK_MB, documents="blank-line", overwrite=False):
   """`shard_writer.write_pretraining_data` as a Beam pipeline on `runner` with Beam's `pipeline_args`.
 
   Returns the metadata; raises `CorpusError` as the single process does.
   """
-  import tensorflow as tf
-
-  if len(inputs) == 1 and shard_writer.tfds_datasets.dataset_name(inputs[0]):
+  if len(inputs) == 1 and tfds_datasets.dataset_name(inputs[0]):
     raise CorpusError(f"{inputs[0]}: a TFDS corpus is read in one process: leave out --runner")
-  plan, metadata = shard_writer.plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case,
-                                         compress=compress, chunk_mb=chunk_mb, documents=documents,
-                                         overwrite=overwrite)
+  plan, metadata = chunk_plan.plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case,
+                                       compress=compress, chunk_mb=chunk_mb, documents=documents,
+                                       overwrite=overwrite)
   if metadata is not None:
     return metadata
-  todo = shard_writer.report_kept(plan)
-  import apache_beam as beam
-  from apache_beam.options.pipeline_options import PipelineOptions
-  _project_on_pythonpath()
-  pipeline_args = list(pipeline_args)
-  if not any(arg.startswith("--default_sdk_harness_log_level") for arg in pipeline_args):
-    pipeline_args.append("--default_sdk_harness_log_level=WARNING")   # workers' progress lines, not Beam's
-  options = PipelineOptions(pipeline_args, runner=runner)
-  print(f"tpu.pretraining_data: {len(plan.chunks)} chunks, {len(todo)} shards to write on {runner}",
-        file=sys.stderr, flush=True)
-  with beam.Pipeline(options=options) as pipeline:
-    chunks = (pipeline
-              | "Chunks" >> beam.Create(range(len(plan.chunks)))
-              | "Spread chunks" >> beam.Reshuffle()
-              | "Pack" >> beam.Map(_pack, plan))
-    _ = (pipeline
-         | "Shards" >> beam.Create(todo)
-         | "Spread shards" >> beam.Reshuffle()
-         | "Write" >> beam.Map(_write, plan, beam.pvalue.AsList(chunks)))
-
-  indexes = []
-  for index in range(len(plan.chunks)):
-    error = plan.chunk_path(index, "error")
-    if tf.io.gfile.exists(error):
-      with tf.io.gfile.GFile(error, "r") as file:
-        message = file.read()
-      tf.io.gfile.remove(error)   # the chunks packed are kept for a rerun
-      raise CorpusError(message)
-    indexes.append(shard_writer.packed_chunk(plan, index))
-  problem = shard_writer.refusal(plan, indexes)
-  if problem:
-    shard_writer.discard_work(plan)
-    raise CorpusError(problem)
-  missing = [name for index, name in enumerate(plan.names) if not tf.io.gfile.exists(plan.shard_path(index))]
-  if missing:
-    raise RuntimeError(f"the pipeline ended without writing {', '.join(missing)}")
-  return shard_writer.finish(plan, indexes)
+  return shard_writer.run(plan, BeamEngine(runner, pipeline_args))

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tpu import pretraining_data
 from tpu.data import beam_writer
+from tpu.data import chunk_plan
 from tpu.data import corpus_reading
 from tpu.data import pydocs
 from tpu.data import shard_writer
@@ -347,12 +348,12 @@ def test_output_of_other_settings_is_refused_and_overwrite_replaces_it(corpus, t
     shard_writer.write_pretraining_data([str(corpus / "*.txt")], str(other_vocab), T, str(tmp_path / "out"),
                                         3, progress=False)
   # An interrupted run's plan is checked too, with the corpus files' sizes.
-  shard_writer.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 2)
+  chunk_plan.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 2)
   with pytest.raises(CorpusError, match=r"an interrupted run with other settings.*--shards: 2 there, 5 here"):
-    shard_writer.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 5)
+    chunk_plan.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 5)
   (tmp_path / "cut" / "pretrain-00000-of-00009.tfrecord").write_bytes(b"")
   with pytest.raises(CorpusError, match=r"shards of another --shards or --compress \(pretrain-0+-of-00009"):
-    shard_writer.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 2)
+    chunk_plan.plan_run([str(corpus / "a.txt")], vocab, T, str(tmp_path / "cut"), 2)
 
   replaced = _write(corpus, tmp_path / "out", shards=2, overwrite=True)
   assert len(replaced["shards"]) == 2 and replaced["tokens"] == first["tokens"]
@@ -379,12 +380,12 @@ def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_pa
     os.utime(path, ns=(modified + 10**9, modified + 10**9))
 
   # An interrupted run (its plan written, nothing finished), then a.txt edited in place.
-  shard_writer.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
+  chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
   edit_in_place(folder / "a.txt")
   with pytest.raises(CorpusError, match=r"an interrupted run of a corpus that has changed since "
                                         r"\(1 file\(s\) changed: \S+/a.txt \(the same size, modified since"):
-    shard_writer.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
-  plan, _ = shard_writer.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2, overwrite=True)
+    chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
+  plan, _ = chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2, overwrite=True)
   assert [os.path.basename(path) for path, _, _ in plan.files] == ["a.txt", "d.txt"]
 
   # A finished run records its files; a file added, removed or changed since is named, never
@@ -464,7 +465,7 @@ def test_transient_read_errors_are_retried_and_exhausted_retries_keep_the_work(c
   with pytest.raises(StorageUnavailable, match=r"packing chunk 2 of .*UnavailableError.*after 5 attempts.*"
                                                r"the work done so far is kept: rerun the same command"):
     _write(corpus, tmp_path / "down", inputs=inputs, chunk_mb=0.02)
-  work = tmp_path / "down" / shard_writer.WORK_FOLDER
+  work = tmp_path / "down" / chunk_plan.WORK_FOLDER
   assert sorted(name for name in os.listdir(work) if name.endswith(".json") and name.startswith("chunk")) == [
       "chunk-00000.json", "chunk-00001.json"]
   storage.failures = 0   # storage is back
@@ -490,7 +491,7 @@ def test_a_corpus_error_names_file_and_line_and_keeps_the_chunks_before_it(corpu
     run()
   kept = int(re.search(r"\((\d+) chunk", str(first.value)).group(1))
   assert kept >= 2
-  work = tmp_path / "out" / shard_writer.WORK_FOLDER
+  work = tmp_path / "out" / chunk_plan.WORK_FOLDER
   indexes = [name for name in os.listdir(work) if name.startswith("chunk") and name.endswith(".json")]
   assert len(indexes) == kept
   capsys.readouterr()
@@ -529,7 +530,7 @@ def test_a_run_killed_at_a_random_moment_resumes_to_the_same_bytes(corpus, tmp_p
   process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
   deadline = time.monotonic() + 120
-  work = out / shard_writer.WORK_FOLDER
+  work = out / chunk_plan.WORK_FOLDER
   while not (work.exists() and any(name.endswith(".json") and name.startswith("chunk")
                                    for name in os.listdir(work))):
     assert process.poll() is None and time.monotonic() < deadline, "the run ended before packing a chunk"

@@ -1,0 +1,273 @@
+"""Chunk planning and resume of the shard writer: the settings, the corpus files, the work folder.
+
+`plan_run` checks the flags and the output folder and returns the `Plan` (picklable: Beam
+ships it to workers) with the corpus cut into chunks (`tpu.data.corpus_reading`'s rule).
+What makes the bytes of the output (`Plan.settings`: T, casing, tokenizer, vocabulary,
+shards, compression, chunk size, documents, inputs) and the corpus files with their sizes
+and modification times are recorded in the work folder's `plan.json` and in
+`metadata.json`; a rerun with anything different, or on a corpus whose files changed,
+added or removed since, is refused with the differences named (`--overwrite` replaces the
+output). Temporary files of killed runs are removed when a run starts. The driver is
+`tpu.data.shard_writer`.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from tpu.data import corpus_reading
+from tpu.data import tfds_datasets
+from tpu.data.records import METADATA_FILE
+from tpu.data.records import SHARD_PREFIX
+from tpu.data.records import CorpusError
+from tpu.data.records import input_files
+from tpu.data.records import load_encoder
+from tpu.data.records import shard_name
+from tpu.data.records import tokenizer_settings
+from tpu.data.records import vocab_checksum
+from zoo.model_dir import is_temporary
+from zoo.model_dir import write_atomically
+
+# Bytes of corpus text per chunk, the unit of parallel work and of resume (`--chunk-mb`).
+CHUNK_MB = 16
+WORK_FOLDER = ".pretraining-work"
+PLAN_FILE = "plan.json"
+# What `--flag` each setting of the output comes from, for the refusal of a changed one.
+SETTING_NAMES = dict(seq_length="--seq-length", lower_case="--lower-case",
+                     tokenizer="the tokenizer's special tokens and [CLS] type (--vocab)",
+                     vocab_sha256="the vocabulary's SHA-256 (--vocab)", shards="--shards",
+                     compress="--compress", chunk_bytes="--chunk-mb (bytes)", documents="--documents",
+                     inputs="--input",
+                     tfds="--text-key/--split")
+
+
+@dataclasses.dataclass
+class Plan:
+  """What a run computes: settings, the vocabulary, the chunks. Picklable (Beam ships it to workers)."""
+
+  out: str
+  seq_length: int
+  shards: int
+  compress: bool
+  chunk_bytes: int
+  vocab: list
+  lower_case: bool
+  tokenizer: dict
+  inputs: list
+  files: list          # [[path, size, modified (ns)], ...] of a file corpus, None for TFDS
+  chunks: list         # per chunk, its pieces [[path, start, end], ...] (a TFDS corpus: [[shard]])
+  tfds: dict = None    # name, text_key, split, data_dir of a `tfds:` corpus
+  documents: str = "blank-line"   # `corpus_reading.DOCUMENTS`
+
+  @property
+  def work(self):
+    return os.path.join(self.out, WORK_FOLDER)
+
+  @property
+  def names(self):
+    return [shard_name(index, self.shards, self.compress) for index in range(self.shards)]
+
+  def shard_path(self, index):
+    return os.path.join(self.out, shard_name(index, self.shards, self.compress))
+
+  def chunk_path(self, index, suffix):
+    return os.path.join(self.work, f"chunk-{index:05d}.{suffix}")
+
+  def settings(self):
+    """The settings that make the bytes of the output (compared on a rerun)."""
+    settings = dict(seq_length=self.seq_length, lower_case=self.lower_case, tokenizer=self.tokenizer,
+                    vocab_sha256=vocab_checksum(self.vocab), shards=self.shards, compress=self.compress,
+                    chunk_bytes=self.chunk_bytes, documents=self.documents, inputs=self.inputs)
+    if self.tfds:
+      settings["tfds"] = dict(text_key=self.tfds["text_key"], split=self.tfds["split"])
+    return settings
+
+  def piece_bytes(self, index):
+    """The bytes of corpus of chunk `index` (0 for a TFDS shard)."""
+    return 0 if self.tfds else sum(end - start for _, start, end in self.chunks[index])
+
+  def corpus_bytes(self):
+    return sum(size for _, size, _ in self.files) if self.files is not None else None
+
+  def where(self):
+    sources = [path for path, _, _ in self.files] if self.files is not None else self.inputs
+    return ", ".join(sources[:5]) + (" …" if len(sources) > 5 else "")
+
+
+def file_states(paths):
+  """`[[path, size, modified], ...]`: what a rerun compares of each corpus file. `modified` is
+  the modification time in nanoseconds (on gs://, the object's update time, which every new
+  generation of it changes)."""
+  import tensorflow as tf
+  states = []
+  for path in paths:
+    stat = tf.io.gfile.stat(path)
+    states.append([path, int(stat.length), int(stat.mtime_nsec)])
+  return states
+
+
+def changed_files(there, here):
+  """'added …; removed …; changed …' naming the files of `here` that differ from `there`
+  (`file_states` lists), or '' when none does."""
+  before = {path: (size, modified) for path, size, modified in there}
+  after = {path: (size, modified) for path, size, modified in here}
+  added = [path for path in after if path not in before]
+  removed = [path for path in before if path not in after]
+  changed = []
+  for path in after:
+    if path in before and after[path] != before[path]:
+      (size_there, time_there), (size_here, time_here) = before[path], after[path]
+      what = (f"{size_there:,} bytes there, {size_here:,} here" if size_there != size_here else
+              f"the same size, modified since ({time_there} ns there, {time_here} ns here)")
+      changed.append(f"{path} ({what})")
+  parts = [(f"{len(names)} file(s) {label}: " + ", ".join(names[:5]) + (" …" if len(names) > 5 else ""))
+           for label, names in (("added", added), ("removed", removed), ("changed", changed)) if names]
+  return "; ".join(parts)
+
+
+def metadata_settings(metadata):
+  """A finished output's settings, as `Plan.settings` gives them."""
+  settings = dict(seq_length=metadata.get("seq_length"), lower_case=metadata.get("lower_case"),
+                  tokenizer=metadata.get("tokenizer"), vocab_sha256=metadata.get("vocab_sha256"),
+                  shards=len(metadata.get("shards", [])), compress=metadata.get("compress"),
+                  chunk_bytes=metadata.get("chunk_bytes"), documents=metadata.get("document_separator"),
+                  inputs=metadata.get("inputs"))
+  if "tfds" in metadata:
+    settings["tfds"] = metadata["tfds"]
+  return settings
+
+
+def differences(there, here):
+  """'--seq-length: 128 there, 64 here; ...' for the settings that differ."""
+  keys = [key for key in SETTING_NAMES if key in there or key in here]
+  return "; ".join(f"{SETTING_NAMES[key]}: {json.dumps(there.get(key))} there, "
+                   f"{json.dumps(here.get(key))} here" for key in keys if there.get(key) != here.get(key))
+
+
+def corpus_changes(there, here, what):
+  """The differences of a recorded corpus (`there`: `file_states` or None) from this run's, or ''."""
+  if here is None:   # a `tfds:` corpus: its name and split are among the settings
+    return ""
+  if there is None:
+    return f"{what} records no corpus files (written before they were recorded), so they cannot be compared"
+  return changed_files(there, here)
+
+
+def discard_work(plan):
+  """Removes the work folder (after a refusal: nothing of it can serve a rerun with other flags)."""
+  import tensorflow as tf
+  if tf.io.gfile.exists(plan.work):
+    tf.io.gfile.rmtree(plan.work)
+
+
+def report(message):
+  print(f"tpu.pretraining_data: {message}", file=sys.stderr, flush=True)
+
+
+def _remove_temporaries(folder):
+  """Removes the temporary files that killed runs left in `folder`."""
+  import tensorflow as tf
+  if tf.io.gfile.isdir(folder):
+    for name in tf.io.gfile.listdir(folder):
+      if is_temporary(name):
+        tf.io.gfile.remove(os.path.join(folder, name))
+
+
+def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False, text_key="text",
+             split="train", data_dir=None, chunk_mb=CHUNK_MB, documents="blank-line", overwrite=False):
+  """Checks the flags and the output folder; returns `(plan, metadata)`, metadata if it is complete already.
+
+  Creates the output and work folders and `plan.json`; removes stale temporary files;
+  refuses output made with other settings (`CorpusError` naming them) unless `overwrite`,
+  which removes it.
+  """
+  import tensorflow as tf
+
+  from zoo.model_dir import read_json
+  if seq_length < 3:
+    raise CorpusError(f"--seq-length must be at least 3 ([CLS] token [SEP]), got {seq_length}")
+  if shards < 1:
+    raise CorpusError(f"--shards must be at least 1, got {shards}")
+  chunk_bytes = int(round(chunk_mb * 1e6))
+  if chunk_bytes < corpus_reading.MIN_CHUNK_BYTES:
+    raise CorpusError(f"--chunk-mb must be at least {corpus_reading.MIN_CHUNK_BYTES / 1e6:g} "
+                      f"({corpus_reading.MIN_CHUNK_BYTES:,} bytes), got {chunk_mb}")
+  corpus_reading.check_documents(documents)
+  encoder = load_encoder(vocab, lower_case)
+  tfds_name = tfds_datasets.dataset_name(inputs[0]) if len(inputs) == 1 else None
+  if tfds_name:
+    files = None
+    chunks = [[shard] for shard in range(corpus_reading.tfds_shards(tfds_name, split, data_dir))]
+    tfds = dict(name=tfds_name, text_key=text_key, split=split, data_dir=data_dir)
+  else:
+    files = file_states(input_files(inputs))
+    chunks, tfds = corpus_reading.chunk_pieces(files, chunk_bytes), None
+  plan = Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
+              vocab=encoder.vocab, lower_case=encoder.lower_case, tokenizer=tokenizer_settings(encoder),
+              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds, documents=documents)
+
+  tf.io.gfile.makedirs(out)
+  metadata_path = os.path.join(out, METADATA_FILE)
+  plan_path = os.path.join(plan.work, PLAN_FILE)
+  shard_files = sorted(name for name in tf.io.gfile.listdir(out)
+                       if name.startswith(f"{SHARD_PREFIX}-") and ".tfrecord" in name)
+  if overwrite:
+    for name in shard_files + [METADATA_FILE]:
+      if tf.io.gfile.exists(os.path.join(out, name)):
+        tf.io.gfile.remove(os.path.join(out, name))
+    discard_work(plan)
+    shard_files = []
+  _remove_temporaries(out)
+  _remove_temporaries(plan.work)
+  here = plan.settings()
+  again = "use --overwrite to replace it, or another --out"
+  if tf.io.gfile.exists(metadata_path):
+    try:
+      metadata = read_json(metadata_path)
+    except ValueError as error:
+      raise CorpusError(f"{metadata_path}: not readable ({error}): {again}") from None
+    different = differences(metadata_settings(metadata), here)
+    if different:
+      raise CorpusError(f"{out} holds pre-training data made with other settings ({different}): {again}")
+    changes = corpus_changes(metadata.get("files"), files, METADATA_FILE)
+    if changes:
+      raise CorpusError(f"{out} holds pre-training data of a corpus that has changed since ({changes}): "
+                        f"{again}")
+    if all(name in shard_files for name in plan.names):
+      discard_work(plan)
+      report(f"{out} is complete already (metadata.json and {shards} shards made with these settings): "
+              "nothing to do")
+      return plan, metadata
+  others = [name for name in shard_files if name not in plan.names]
+  if others:
+    raise CorpusError(f"{out} holds shards of another --shards or --compress ({', '.join(others[:3])}"
+                      f"{' …' if len(others) > 3 else ''}): {again}")
+  here_plan = dict(here, files=files)
+  if tf.io.gfile.exists(plan_path):
+    recorded = read_json(plan_path)
+    different = differences(recorded, here_plan)
+    if different:
+      raise CorpusError(f"{out} holds an interrupted run with other settings ({different}): {again}")
+    changes = corpus_changes(recorded.get("files"), files, PLAN_FILE)
+    if changes:
+      raise CorpusError(f"{out} holds an interrupted run of a corpus that has changed since ({changes}): "
+                        f"{again}")
+  elif shard_files and not tf.io.gfile.exists(metadata_path):
+    raise CorpusError(f"{out} holds shards ({shard_files[0]} …) without the metadata.json or the work folder "
+                      f"of a run of this writer, so their settings are unknown: {again}")
+  else:
+    write_atomically(plan_path, json.dumps(here_plan, indent=1) + "\n")
+  return plan, None
+
+
+def report_kept(plan):
+  """Says on stderr what an interrupted run left that this one keeps; returns the shards still to write."""
+  import tensorflow as tf
+  packed = sum(tf.io.gfile.exists(plan.chunk_path(index, "json")) for index in range(len(plan.chunks)))
+  todo = [index for index in range(plan.shards) if not tf.io.gfile.exists(plan.shard_path(index))]
+  if packed or len(todo) < plan.shards:
+    report(f"resuming in {plan.out}: keeping {packed} of {len(plan.chunks)} packed chunks and "
+            f"{plan.shards - len(todo)} of {plan.shards} shards; packing {len(plan.chunks) - packed} chunks "
+            f"and writing {len(todo)} shards")
+  return todo
