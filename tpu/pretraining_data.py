@@ -116,7 +116,8 @@ def main(argv=None):
       from tpu.data.beam_writer import write_with_beam
       metadata = write_with_beam(args.input, args.vocab, args.seq_length, args.out, args.shards,
                                  runner=args.runner, pipeline_args=beam_args, lower_case=args.lower_case,
-                                 compress=args.compress, chunk_mb=args.chunk_mb, documents=args.documents,
+                                 compress=args.compress, text_key=args.text_key, split=args.split,
+                                 data_dir=args.data_dir, chunk_mb=args.chunk_mb, documents=args.documents,
                                  overwrite=args.overwrite)
     else:
       from tpu.data.shard_writer import write_pretraining_data

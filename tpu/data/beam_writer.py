@@ -20,8 +20,8 @@ Spark with their options. The corpus, the output and Beam's temporary location m
 where every worker can read and write (`gs://` on Dataflow), and the workers need this
 project's code (`--setup_file`, `--extra_package` or a custom container; see
 `tpu/README.md`). A DirectRunner's workers are processes of this interpreter started
-with the project's root on their `PYTHONPATH`. A `tfds:` corpus is read in one process
-only (leave out `--runner`).
+with the project's root on their `PYTHONPATH`. A `tfds:` corpus is one chunk per file
+shard of its split, its `--data-dir` read by every worker.
 """
 
 import os
@@ -31,7 +31,6 @@ from tpu.data import chunk_plan
 from tpu.data import packing
 from tpu.data import shard_assembly
 from tpu.data import shard_writer
-from tpu.data import tfds_datasets
 from tpu.data.records import CorpusError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -110,16 +109,17 @@ class BeamEngine:
 
 
 def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_args=(), lower_case=None,
-                    compress=False, chunk_mb=chunk_plan.CHUNK_MB, documents="blank-line", overwrite=False):
+                    compress=False, text_key="text", split="train", data_dir=None,
+                    chunk_mb=chunk_plan.CHUNK_MB, documents="blank-line", overwrite=False):
   """`shard_writer.write_pretraining_data` as a Beam pipeline on `runner` with Beam's `pipeline_args`.
 
-  Returns the metadata; raises `CorpusError` as the single process does.
+  A `tfds:` corpus is packed one file shard per worker step: its `data_dir` must be where
+  every worker reads (gs:// on Dataflow). Returns the metadata; raises `CorpusError` as the
+  single process does.
   """
-  if len(inputs) == 1 and tfds_datasets.dataset_name(inputs[0]):
-    raise CorpusError(f"{inputs[0]}: a TFDS corpus is read in one process: leave out --runner")
   plan, metadata = chunk_plan.plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case,
-                                       compress=compress, chunk_mb=chunk_mb, documents=documents,
-                                       overwrite=overwrite)
+                                       compress=compress, text_key=text_key, split=split, data_dir=data_dir,
+                                       chunk_mb=chunk_mb, documents=documents, overwrite=overwrite)
   if metadata is not None:
     return metadata
   return shard_writer.run(plan, BeamEngine(runner, pipeline_args))

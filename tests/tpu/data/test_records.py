@@ -185,6 +185,12 @@ def test_a_prepared_tfds_dataset_is_one_chunk_per_file_shard(corpus, tmp_path):
   for shard in range(2):
     written = _records(tmp_path / "out" / pretraining_data.shard_name(shard, 2, False))
     assert [ids[ids != encoder.pad_id][1:-1].tolist() for ids in written] == bodies[shard::2]
+  # On Beam (in-process DirectRunner: the shards are steps of its own), the same bytes.
+  from tpu.data import beam_writer
+  beam_writer.write_with_beam(["tfds:prose_corpus"], vocab, T, str(tmp_path / "beam"), 2,
+                              runner="DirectRunner", data_dir=str(tmp_path / "tfds"))
+  for name in sorted(os.listdir(tmp_path / "out")):
+    assert (tmp_path / "beam" / name).read_bytes() == (tmp_path / "out" / name).read_bytes(), name
 
 
 @pytest.mark.slow
