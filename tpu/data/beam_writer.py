@@ -5,9 +5,12 @@
       --direct_num_workers 2 --direct_running_mode multi_processing
 
 The pipeline (`BeamEngine`) maps the plan's chunks to `tpu.data.packing` (packing each
-chunk not packed yet) and then the shards still missing to
-`tpu.data.shard_assembly.write_shard`, which gets every chunk's index as a side input;
-the launching process then checks them and writes `metadata.json`
+chunk not packed yet); the chunks' example counts give each chunk's offset (a number per
+chunk, the one side input); each packed chunk then emits, keyed by shard, where its
+group for that shard lies in its packed-chunk file (`shard_assembly.shard_pieces`: three
+numbers), and a shuffle by shard gives each shard's writer its own pieces only, which it
+copies in chunk order (`shard_assembly.write_shard_pieces`, as the single process
+does). The launching process then checks the output and writes `metadata.json`
 (`tpu.data.shard_writer.run`, the driver both engines share). Each step is a function of
 the inputs and flags alone, so the output is byte-identical to the single process's,
 whatever the runner and number of workers, and a rerun keeps what a killed pipeline
@@ -51,11 +54,33 @@ def _pack(index, plan):
     return None
 
 
-def _write(shard, plan, chunks):
-  """A worker's step 3, unless a chunk failed or the chunks cannot fill the shards (the launcher says why)."""
-  if any(chunk is None for chunk in chunks) or shard_assembly.refusal(plan, chunks):
+def _summary(chunk):
+  """A chunk's `(chunk, examples, tokens)`, or None for a chunk whose corpus was at fault."""
+  return None if chunk is None else (chunk["chunk"], chunk["examples"], sum(chunk["tokens"]))
+
+
+def _offsets(summaries, plan):
+  """`{chunk: offset}` of every chunk, or None when a chunk failed or the chunks cannot fill the shards
+  (the launcher then says why and writes nothing)."""
+  if any(summary is None for summary in summaries):
+    return None
+  counted = [dict(examples=examples, tokens=[tokens]) for _, examples, tokens in summaries]
+  if shard_assembly.refusal(plan, counted):
+    return None
+  return shard_assembly.chunk_offsets([(chunk, examples) for chunk, examples, _ in summaries])
+
+
+def _pieces(chunk, plan, todo, offsets):
+  """The pieces of the shards still to write that a packed chunk holds, keyed by shard."""
+  if chunk is None or offsets is None:
     return
-  shard_assembly.write_shard(plan, shard, chunks)
+  yield from shard_assembly.shard_pieces(plan, chunk, offsets[chunk["chunk"]], todo)
+
+
+def _write(shard_and_pieces, plan):
+  """A worker's step 3: one shard from its pieces (a few numbers per chunk)."""
+  shard, pieces = shard_and_pieces
+  shard_assembly.write_shard_pieces(plan, shard, list(pieces))
   print(f"tpu.pretraining_data: wrote {plan.names[shard]}", file=sys.stderr, flush=True)
 
 
@@ -92,10 +117,14 @@ class BeamEngine:
                 | "Chunks" >> beam.Create(range(len(plan.chunks)))
                 | "Spread chunks" >> beam.Reshuffle()
                 | "Pack" >> beam.Map(_pack, plan))
-      _ = (pipeline
-           | "Shards" >> beam.Create(todo)
-           | "Spread shards" >> beam.Reshuffle()
-           | "Write" >> beam.Map(_write, plan, beam.pvalue.AsList(chunks)))
+      offsets = (chunks
+                 | "Count" >> beam.Map(_summary)
+                 | "Counts" >> beam.combiners.ToList()
+                 | "Offsets" >> beam.Map(_offsets, plan))
+      _ = (chunks
+           | "Pieces" >> beam.FlatMap(_pieces, plan, todo, beam.pvalue.AsSingleton(offsets))
+           | "By shard" >> beam.GroupByKey()
+           | "Write" >> beam.Map(_write, plan))
     indexes = []
     for index in range(len(plan.chunks)):
       error = plan.chunk_path(index, "error")

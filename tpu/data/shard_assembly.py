@@ -54,19 +54,42 @@ def _records(path, start, count):
       file.read(4)
 
 
-def write_shard(plan, shard, chunks):
-  """Writes shard `shard` from the packed chunks (step 3), through a temporary file beside it."""
+def chunk_offsets(counts):
+  """`{chunk: the global ordinal of its first example}` from `[(chunk, examples), ...]` in any order."""
+  offsets, total = {}, 0
+  for chunk, examples in sorted(counts):
+    offsets[chunk] = total
+    total += examples
+  return offsets
+
+
+def shard_pieces(plan, chunk, offset, shards=None):
+  """`(shard, (chunk, byte start, records))` of each shard's group in one packed chunk whose first example
+  has the global ordinal `offset` (for the shards in `shards`, default every shard)."""
+  for shard in range(plan.shards) if shards is None else shards:
+    group = (shard - offset) % plan.shards
+    if chunk["counts"][group]:
+      yield shard, (chunk["chunk"], chunk["starts"][group], chunk["counts"][group])
+
+
+def write_shard_pieces(plan, shard, pieces):
+  """Writes shard `shard` from its pieces `(chunk, byte start, records)` (any order: written in chunk
+  order), through a temporary file beside it."""
   import tensorflow as tf
-  chunks = sorted(chunks, key=lambda chunk: chunk["chunk"])
   path = plan.shard_path(shard)
   options = tf.io.TFRecordOptions(compression_type="GZIP" if plan.compress else None)
   with atomic_path(path) as temporary, tf.io.TFRecordWriter(temporary, options) as writer:
-    for chunk, offset in zip(chunks, _offsets(chunks), strict=True):
-      group = (shard - offset) % plan.shards
-      if chunk["counts"][group]:
-        for record in _records(plan.chunk_path(chunk["chunk"], "tfrecord"), chunk["starts"][group],
-                               chunk["counts"][group]):
-          writer.write(record)
+    for chunk, start, count in sorted(pieces):
+      for record in _records(plan.chunk_path(chunk, "tfrecord"), start, count):
+        writer.write(record)
+
+
+def write_shard(plan, shard, chunks):
+  """Writes shard `shard` from the packed chunks' indexes (step 3)."""
+  chunks = sorted(chunks, key=lambda chunk: chunk["chunk"])
+  pieces = [piece for chunk, offset in zip(chunks, _offsets(chunks), strict=True)
+            for _, piece in shard_pieces(plan, chunk, offset, [shard])]
+  write_shard_pieces(plan, shard, pieces)
 
 
 def metadata_of(plan, chunks):
