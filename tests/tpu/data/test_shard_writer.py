@@ -507,6 +507,37 @@ def test_beam_options_need_a_runner(capsys):
   assert "Beam pipeline options need --runner" in capsys.readouterr().err
 
 
+def test_beam_refuses_and_resumes_as_one_process_does(corpus, tmp_path):
+  """On Beam (DirectRunner in this process): a corpus of fewer examples than shards writes nothing; a
+  corpus error names the file and line and keeps the chunks the workers packed; a shard lost from a
+  finished output is written again, alone, to the same bytes."""
+  vocab = str(corpus / "wordpiece.vocab")
+
+  def beam(inputs, out, shards, **kwargs):
+    return beam_writer.write_with_beam(inputs, vocab, T, str(out), shards, runner="DirectRunner", **kwargs)
+  (tmp_path / "tiny.txt").write_text("One short sentence.\n\nAnd another one.\n")
+  with pytest.raises(CorpusError, match=r"the corpus makes 1 example of 64 ids, fewer than the 8 shards"):
+    beam([str(tmp_path / "tiny.txt")], tmp_path / "tiny", 8)
+  assert os.listdir(tmp_path / "tiny") == []
+
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  (folder / "a.txt").write_bytes((corpus / "a.txt").read_bytes())
+  (folder / "z_bad.txt").write_bytes(b"fine line\n\nsecond document\nbroken \xff\xfe here\n")
+  with pytest.raises(CorpusError, match=r"z_bad.txt:4: not UTF-8"):
+    beam([str(folder / "*.txt")], tmp_path / "bad", 2, chunk_mb=0.02)
+  work = tmp_path / "bad" / chunk_plan.WORK_FOLDER
+  assert len([name for name in os.listdir(work) if name.startswith("chunk") and name.endswith(".json")]) >= 2
+
+  single = _write(corpus, tmp_path / "single", inputs=["a.txt", "d.txt"], chunk_mb=0.02)
+  beam([str(corpus / "a.txt"), str(corpus / "d.txt")], tmp_path / "beam", 3, chunk_mb=0.02)
+  assert _contents(tmp_path / "beam") == _contents(tmp_path / "single") and single["chunks"] >= 4
+  lost = tmp_path / "beam" / shard_name(1, 3, False)
+  lost.unlink()
+  beam([str(corpus / "a.txt"), str(corpus / "d.txt")], tmp_path / "beam", 3, chunk_mb=0.02)
+  assert _contents(tmp_path / "beam") == _contents(tmp_path / "single")
+
+
 @pytest.mark.slow
 def test_one_process_and_beam_on_two_workers_write_the_same_bytes(corpus, tmp_path):
   inputs = ["a.txt", "b_empty.txt", "c_hostile.txt", "e_long.txt"]
