@@ -156,6 +156,7 @@ def test_a_tfds_text_dataset(corpus, tmp_path):
                                               str(tmp_path / "out2"), 2, text_key="body", progress=False)
 
 
+@pytest.mark.slow
 def test_a_prepared_tfds_dataset_is_one_chunk_per_file_shard(corpus, tmp_path):
   """A TFDS dataset as `download_and_prepare` leaves it (3 file shards): each shard a chunk, packed
   on its own, documents in the order the TFDS API reads each shard."""

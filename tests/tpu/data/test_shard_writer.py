@@ -264,12 +264,12 @@ def _check_definition(files, vocab, tmp_path, chunk_bytes, documents):
 
 
 @pytest.mark.parametrize("chunk_bytes,documents", [(25000, "blank-line"), (10**7, "blank-line"),
-                                                   (25000, "line")])
+                                                   pytest.param(25000, "line", marks=pytest.mark.slow)])
 def test_chunks_follow_the_definition_on_hostile_prose(corpus, tmp_path, chunk_bytes, documents):
   _check_definition(_files(corpus), str(corpus / "wordpiece.vocab"), tmp_path, chunk_bytes, documents)
 
 
-@pytest.mark.parametrize("documents", corpus_reading.DOCUMENTS)
+@pytest.mark.parametrize("documents", ["blank-line", pytest.param("line", marks=pytest.mark.slow)])
 def test_chunks_follow_the_definition_on_every_layout(corpus, layouts, tmp_path, documents):
   """One sentence per line, a line longer than a chunk, many small files: chunks hold their share."""
   files = _files(layouts) + sorted(str(path) for path in (layouts / "c_small").glob("*.txt"))
@@ -507,6 +507,7 @@ def test_beam_options_need_a_runner(capsys):
   assert "Beam pipeline options need --runner" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_beam_refuses_and_resumes_as_one_process_does(corpus, tmp_path):
   """On Beam (DirectRunner in this process): a corpus of fewer examples than shards writes nothing; a
   corpus error names the file and line and keeps the chunks the workers packed; a shard lost from a
