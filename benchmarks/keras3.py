@@ -150,11 +150,12 @@ def report(preset, seq_length, batch_size, repeats, results, xla_flags=None):
   return "\n".join(lines) + "\n"
 
 
-def write_section(path, section):
+def write_section(path, section, title=SECTION_TITLE):
+  """Puts `section` (headed `title`) into the Markdown file `path`, in place of its old self."""
   text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-  if SECTION_TITLE in text:
-    start = text.index(SECTION_TITLE)
-    following = text.find("\n## ", start + len(SECTION_TITLE))
+  if title in text:
+    start = text.index(title)
+    following = text.find("\n## ", start + len(title))
     text = text[:start] + section + (text[following + 1:] if following >= 0 else "")
   else:
     text = text.rstrip() + "\n\n" + section
