@@ -261,11 +261,17 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
   return plan, None
 
 
+def listing(folder):
+  """The names in `folder` (one listing, not a request per file: on gs:// each is a round trip), or none."""
+  import tensorflow as tf
+  return set(tf.io.gfile.listdir(folder)) if tf.io.gfile.isdir(folder) else set()
+
+
 def report_kept(plan):
   """Says on stderr what an interrupted run left that this one keeps; returns the shards still to write."""
-  import tensorflow as tf
-  packed = sum(tf.io.gfile.exists(plan.chunk_path(index, "json")) for index in range(len(plan.chunks)))
-  todo = [index for index in range(plan.shards) if not tf.io.gfile.exists(plan.shard_path(index))]
+  work, out = listing(plan.work), listing(plan.out)
+  packed = sum(os.path.basename(plan.chunk_path(index, "json")) in work for index in range(len(plan.chunks)))
+  todo = [index for index in range(plan.shards) if plan.names[index] not in out]
   if packed or len(todo) < plan.shards:
     report(f"resuming in {plan.out}: keeping {packed} of {len(plan.chunks)} packed chunks and "
             f"{plan.shards - len(todo)} of {plan.shards} shards; packing {len(plan.chunks) - packed} chunks "
