@@ -19,6 +19,7 @@ def test_a_process_tree_is_sampled_with_its_children():
     shard_writer.run_measured([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ))
 
 
+@pytest.mark.slow
 def test_the_corpus_has_the_size_asked_for_in_its_files(tmp_path):
   pattern = shard_writer.write_corpus(str(tmp_path / "corpus"), 0.4, files=4)
   sizes = [os.path.getsize(tmp_path / "corpus" / name) for name in sorted(os.listdir(tmp_path / "corpus"))]

@@ -263,7 +263,8 @@ def _check_definition(files, vocab, tmp_path, chunk_bytes, documents):
   return metadata
 
 
-@pytest.mark.parametrize("chunk_bytes,documents", [(25000, "blank-line"), (10**7, "blank-line"),
+@pytest.mark.parametrize("chunk_bytes,documents", [(25000, "blank-line"),
+                                                   pytest.param(10**7, "blank-line", marks=pytest.mark.slow),
                                                    pytest.param(25000, "line", marks=pytest.mark.slow)])
 def test_chunks_follow_the_definition_on_hostile_prose(corpus, tmp_path, chunk_bytes, documents):
   _check_definition(_files(corpus), str(corpus / "wordpiece.vocab"), tmp_path, chunk_bytes, documents)
@@ -280,7 +281,7 @@ def test_chunks_follow_the_definition_on_every_layout(corpus, layouts, tmp_path,
   assert [index for index in range(metadata["chunks"]) if not by_chunk.get(index)] == []
 
 
-@pytest.mark.parametrize("documents", corpus_reading.DOCUMENTS)
+@pytest.mark.parametrize("documents", ["blank-line", pytest.param("line", marks=pytest.mark.slow)])
 def test_the_text_source_and_the_shard_writer_make_the_same_examples(corpus, tmp_path, documents):
   """`text:` with `documents=` and the shard writer with `--documents` (one chunk) agree in every example."""
   from tpu import data
