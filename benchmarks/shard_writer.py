@@ -126,11 +126,12 @@ def run_engine(engine, corpus, vocab, out, chunk_mb, shards):
                 "--direct_running_mode=multi_processing"]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+  load_before = os.getloadavg()[0]
   wall, cpu, peaks, root = run_measured(command, env)
   launcher = peaks.get(root, 0)
   workers = [peak for pid, peak in peaks.items() if pid != root]
   return dict(wall=wall, cpu=cpu, launcher_bytes=launcher, worker_bytes=max(workers, default=0),
-              largest_bytes=max(peaks.values()))
+              largest_bytes=max(peaks.values()), load=[load_before, os.getloadavg()[0]])
 
 
 def _same_output(first, second):
@@ -161,6 +162,10 @@ def run(grid, folder, progress=print):
   return rows
 
 
+def _load(run):
+  return " → ".join(f"{value:.1f}" for value in run.get("load", ())) or "not recorded"
+
+
 def report(rows):
   gb = 1e9
   lines = [SECTION_TITLE, "",
@@ -170,10 +175,13 @@ def report(rows):
            f"Each row runs `python -m tpu.pretraining_data` in one process and on Beam's DirectRunner "
            f"({BEAM_WORKERS} worker processes), in alternating order; memory is the largest resident size "
            "sampled every 0.1 s (Beam: its largest worker, and its launcher), CPU the run's with every "
-           f"process it started. The machine has {os.cpu_count()} cores.", "",
+           f"process it started. The machine has {os.cpu_count()} cores; XLA_FLAGS "
+           f"{json.dumps(os.environ.get('XLA_FLAGS')) if os.environ.get('XLA_FLAGS') else 'unset'}; the load "
+           "column is the 1-minute load average when each engine's run began and ended (one process; Beam).",
+           "",
            "| corpus MB | chunks | shards | examples | one process: peak GB, MB/CPU-s | Beam: worker peak "
-           "GB, launcher GB, MB/CPU-s | Beam / one process: memory, MB per CPU-s | same bytes |",
-           "|---|---|---|---|---|---|---|---|"]
+           "GB, launcher GB, MB/CPU-s | Beam / one process: memory, MB per CPU-s | same bytes | load |",
+           "|---|---|---|---|---|---|---|---|---|"]
   for row in rows:
     single, beam = row["single"], row["beam"]
     single_rate, beam_rate = row["megabytes"] / single["cpu"], row["megabytes"] / beam["cpu"]
@@ -182,7 +190,7 @@ def report(rows):
         f"{single['largest_bytes'] / gb:.2f}, {single_rate:.2f} | {beam['worker_bytes'] / gb:.2f}, "
         f"{beam['launcher_bytes'] / gb:.2f}, {beam_rate:.2f} | "
         f"{beam['worker_bytes'] / single['largest_bytes']:.2f}×, {beam_rate / single_rate:.2f}× | "
-        f"{'yes' if row['same_bytes'] else 'NO'} |")
+        f"{'yes' if row['same_bytes'] else 'NO'} | {_load(single)}; {_load(beam)} |")
   return "\n".join(lines) + "\n"
 
 

@@ -37,7 +37,8 @@ def test_a_tiny_grid_runs_both_engines_to_the_same_bytes(tmp_path):
   assert row["beam"]["worker_bytes"] > 0   # Beam's worker processes were seen
   section = shard_writer.report(rows)
   assert section.startswith(shard_writer.SECTION_TITLE)
-  assert "| 0.3 | 3 | 3 |" in section and "| yes |" in section
+  assert "| 0.3 | 3 | 3 |" in section and "| yes |" in section and "XLA_FLAGS" in section
+  assert all(len(row[engine]["load"]) == 2 for engine in ("single", "beam"))
   help_text = subprocess.run([sys.executable, "-m", "benchmarks.shard_writer", "--help"], capture_output=True,
                              text=True, check=True, cwd=shard_writer.ROOT).stdout
   assert "--grid" in help_text and "--out" in help_text
