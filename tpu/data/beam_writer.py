@@ -67,8 +67,8 @@ def _offsets(summaries, plan):
   (the launcher then says why and writes nothing)."""
   if any(summary is None for summary in summaries):
     return None
-  counted = [dict(examples=examples, tokens=[tokens]) for _, examples, tokens in summaries]
-  if shard_assembly.refusal(plan, counted):
+  if shard_assembly.refusal_of_counts(plan, sum(summary[1] for summary in summaries),
+                                      sum(summary[2] for summary in summaries)):
     return None
   return shard_assembly.chunk_offsets([(chunk, examples) for chunk, examples, _ in summaries])
 

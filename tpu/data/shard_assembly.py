@@ -23,8 +23,13 @@ from zoo.model_dir import write_atomically
 
 def refusal(plan, chunks):
   """Why the packed chunks cannot make the shards (no text, fewer examples than shards), or None."""
-  examples = sum(chunk["examples"] for chunk in chunks)
-  if not sum(sum(chunk["tokens"]) for chunk in chunks):
+  return refusal_of_counts(plan, sum(chunk["examples"] for chunk in chunks),
+                           sum(sum(chunk["tokens"]) for chunk in chunks))
+
+
+def refusal_of_counts(plan, examples, tokens):
+  """`refusal` from the corpus's examples and tokens in all."""
+  if not tokens:
     return f"{plan.where()}: the corpus holds no text"
   if examples < plan.shards:
     plural = "s" * (examples != 1)

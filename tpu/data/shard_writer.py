@@ -43,6 +43,7 @@ import time
 
 from tpu.data.chunk_plan import CHUNK_MB
 from tpu.data.chunk_plan import discard_work
+from tpu.data.chunk_plan import listing
 from tpu.data.chunk_plan import plan_run
 from tpu.data.chunk_plan import report
 from tpu.data.chunk_plan import report_kept
@@ -143,14 +144,14 @@ def run(plan, engine):
   left is reported and kept (`report_kept`); the engine packs the chunks not packed yet and writes
   the shards not written yet, unless the chunks cannot fill them; then a refusal discards the work,
   and otherwise `vocab.txt` and `metadata.json` complete the output. Returns the metadata."""
-  import tensorflow as tf
   todo = report_kept(plan)
   chunks = engine.pack_and_write(plan, todo)
   problem = refusal(plan, chunks)
   if problem:
     discard_work(plan)
     raise CorpusError(problem)
-  missing = [name for index, name in enumerate(plan.names) if not tf.io.gfile.exists(plan.shard_path(index))]
+  written = listing(plan.out)
+  missing = [name for name in plan.names if name not in written]
   if missing:
     raise RuntimeError(f"{engine.name} ended without writing {', '.join(missing)}")
   return finish(plan, chunks)

@@ -35,9 +35,7 @@ class TextFilesSource(Source):
   def load(self, target, split, *, data_type, documents):
     from tpu.data import corpus_reading
     self.check_data_type(target, data_type)
-    documents = documents or "line"
-    if documents not in corpus_reading.DOCUMENTS:
-      raise ValueError(f"documents must be one of {', '.join(corpus_reading.DOCUMENTS)}, got {documents!r}")
+    documents = corpus_reading.check_documents(documents or "line")
     files = matching_files(target)
     if documents == "line":
       lines = tf.data.TextLineDataset(files)

@@ -235,14 +235,6 @@ def save_weights_dir(task, directory):
                      "".join(f"{token}\n" for token in tokenizer.vocabulary))
   with atomic_path(os.path.join(directory, "model.safetensors")) as temporary:
     save_file(arrays, temporary)
-  write_atomically(os.path.join(directory, "config.json"), json.dumps(_plain(config), indent=2) + "\n")
+  write_atomically(os.path.join(directory, "config.json"), json.dumps(config, indent=2) + "\n")
   return directory
 
-
-def _plain(value):
-  """JSON-ready: tuples as lists."""
-  if isinstance(value, dict):
-    return {key: _plain(item) for key, item in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [_plain(item) for item in value]
-  return value
