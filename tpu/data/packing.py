@@ -54,7 +54,8 @@ class _Packer:
   """The packing pipeline of one plan's tokenizer and T, built once per process and run once per chunk.
 
   Building the `tf.data` pipeline traces the tokenizer (about a second); creating an
-  iterator of the built one does not, so each chunk only restarts it on its own lines.
+  iterator of the built one does not trace again, so each chunk only restarts it on its own
+  lines, which still costs about 0.17 CPU-s a chunk (BENCHMARKS.md section 10).
   """
 
   def __init__(self, plan):
