@@ -24,6 +24,7 @@ import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
 from zoo.layers import seeds
+from zoo.layers.base import WithoutAutograph
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
 # fully masked row becomes a uniform distribution, never NaN or Inf.
@@ -98,7 +99,7 @@ def drop_attention_probs(probs, rate):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(WithoutAutograph, keras.layers.Layer):
   """Scaled dot-product multi-head attention with optional residual attention.
 
   Computes `softmax(q̂·k + mask_bias) v` per head with `q̂ = q / sqrt(head_size)`, then

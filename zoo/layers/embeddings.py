@@ -8,10 +8,11 @@ from official.modeling.tf_utils import clone_initializer
 from official.nlp.modeling import layers as nlp_layers
 
 from zoo.layers import seeds
+from zoo.layers.base import WithoutAutograph
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class EncoderEmbeddings(keras.layers.Layer):
+class EncoderEmbeddings(WithoutAutograph, keras.layers.Layer):
   """Word embeddings, plus absolute positions and token types when enabled, then
   layer norm, dropout and an optional projection from width E to the model width D.
 

@@ -34,6 +34,7 @@ import tf_keras as keras
 from zoo.grids import covered_length
 from zoo.grids import pool_positions
 from zoo.grids import pooled_length  # noqa: F401  (a public name of zoo.layers)
+from zoo.layers.base import WithoutAutograph
 from zoo.layers.constants import AUTHORS_POOLING
 from zoo.layers.constants import POOLING_SEMANTICS
 from zoo.layers.constants import POOLING_TYPES
@@ -133,7 +134,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelPooling(keras.layers.Layer):
+class FunnelPooling(WithoutAutograph, keras.layers.Layer):
   """Stride-2 pooling of a Funnel-Transformer sequence, its mask and its ids.
 
   Between blocks, Funnel-Transformer shortens the hidden sequence by 2 (Dai et al.,
@@ -205,7 +206,7 @@ class FunnelPooling(keras.layers.Layer):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelUpsampling(keras.layers.Layer):
+class FunnelUpsampling(WithoutAutograph, keras.layers.Layer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   Each non-[cls] vector is repeated `stride` times (`stride = 2^(blocks - 1)`), [cls]

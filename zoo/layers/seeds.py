@@ -25,6 +25,8 @@ import threading
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.layers.base import WithoutAutograph
+
 _STATE = threading.local()
 
 
@@ -59,7 +61,7 @@ def next_seed():
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class Dropout(keras.layers.Dropout):
+class Dropout(WithoutAutograph, keras.layers.Dropout):
   """Keras' `Dropout`, whose mask inside `step_seeds` is a function of the scope's seed."""
 
   def call(self, inputs, training=None):

@@ -10,6 +10,7 @@ from official.modeling.tf_utils import clone_initializer
 from zoo.layers import seeds
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
+from zoo.layers.base import WithoutAutograph
 from zoo.layers.constants import ABSOLUTE
 from zoo.layers.constants import ACTIVATIONS
 from zoo.layers.constants import POSITION_ENCODINGS
@@ -18,7 +19,7 @@ from zoo.layers.relative_attention import RelativeMultiHeadAttention
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(WithoutAutograph, keras.layers.Layer):
   """One encoder layer: multi-head attention and a feed-forward net, each residual.
 
   Post-LN (Vaswani et al., 2017; BERT), the default:

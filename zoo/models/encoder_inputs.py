@@ -6,6 +6,8 @@ Axes: B batch, T sequence length.
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.layers.base import WithoutAutograph
+
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
@@ -15,7 +17,7 @@ def encoder_inputs(seq_length=None):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class ClsSegmentIds(keras.layers.Layer):
+class ClsSegmentIds(WithoutAutograph, keras.layers.Layer):
   """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`.
 
   Funnel-Transformer's relative segment term treats [cls] (type id 2 in the authors'

@@ -22,6 +22,7 @@ import tf_keras as keras
 from official.nlp.modeling import layers as nlp_layers
 
 from zoo.layers import seeds
+from zoo.layers.base import WithoutAutograph
 
 
 def encoder_inputs_like(encoder):
@@ -45,7 +46,7 @@ def truncated_normal(stddev):
   return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
-class _FullLengthCheck(keras.layers.Layer):
+class _FullLengthCheck(WithoutAutograph, keras.layers.Layer):
   """Passes `sequence_output` through, failing at run time if it is shorter than `word_ids`.
 
   Used only when the lengths are not static (the check is then done at construction).
@@ -101,7 +102,7 @@ class EncoderHead(keras.Model):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class MaskedLMHead(nlp_layers.MaskedLM):
+class MaskedLMHead(WithoutAutograph, nlp_layers.MaskedLM):
   """BERT's masked-LM output layer, with the output embedding tied to the input one.
 
   At each predicted position (Devlin et al., 2019, Sec. 3.1; Model Garden's `MaskedLM`):

@@ -15,6 +15,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from zoo.layers import seeds
+from zoo.layers.base import WithoutAutograph
 from zoo.layers.constants import ACTIVATIONS
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import ENCODER_ROOT
@@ -129,7 +130,7 @@ class MaskedLMPretrainer(EncoderHead):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class ReplacedTokenSampler(keras.layers.Layer):
+class ReplacedTokenSampler(WithoutAutograph, keras.layers.Layer):
   """ELECTRA's corruption step: sample replacements from the generator and label them.
 
   At each real prediction (`masked_lm_weights > 0`) a token is drawn from the

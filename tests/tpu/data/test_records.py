@@ -71,11 +71,12 @@ def test_shards_hold_every_token_in_document_order(corpus, tmp_path):
   # The independent reference: every document tokenized line by line, [SEP] between documents (none
   # at the start of an example), cut into bodies of T - 2; example k goes to shard k mod 4.
   stream, expected_total = [], 0
+  lines = iter(encoder.tokenize(tf.constant([line for doc in docs for line in doc], tf.string)).to_list())
   for doc in docs:
-    ids = encoder.tokenize(tf.constant(doc)).flat_values.numpy()   # each line on its own, concatenated
+    ids = [id_ for _ in doc for id_ in next(lines)]   # each line on its own, concatenated
     if stream and len(stream) % (T - 2):
       stream.append(sep)
-    stream.extend(ids.tolist())
+    stream.extend(ids)
     expected_total += len(ids)
   bodies = [stream[start:start + T - 2] for start in range(0, len(stream), T - 2)]
   shards = [_records(tmp_path / "out" / pretraining_data.shard_name(shard, 4, False)) for shard in range(4)]

@@ -145,18 +145,21 @@ def _chunk_documents(files, chunk_bytes, documents="blank-line"):
 def _reference(files, chunk_bytes, encoder, shards, documents="blank-line"):
   """The examples of each shard by the definition, computed independently of the writer.
 
-  Each chunk's documents (`_chunk_documents`) are tokenized line by line, joined with [SEP]
+  Each chunk's documents (`_chunk_documents`) are tokenized line by line (in one call), joined with [SEP]
   (none at an example's start) and cut into bodies of T - 2; example k of the whole corpus goes
   to shard k mod N.
   """
   chunks = _chunk_documents(files, chunk_bytes, documents)
+  lines = [line for owner in sorted(chunks) for document in chunks[owner] for line in document]
+  ids = iter(encoder.tokenize(tf.constant(lines, tf.string)).to_list())   # one call: each line alone
   bodies = []
   for owner in sorted(chunks):
     stream = []
     for document in chunks[owner]:
       if stream and len(stream) % (T - 2):
         stream.append(encoder.sep_id)
-      stream.extend(encoder.tokenize(tf.constant(document)).flat_values.numpy().tolist())
+      for _ in document:
+        stream.extend(next(ids))
     bodies.extend(stream[start:start + T - 2] for start in range(0, len(stream), T - 2))
   documents = sum(len(docs) for docs in chunks.values())
   return [bodies[shard::shards] for shard in range(shards)], documents
