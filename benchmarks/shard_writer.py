@@ -28,7 +28,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION_TITLE = "## 10. Pre-training data: the shard writer in one process and on Beam"
 # (corpus MB, chunk MB, shards)
-GRID = ((10, 1.0, 4), (50, 1.0, 64), (100, 1.0, 256), (100, 16.0, 1024), (20, 0.01, 16))
+GRID = ((10, 1.0, 4), (50, 1.0, 64), (100, 1.0, 256), (100, 16.0, 1024), (20, 0.01, 16), (500, 16.0, 64),
+        (200, 64.0, 16))
 FILES = 8
 SEQ_LENGTH = 128
 BEAM_WORKERS = 2

@@ -5,13 +5,15 @@
       --direct_num_workers 2 --direct_running_mode multi_processing
 
 The pipeline (`BeamEngine`) maps the plan's chunks to `tpu.data.packing` (packing each
-chunk not packed yet); the chunks' example counts give each chunk's offset (a number per
-chunk, the one side input); each packed chunk then emits, keyed by shard, where its
-group for that shard lies in its packed-chunk file (`shard_assembly.shard_pieces`: three
-numbers), and a shuffle by shard gives each shard's writer its own pieces only, which it
-copies in chunk order (`shard_assembly.write_shard_pieces`, as the single process
-does). The launching process then checks the output and writes `metadata.json`
-(`tpu.data.shard_writer.run`, the driver both engines share). Each step is a function of
+chunk not packed yet, one chunk in memory at a time: `--chunk-mb` bounds a worker's
+memory); the chunks' example counts (three numbers a chunk, combined on one worker) give
+each chunk's offset, which a join by chunk brings to its packed chunk (no side input);
+each packed chunk then emits, keyed by shard, where its group for that shard lies in its
+packed-chunk file (`shard_assembly.shard_pieces`: three numbers), and a shuffle by shard
+gives each shard's writer its own pieces only, which it copies in chunk order
+(`shard_assembly.write_shard_pieces`, as the single process does). The launching process
+then checks the output and writes `metadata.json` (`tpu.data.shard_writer.run`, the
+driver both engines share). Each step is a function of
 the inputs and flags alone, so the output is byte-identical to the single process's,
 whatever the runner and number of workers, and a rerun keeps what a killed pipeline
 finished (packed chunks, complete shards).
@@ -63,21 +65,29 @@ def _summary(chunk):
 
 
 def _offsets(summaries, plan):
-  """`{chunk: offset}` of every chunk, or None when a chunk failed or the chunks cannot fill the shards
+  """`(chunk, offset)` of every chunk; none when a chunk failed or the chunks cannot fill the shards
   (the launcher then says why and writes nothing)."""
   if any(summary is None for summary in summaries):
-    return None
+    return
   if shard_assembly.refusal_of_counts(plan, sum(summary[1] for summary in summaries),
                                       sum(summary[2] for summary in summaries)):
-    return None
-  return shard_assembly.chunk_offsets([(chunk, examples) for chunk, examples, _ in summaries])
-
-
-def _pieces(chunk, plan, todo, offsets):
-  """The pieces of the shards still to write that a packed chunk holds, keyed by shard."""
-  if chunk is None or offsets is None:
     return
-  yield from shard_assembly.shard_pieces(plan, chunk, offsets[chunk["chunk"]], todo)
+  yield from shard_assembly.chunk_offsets([(chunk, examples) for chunk, examples, _ in summaries]).items()
+
+
+def _by_chunk(chunk):
+  """A packed chunk keyed by its number (none for a chunk whose corpus was at fault)."""
+  if chunk is not None:
+    yield chunk["chunk"], chunk
+
+
+def _pieces(joined, plan, todo):
+  """The pieces of the shards still to write that a packed chunk holds, keyed by shard, once its offset
+  has joined it (`(chunk number, {"chunk": [index], "offset": [offset]})`)."""
+  _, values = joined
+  chunks, offsets = list(values["chunk"]), list(values["offset"])
+  if chunks and offsets:
+    yield from shard_assembly.shard_pieces(plan, chunks[0], offsets[0], todo)
 
 
 def _write(shard_and_pieces, plan):
@@ -123,9 +133,10 @@ class BeamEngine:
       offsets = (chunks
                  | "Count" >> beam.Map(_summary)
                  | "Counts" >> beam.combiners.ToList()
-                 | "Offsets" >> beam.Map(_offsets, plan))
-      _ = (chunks
-           | "Pieces" >> beam.FlatMap(_pieces, plan, todo, beam.pvalue.AsSingleton(offsets))
+                 | "Offsets" >> beam.FlatMap(_offsets, plan))
+      _ = (dict(chunk=chunks | "Key chunks" >> beam.FlatMap(_by_chunk), offset=offsets)
+           | "Join offsets" >> beam.CoGroupByKey()
+           | "Pieces" >> beam.FlatMap(_pieces, plan, todo)
            | "By shard" >> beam.GroupByKey()
            | "Write" >> beam.Map(_write, plan))
     work = chunk_plan.listing(plan.work)   # one listing, then the indexes read in parallel
