@@ -203,6 +203,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   grid = [tuple(row) for row in json.loads(args.grid)]
   folder = args.keep or tempfile.mkdtemp(prefix="shard-writer-benchmark-")
+  os.makedirs(folder, exist_ok=True)
   try:
     rows = run(grid, folder, progress=lambda message: print(message, file=sys.stderr, flush=True))
   finally:
