@@ -13,10 +13,10 @@ packed-chunk file (`shard_assembly.shard_pieces`: three numbers), and a shuffle 
 gives each shard's writer its own pieces only, which it copies in chunk order
 (`shard_assembly.write_shard_pieces`, as the single process does). The launching process
 then checks the output and writes `metadata.json` (`tpu.data.shard_writer.run`, the
-driver both engines share). Each step is a function of
-the inputs and flags alone, so the output is byte-identical to the single process's,
-whatever the runner and number of workers, and a rerun keeps what a killed pipeline
-finished (packed chunks, complete shards).
+driver both engines share). Each step is a function of the inputs and flags alone, so the
+output is byte-identical to the single process's, whatever the runner and number of
+workers, and a rerun keeps what a killed pipeline finished (packed chunks, complete
+shards).
 
 Runners and their options are Beam's own (`--runner` plus any of Beam's pipeline
 options, passed through): DirectRunner locally (worker processes with
