@@ -164,7 +164,7 @@ def run(grid, folder, progress=print):
 
 
 def _load(run):
-  return " → ".join(f"{value:.1f}" for value in run.get("load", ())) or "not recorded"
+  return " → ".join(f"{value:.1f}" for value in run["load"])
 
 
 def report(rows):

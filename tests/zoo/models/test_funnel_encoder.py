@@ -148,3 +148,21 @@ def test_config_errors(bad, message):
 def test_save_reload_xla_and_mixed_precision(flags, tmp_path):
   config = dict(SMALL, block_sizes=(1, 1), **flags)
   run_encoder_checks(FunnelEncoder, config, _inputs(), tmp_path)
+
+
+def test_building_an_encoder_converts_none_of_the_zoos_layers_with_autograph(monkeypatch):
+  """tf_keras hands a subclassed layer's `call` to AutoGraph (`tf_convert`) when it builds a functional
+  model, unless the layer says not to (`zoo.layers.base.WithoutAutograph`). Watched at tf_keras's own
+  call: the zoo's layers are never handed over, so a hook that tf_keras renamed fails here."""
+  from tf_keras.src.engine import base_layer
+  autograph = base_layer.tf.__internal__.autograph   # the module tf_keras calls
+  converted = []
+  convert = autograph.tf_convert
+
+  def watched(function, *args, **kwargs):
+    converted.append(type(getattr(function, "__self__", None)).__module__)
+    return convert(function, *args, **kwargs)
+
+  monkeypatch.setattr(autograph, "tf_convert", watched)
+  FunnelEncoder(**SMALL, block_sizes=(1, 1), num_decoder_layers=1, residual_attention=True)
+  assert not [module for module in converted if module.startswith("zoo.")], converted
