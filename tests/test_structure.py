@@ -97,6 +97,76 @@ def test_the_edition_check_catches_crossed_imports(tmp_path):
       "zoo/layers.py:3: a tf_keras module imports zoo.keras3"]
 
 
+# The twins' shared part (arguments, checks, config) is written once, in zoo/specs.py.
+TF_KERAS_EDITION = ("zoo/layers", "zoo/models")
+KERAS3_EDITION = ("zoo/keras3",)
+# Classes of one name in both editions that are not twins: the editions' own bases, and the masked-LM
+# heads (the tf_keras one is Model Garden's MaskedLM and takes the encoder's table; the Keras 3 one,
+# keras-hub's, takes the backbone's embedding layer: no argument list in common to share).
+NOT_TWINS = {"ZooLayer", "EncoderModel", "MaskedLMHead"}
+
+
+def _edition_classes(root, folders):
+  """{class name: (path, its own __init__ parameters, whether it defines get_config, its bases' text)}."""
+  classes = {}
+  for folder in folders:
+    for path in sorted((root / folder).rglob("*.py")):
+      for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.ClassDef):
+          continue
+        methods = {item.name: item for item in node.body if isinstance(item, ast.FunctionDef)}
+        init = methods.get("__init__")
+        parameters = set()
+        if init is not None:
+          arguments = init.args
+          declared = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+          parameters = {argument.arg for argument in declared} - {"self"}
+        classes[node.name] = (path.relative_to(root), parameters, "get_config" in methods,
+                              [ast.unparse(base) for base in node.bases])
+  return classes
+
+
+def twin_duplications(root=ROOT):
+  """Constructor arguments or config blocks that both editions of a twin write, and twins without a spec."""
+  tf_keras, keras3 = _edition_classes(root, TF_KERAS_EDITION), _edition_classes(root, KERAS3_EDITION)
+  problems = []
+  for name in sorted(set(tf_keras) & set(keras3) - NOT_TWINS):
+    (path_a, args_a, config_a, bases_a), (path_b, args_b, config_b, bases_b) = tf_keras[name], keras3[name]
+    both = sorted(args_a & args_b)
+    if both:
+      problems.append(f"{name}: {path_a} and {path_b} both take {', '.join(both)}")
+    if config_a and config_b:
+      problems.append(f"{name}: {path_a} and {path_b} both define get_config")
+    if not any(base.startswith("specs.") for base in bases_a + bases_b) and \
+        not any(base in tf_keras and base in keras3 for base in bases_a):
+      problems.append(f"{name}: no spec of zoo/specs.py among its bases")
+  return problems
+
+
+def test_each_twin_writes_its_arguments_and_config_once():
+  names = set(_edition_classes(ROOT, TF_KERAS_EDITION)) & set(_edition_classes(ROOT, KERAS3_EDITION))
+  assert {"MultiHeadAttention", "RelativeMultiHeadAttention", "TransformerBlock", "EncoderEmbeddings",
+          "FunnelPooling", "FunnelUpsampling", "ClsSegmentIds", "FunnelEncoder",
+          "TransformerEncoder"} <= names
+  assert twin_duplications() == []
+
+
+def test_the_twin_check_catches_a_repeated_argument(tmp_path):
+  pool_with_seed = "class Pool(Base):\n  def __init__(self, size, seed=None):\n    pass\n\n"
+  for folder, text in (("zoo/layers", "class Pool(specs.PoolSpec, Base):\n  def call(self, x):\n    pass\n"),
+                       ("zoo/keras3", pool_with_seed + "  def get_config(self):\n    pass\n"),
+                       ("zoo/models", "class Enc(Base):\n  def __init__(self, width):\n    pass\n\n"
+                                      "  def get_config(self):\n    pass\n")):
+    (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / folder / "m.py").write_text(text)
+  (tmp_path / "zoo/keras3/e.py").write_text("class Enc(Base):\n  def __init__(self, width, dtype=None):\n"
+                                            "    pass\n\n  def get_config(self):\n    pass\n")
+  assert twin_duplications(tmp_path) == [
+      "Enc: zoo/models/m.py and zoo/keras3/e.py both take width",
+      "Enc: zoo/models/m.py and zoo/keras3/e.py both define get_config",
+      "Enc: no spec of zoo/specs.py among its bases"]
+
+
 def module_paths(root=ROOT, packages=CYCLE_PACKAGES):
   """{module name: path} of every .py file of the packages; a package's `__init__.py` is the package."""
   modules = {}

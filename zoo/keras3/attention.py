@@ -13,30 +13,18 @@ The score, the carry, the mask bias and the softmax are float32 under any dtype 
 """
 
 import math
-import typing
-import warnings
 
 import keras
 import numpy as np
 from keras import ops
 
+from zoo import specs
+from zoo.keras3.base import ZooLayer
+from zoo.specs import AttentionResult
+from zoo.specs import clone_initializer
+
 # Added to the float32 logits of masked positions: a fully masked row becomes uniform.
 MASK_BIAS = -1e9
-
-
-class AttentionResult(typing.NamedTuple):
-  """What `MultiHeadAttention`, `RelativeMultiHeadAttention` and `TransformerBlock` return.
-
-  Fields (read them by name):
-    output: `[B, T, D]` in the compute dtype: the attention output, or the block's.
-    carry: float32 `[B, N, T, S]`: the full pre-softmax score `C_l`, to pass as the next
-      residual layer's `attention_carry`; without `residual_attention`, the layer's own `S_l`.
-    probs: float32 `[B, N, T, S]`: the attention probabilities, before dropout.
-  """
-
-  output: typing.Any
-  carry: typing.Any
-  probs: typing.Any
 
 
 def attention_mask_bias(attention_mask):
@@ -52,13 +40,7 @@ def attention_mask_bias(attention_mask):
   return (1.0 - mask) * MASK_BIAS
 
 
-def clone_initializer(initializer):
-  """A fresh initializer with the same config, so no two kernels start out equal."""
-  initializer = keras.initializers.get(initializer)
-  return initializer.__class__.from_config(initializer.get_config())
-
-
-class AttentionLayer(keras.layers.Layer):
+class AttentionLayer(ZooLayer):
   """What the zoo's Keras 3 attention layers and blocks share: explicit input casting.
 
   Keras 3 casts every floating argument of a call to the compute dtype; these layers
@@ -98,7 +80,7 @@ class AttentionLayer(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class MultiHeadAttention(AttentionLayer):
+class MultiHeadAttention(specs.MultiHeadAttentionSpec, AttentionLayer):
   """Scaled dot-product multi-head attention with optional residual attention.
 
   `zoo.layers.MultiHeadAttention` for Keras 3 (see its docstring): the same arguments,
@@ -118,34 +100,10 @@ class MultiHeadAttention(AttentionLayer):
     `[B, T, S]`, attention_carry (float32 `[B, N, T, S]`), layer_index, training.
   """
 
-  def __init__(self,
-               num_heads,
-               head_size,
-               attention_dropout=0.0,
-               residual_attention=False,
-               running_mean=False,
-               kernel_initializer="glorot_uniform",
-               seed=None,
-               **kwargs):
-    if "dropout" in kwargs:   # the argument's name in configs saved before it was renamed
-      if attention_dropout:
-        raise TypeError(f"{type(self).__name__} got dropout and attention_dropout; "
-                        "pass attention_dropout only")
-      warnings.warn(f"{type(self).__name__}(dropout=...) is deprecated: the attention-probability "
-                    "dropout rate is attention_dropout (re-save the model to update its config)",
-                    FutureWarning, stacklevel=2)
-      attention_dropout = kwargs.pop("dropout")
-    super().__init__(**kwargs)
-    if running_mean and not residual_attention:
-      raise ValueError("running_mean=True needs residual_attention=True")
-    self.num_heads = num_heads
-    self.head_size = head_size
-    self.attention_dropout = attention_dropout
-    self.residual_attention = residual_attention
-    self.running_mean = running_mean
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+  def __init__(self, *args, seed=None, **kwargs):
+    super().__init__(*args, **kwargs)
     self.seed = seed
-    self.seed_generator = keras.random.SeedGenerator(seed) if attention_dropout > 0 else None
+    self.seed_generator = keras.random.SeedGenerator(seed) if self.attention_dropout > 0 else None
 
   def build(self, input_shape):
     width = input_shape[-1]
@@ -179,8 +137,7 @@ class MultiHeadAttention(AttentionLayer):
 
   def _attend(self, query, value, scores_fn, attention_mask, attention_carry, layer_index, training):
     """Shared attention body; `scores_fn(query_heads, key_heads)` gives `S_l`."""
-    if attention_carry is not None and not self.residual_attention:
-      raise ValueError(f"{self.name}: attention_carry needs residual_attention=True")
+    self._check_carry(attention_carry)
     query = self._hidden(query)
     value = query if value is None else self._hidden(value)
     query_heads = self.query_dense(query)   # [B, T, N, H]
@@ -204,14 +161,4 @@ class MultiHeadAttention(AttentionLayer):
     return AttentionResult(output=output, carry=carry, probs=probs)
 
   def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_heads=self.num_heads,
-        head_size=self.head_size,
-        attention_dropout=self.attention_dropout,
-        residual_attention=self.residual_attention,
-        running_mean=self.running_mean,
-        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-        seed=self.seed,
-    )
-    return config
+    return {**super().get_config(), "seed": self.seed}

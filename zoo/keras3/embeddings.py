@@ -8,11 +8,14 @@ D model width.
 import keras
 from keras import ops
 
-from zoo.keras3.attention import clone_initializer
+from zoo import specs
+from zoo.keras3.base import WeightlessLayer
+from zoo.keras3.base import ZooLayer
+from zoo.specs import clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class PositionEmbedding(keras.layers.Layer):
+class PositionEmbedding(ZooLayer):
   """A learned table of absolute positions, `[B, T, E] -> [B, T, E]` (the first T rows).
 
   Model Garden's `PositionEmbedding` (weight `embeddings`, `[max_length, E]`), in Keras 3.
@@ -41,7 +44,7 @@ class PositionEmbedding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class EncoderEmbeddings(keras.layers.Layer):
+class EncoderEmbeddings(specs.EncoderEmbeddingsSpec, ZooLayer):
   """Word embeddings, plus absolute positions and token types when enabled, then layer
   norm (float32), dropout and an optional projection E -> D.
 
@@ -49,26 +52,6 @@ class EncoderEmbeddings(keras.layers.Layer):
   (`word_embeddings`, `position_embeddings`, `type_embeddings`, `norm`, `projection`).
   Call: `word_ids [B, T]`, `type_ids [B, T]` (needed when `type_vocab_size > 0`).
   """
-
-  def __init__(self,
-               vocab_size,
-               embedding_width,
-               hidden_size,
-               max_sequence_length=None,
-               type_vocab_size=0,
-               dropout=0.1,
-               layer_norm_epsilon=1e-12,
-               initializer="glorot_uniform",
-               **kwargs):
-    super().__init__(**kwargs)
-    self.vocab_size = vocab_size
-    self.embedding_width = embedding_width
-    self.hidden_size = hidden_size
-    self.max_sequence_length = max_sequence_length
-    self.type_vocab_size = type_vocab_size
-    self.dropout = dropout
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.initializer = keras.initializers.get(initializer)
 
   def build(self, input_shape):
     width = self.embedding_width
@@ -121,34 +104,11 @@ class EncoderEmbeddings(keras.layers.Layer):
   def compute_output_spec(self, word_ids, type_ids=None, training=None):
     return keras.KerasTensor((*word_ids.shape, self.hidden_size), dtype=self.compute_dtype)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        vocab_size=self.vocab_size,
-        embedding_width=self.embedding_width,
-        hidden_size=self.hidden_size,
-        max_sequence_length=self.max_sequence_length,
-        type_vocab_size=self.type_vocab_size,
-        dropout=self.dropout,
-        layer_norm_epsilon=self.layer_norm_epsilon,
-        initializer=keras.initializers.serialize(self.initializer),
-    )
-    return config
-
-
 @keras.saving.register_keras_serializable(package="zoo")
-class ClsSegmentIds(keras.layers.Layer):
+class ClsSegmentIds(specs.ClsSegmentIdsSpec, WeightlessLayer):
   """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`."""
-
-  def __init__(self, cls_segment_id=2, **kwargs):
-    super().__init__(**kwargs)
-    self.cls_segment_id = cls_segment_id
-    self.built = True
 
   def call(self, type_ids):
     type_ids = ops.cast(type_ids, "int32")
     cls = ops.full_like(type_ids[:, :1], self.cls_segment_id)
     return ops.concatenate([cls, type_ids[:, 1:]], axis=1)
-
-  def get_config(self):
-    return {**super().get_config(), "cls_segment_id": self.cls_segment_id}

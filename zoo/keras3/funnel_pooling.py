@@ -11,13 +11,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.choices import AUTHORS_POOLING
-from zoo.choices import POOLING_SEMANTICS
+from zoo import specs
 from zoo.choices import POOLING_TYPES
-from zoo.choices import ZOO_POOLING
 from zoo.choices import check_choice
-from zoo.grids import covered_length
-from zoo.grids import pool_positions
+from zoo.keras3.base import WeightlessLayer
 
 POOLING_MODES = POOLING_TYPES + ("first", "any", "all")
 # Below any activation and finite in float32 and bfloat16: the max of an all-padding window.
@@ -99,7 +96,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelPooling(keras.layers.Layer):
+class FunnelPooling(specs.FunnelPoolingSpec, WeightlessLayer):
   """Stride-2 pooling of a Funnel-Transformer sequence, its mask and its ids.
 
   `zoo.layers.FunnelPooling` for Keras 3: the same arguments (`pooling_type`,
@@ -108,59 +105,17 @@ class FunnelPooling(keras.layers.Layer):
   given: a float32 carry stays float32 under mixed precision, masks and ids integers.
   """
 
-  def __init__(self, pooling_type="mean", separate_cls=True, truncate_seq=True, semantics=ZOO_POOLING,
-               **kwargs):
-    super().__init__(autocast=False, **kwargs)
-    check_choice("pooling_type", pooling_type, POOLING_TYPES)
-    check_choice("semantics", semantics, POOLING_SEMANTICS)
-    self.pooling_type = pooling_type
-    self.separate_cls = separate_cls
-    self.truncate_seq = truncate_seq
-    self.semantics = semantics
-    self.built = True
-
-  def call(self, inputs, input_mask=None, axis=1, mode=None):
-    if self.semantics == AUTHORS_POOLING:
-      input_mask = None   # every token of a window counts, padding included
-    return pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls, self.truncate_seq,
-                         input_mask=input_mask)
-
-  def pool_mask(self, input_mask):
-    """`[B, T]` mask -> `[B, T']`: a window is real if any (zoo) or every (authors) token of it is."""
-    return self(input_mask, mode="all" if self.semantics == AUTHORS_POOLING else "any")
-
-  def pool_ids(self, ids):
-    """`[B, T]` ids (e.g. segment ids) -> `[B, T']`, the first id of each window."""
-    return self(ids, mode="first")
-
-  def pool_positions(self, positions):
-    """Position vector `[T]` -> `[T']` (numpy; positions are static)."""
-    return pool_positions(positions, self.separate_cls, self.truncate_seq)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(pooling_type=self.pooling_type, separate_cls=self.separate_cls,
-                  truncate_seq=self.truncate_seq, semantics=self.semantics)
-    return config
+  _pool_sequence = staticmethod(pool_sequence)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelUpsampling(keras.layers.Layer):
+class FunnelUpsampling(specs.FunnelUpsamplingSpec, WeightlessLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   `zoo.layers.FunnelUpsampling` for Keras 3: each non-[cls] vector repeated `stride`
   times, [cls] re-attached in front (`separate_cls`), the positions truncation left in
   no window set to zero (a static mask). Call: `inputs [B, T', D]`, `target_length`.
   """
-
-  def __init__(self, stride, separate_cls=True, truncate_seq=True, **kwargs):
-    super().__init__(**kwargs)
-    if stride < 1 or stride & (stride - 1):
-      raise ValueError(f"stride must be a power of two, got {stride}")
-    self.stride = stride
-    self.separate_cls = separate_cls
-    self.truncate_seq = truncate_seq
-    self.built = True
 
   def call(self, inputs, target_length):
     if self.stride == 1:
@@ -173,14 +128,7 @@ class FunnelUpsampling(keras.layers.Layer):
     if length < target_length:
       repeated = ops.pad(repeated, [[0, 0], [0, target_length - length], [0, 0]])
     repeated = repeated[:, :target_length]
-    covered = covered_length(target_length, self.stride.bit_length() - 1, self.separate_cls,
-                             self.truncate_seq)
-    if covered < target_length:   # zero what no pooled window covered (a static mask)
-      keep = (np.arange(target_length) < covered)[None, :, None]
+    keep = self._covered_mask(target_length)
+    if keep is not None:   # zero what no pooled window covered (a static mask)
       repeated = repeated * ops.cast(keep, repeated.dtype)
     return repeated
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(stride=self.stride, separate_cls=self.separate_cls, truncate_seq=self.truncate_seq)
-    return config

@@ -11,13 +11,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.choices import FACTORIZED
-from zoo.choices import RELATIVE_POSITION_ENCODINGS
+from zoo import specs
 from zoo.choices import SHIFT
-from zoo.choices import check_choice
-from zoo.grids import position_grid
 from zoo.keras3.attention import MultiHeadAttention
-from zoo.keras3.attention import clone_initializer
+from zoo.specs import static_vector
 
 
 def sinusoid_frequencies(width):
@@ -39,15 +36,12 @@ def static_positions(positions, length, name):
   if positions is None:
     return np.arange(length, dtype=np.float64)
   if isinstance(positions, (list, tuple, np.ndarray)):
-    value = np.asarray(positions, dtype=np.float64)
-    if value.ndim != 1 or value.shape[0] != length:
-      raise ValueError(f"{name} must be a vector of length {length}, got shape {value.shape}")
-    return value
+    return static_vector(positions, length, name)
   return None
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class RelativeMultiHeadAttention(MultiHeadAttention):
+class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHeadAttention):
   """Relative-position multi-head attention, factorized (default) or shift form.
 
   `zoo.layers.RelativeMultiHeadAttention` for Keras 3: the same arguments, weights
@@ -59,42 +53,12 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
   or numpy values.
   """
 
-  def __init__(self,
-               num_heads,
-               head_size,
-               position_encoding=FACTORIZED,
-               use_segment_bias=False,
-               separate_cls=False,
-               cls_segment_id=2,
-               **kwargs):
-    super().__init__(num_heads, head_size, **kwargs)
-    check_choice("position_encoding", position_encoding, RELATIVE_POSITION_ENCODINGS)
-    self.position_encoding = position_encoding
-    self.use_segment_bias = use_segment_bias
-    self.separate_cls = separate_cls
-    self.cls_segment_id = cls_segment_id
-
-  def build(self, input_shape):
-    width = input_shape[-1]
-    if width % 2:
-      raise ValueError(f"relative attention needs an even model width, got {width}")
-    heads = (self.num_heads, self.head_size)
-    self.content_bias = self.add_weight(name="content_bias", shape=heads, initializer="zeros")      # v
-    self.position_bias = self.add_weight(name="position_bias", shape=heads, initializer="zeros")    # u
-    self.position_kernel = self.add_weight(                                                          # W_r
-        name="position_kernel", shape=(width, *heads), initializer=clone_initializer(self.kernel_initializer))
-    if self.use_segment_bias:
-      self.segment_bias = self.add_weight(name="segment_bias", shape=heads, initializer="zeros")    # s
-      self.segment_embedding = self.add_weight(                                                      # seg
-          name="segment_embedding", shape=(2, *heads),
-          initializer=clone_initializer(self.kernel_initializer))
-    super().build(input_shape)
+  _static_positions = staticmethod(static_positions)
 
   def call(self, query, value=None, attention_mask=None, query_positions=None, key_positions=None,
            query_segment_ids=None, key_segment_ids=None, attention_carry=None, layer_index=0,
            training=None):
-    if self.use_segment_bias and query_segment_ids is None:
-      raise ValueError("use_segment_bias=True needs query_segment_ids")
+    self._check_segments(query_segment_ids)
     key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
 
     def scores_fn(query_heads, key_heads):
@@ -148,24 +112,10 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     return ops.einsum("BNTD,BSD->BNTS", rotated, psi)
 
   def _shift_position_scores(self, query_heads, query_positions, key_positions, query_length, key_length):
-    if query_length is None or key_length is None:
-      raise ValueError("position_encoding='shift' needs static sequence lengths")
-    q_start, q_stride = self._static_grid(query_positions, query_length, "query_positions")
-    k_start, k_stride = self._static_grid(key_positions, key_length, "key_positions")
-    k_stride = k_stride or q_stride or 1.0
-    q_stride = q_stride or k_stride
-    ratio = q_stride / k_stride
-    if ratio < 1 or ratio != int(ratio):
-      raise ValueError(
-          "position_encoding='shift' needs the query spacing to be a whole multiple of the "
-          f"key spacing, got {q_stride} and {k_stride}")
-    ratio = int(ratio)
-    # Distances t_n = (q0 - k0) + (ratio·T - n)·k_stride, n in [0, L), L = ratio·T + S: pair
-    # (i, j) sits at n = ratio·(T - i) + j.
-    num_distances = ratio * query_length + key_length
-    distances = (q_start - k_start) + (ratio * query_length - np.arange(num_distances)) * k_stride
+    ratio, distances = self._shift_layout(query_positions, key_positions, query_length, key_length)
+    num_distances = distances.shape[0]
     width = self.position_kernel.shape[0]
-    table = ops.cast(sinusoid(distances.astype(np.float32), width), self.compute_dtype)
+    table = ops.cast(sinusoid(distances, width), self.compute_dtype)
     position_heads = ops.einsum("LD,DNH->LNH", table, self._cast(self.position_kernel))   # [L, N, H]
     scores = ops.einsum("BTNH,LNH->BNTL", query_heads, position_heads)                     # [B, N, T, L]
     # Row i needs the slice starting at ratio·(T - i): drop ratio·T flat entries, re-read
@@ -202,23 +152,3 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     if isinstance(positions, (list, tuple, np.ndarray)):
       return ops.convert_to_tensor(np.asarray(positions, np.float32))
     return positions
-
-  @staticmethod
-  def _static_grid(positions, length, name):
-    values = static_positions(positions, length, name)
-    if values is None:
-      raise ValueError(
-          f"position_encoding='shift' needs {name} known when the model is built "
-          "(a Python list or NumPy array); use position_encoding='factorized' "
-          "for positions computed at run time")
-    return position_grid(values, name)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        position_encoding=self.position_encoding,
-        use_segment_bias=self.use_segment_bias,
-        separate_cls=self.separate_cls,
-        cls_segment_id=self.cls_segment_id,
-    )
-    return config

@@ -7,15 +7,13 @@ S key length, D model width, F feed-forward width, N heads.
 import keras
 from keras import ops
 
-from zoo.choices import ABSOLUTE
+from zoo import specs
 from zoo.choices import ACTIVATION_NAMES
-from zoo.choices import POSITION_ENCODINGS
-from zoo.choices import check_choice
 from zoo.keras3.attention import AttentionLayer
 from zoo.keras3.attention import AttentionResult
 from zoo.keras3.attention import MultiHeadAttention
-from zoo.keras3.attention import clone_initializer
 from zoo.keras3.relative_attention import RelativeMultiHeadAttention
+from zoo.specs import clone_initializer
 
 ACTIVATIONS = {
     "gelu": lambda x: keras.activations.gelu(x, approximate=False),
@@ -27,7 +25,7 @@ assert tuple(ACTIVATIONS) == ACTIVATION_NAMES
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TransformerBlock(AttentionLayer):
+class TransformerBlock(specs.TransformerBlockSpec, AttentionLayer):
   """One encoder layer: multi-head attention and a feed-forward net, each residual.
 
   `zoo.layers.TransformerBlock` for Keras 3 (see its docstring): Post-LN
@@ -37,58 +35,10 @@ class TransformerBlock(AttentionLayer):
   `intermediate`, `output`) and `AttentionResult`.
   """
 
-  def __init__(self,
-               num_heads,
-               head_size,
-               intermediate_size,
-               activation="gelu",
-               dropout=0.1,
-               attention_dropout=0.1,
-               activation_dropout=0.0,
-               norm_first=False,
-               layer_norm_epsilon=1e-12,
-               position_encoding=ABSOLUTE,
-               use_segment_bias=False,
-               separate_cls=False,
-               cls_segment_id=2,
-               residual_attention=False,
-               running_mean=False,
-               kernel_initializer="glorot_uniform",
-               **kwargs):
-    super().__init__(**kwargs)
-    check_choice("position_encoding", position_encoding, POSITION_ENCODINGS)
-    check_choice("activation", activation, ACTIVATIONS)
-    if position_encoding == ABSOLUTE and (use_segment_bias or separate_cls):
-      raise ValueError("use_segment_bias and separate_cls need a relative position_encoding")
-    self.num_heads = num_heads
-    self.head_size = head_size
-    self.intermediate_size = intermediate_size
-    self.activation = activation
-    self.dropout = dropout
-    self.attention_dropout = attention_dropout
-    self.activation_dropout = activation_dropout
-    self.norm_first = norm_first
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.position_encoding = position_encoding
-    self.use_segment_bias = use_segment_bias
-    self.separate_cls = separate_cls
-    self.cls_segment_id = cls_segment_id
-    self.residual_attention = residual_attention
-    self.running_mean = running_mean
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
-
   def build(self, input_shape):
     width = input_shape[-1]
-    attention_args = dict(
-        num_heads=self.num_heads, head_size=self.head_size, attention_dropout=self.attention_dropout,
-        residual_attention=self.residual_attention, running_mean=self.running_mean,
-        kernel_initializer=self.kernel_initializer, dtype=self.dtype_policy, name="attention")
-    if self.position_encoding == ABSOLUTE:
-      self.attention = MultiHeadAttention(**attention_args)
-    else:
-      self.attention = RelativeMultiHeadAttention(
-          position_encoding=self.position_encoding, use_segment_bias=self.use_segment_bias,
-          separate_cls=self.separate_cls, cls_segment_id=self.cls_segment_id, **attention_args)
+    self.attention = self._attention_layer(MultiHeadAttention, RelativeMultiHeadAttention,
+                                           dtype=self.dtype_policy)
     self.attention.build((None, None, width))
     # Layer norms compute in float32 under mixed precision.
     norm = dict(epsilon=self.layer_norm_epsilon, dtype="float32")
@@ -119,11 +69,9 @@ class TransformerBlock(AttentionLayer):
     hidden_states = self._hidden(hidden_states)
     self_attention = key_value is None
     key_value = hidden_states if self_attention else self._hidden(key_value)
-    attention_kwargs = dict(attention_mask=attention_mask, attention_carry=attention_carry,
-                            layer_index=layer_index, training=training)
-    if self.position_encoding != ABSOLUTE:
-      attention_kwargs.update(query_positions=query_positions, key_positions=key_positions,
-                              query_segment_ids=query_segment_ids, key_segment_ids=key_segment_ids)
+    attention_kwargs = self._attention_arguments(
+        attention_mask, query_positions, key_positions, query_segment_ids, key_segment_ids,
+        attention_carry, layer_index, training)
 
     if self.norm_first:
       query = self._cast(self.attention_norm(hidden_states))
@@ -146,25 +94,3 @@ class TransformerBlock(AttentionLayer):
 
   def _cast(self, x):
     return ops.cast(x, self.compute_dtype)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_heads=self.num_heads,
-        head_size=self.head_size,
-        intermediate_size=self.intermediate_size,
-        activation=self.activation,
-        dropout=self.dropout,
-        attention_dropout=self.attention_dropout,
-        activation_dropout=self.activation_dropout,
-        norm_first=self.norm_first,
-        layer_norm_epsilon=self.layer_norm_epsilon,
-        position_encoding=self.position_encoding,
-        use_segment_bias=self.use_segment_bias,
-        separate_cls=self.separate_cls,
-        cls_segment_id=self.cls_segment_id,
-        residual_attention=self.residual_attention,
-        running_mean=self.running_mean,
-        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-    )
-    return config

@@ -16,15 +16,15 @@ three named fields whatever the flags.
 """
 
 import math
-import typing
-import warnings
 
 import tensorflow as tf
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
+from zoo import specs
 from zoo.layers import seeds
-from zoo.layers.base import WithoutAutograph
+from zoo.layers.base import ZooLayer
+from zoo.specs import AttentionResult
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
 # fully masked row becomes a uniform distribution, never NaN or Inf.
@@ -44,34 +44,6 @@ def attention_mask_bias(attention_mask):
     raise ValueError(
         f"attention_mask must be [batch, keys] or [batch, queries, keys], got rank {mask.shape.rank}")
   return (1.0 - mask) * MASK_BIAS
-
-
-class AttentionResult(typing.NamedTuple):
-  """What `MultiHeadAttention`, `RelativeMultiHeadAttention` and `TransformerBlock` return.
-
-  The same three fields whatever the layer's flags; read them by name
-  (`result.output`, `result.carry`, `result.probs`). Keras functional models and
-  `.keras` files take it like any tuple of tensors.
-
-  Fields:
-    output: `[B, T, D]` in the compute dtype: the attention output, or for
-      `TransformerBlock` the block's output.
-    carry: float32 `[B, N, T, S]`: the full pre-softmax score `C_l = S_l + C_{l-1}`
-      (RealFormer's residual-attention carry, undivided and unmasked), to pass as the
-      next residual layer's `attention_carry`. A layer without `residual_attention`
-      takes no carry and returns its own score `S_l`, which is what layer 0 of a
-      RealFormer passes up.
-    probs: float32 `[B, N, T, S]`: the attention probabilities, before dropout.
-
-  Example:
-    >>> result = MultiHeadAttention(num_heads=2, head_size=4)(tf.random.normal([1, 3, 8]))
-    >>> result.output.shape, result.carry.dtype, result.probs.shape
-    (TensorShape([1, 3, 8]), tf.float32, TensorShape([1, 2, 3, 3]))
-  """
-
-  output: tf.Tensor
-  carry: tf.Tensor
-  probs: tf.Tensor
 
 
 def drop_attention_probs(probs, rate):
@@ -99,7 +71,7 @@ def drop_attention_probs(probs, rate):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class MultiHeadAttention(WithoutAutograph, keras.layers.Layer):
+class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
   """Scaled dot-product multi-head attention with optional residual attention.
 
   Computes `softmax(q̂·k + mask_bias) v` per head with `q̂ = q / sqrt(head_size)`, then
@@ -141,32 +113,6 @@ class MultiHeadAttention(WithoutAutograph, keras.layers.Layer):
     (TensorShape([2, 8, 32]), TensorShape([2, 4, 8, 8]))
   """
 
-  def __init__(self,
-               num_heads,
-               head_size,
-               attention_dropout=0.0,
-               residual_attention=False,
-               running_mean=False,
-               kernel_initializer="glorot_uniform",
-               **kwargs):
-    if "dropout" in kwargs:   # the argument's name in configs saved before it was renamed
-      if attention_dropout:
-        raise TypeError(f"{type(self).__name__} got dropout and attention_dropout; "
-                        "pass attention_dropout only")
-      warnings.warn(f"{type(self).__name__}(dropout=...) is deprecated: the attention-probability "
-                    "dropout rate is attention_dropout (re-save the model to update its config)",
-                    FutureWarning, stacklevel=2)
-      attention_dropout = kwargs.pop("dropout")
-    super().__init__(**kwargs)
-    if running_mean and not residual_attention:
-      raise ValueError("running_mean=True needs residual_attention=True")
-    self.num_heads = num_heads
-    self.head_size = head_size
-    self.attention_dropout = attention_dropout
-    self.residual_attention = residual_attention
-    self.running_mean = running_mean
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
-
   def build(self, input_shape):
     width = input_shape[-1]
     heads = (self.num_heads, self.head_size)
@@ -201,8 +147,7 @@ class MultiHeadAttention(WithoutAutograph, keras.layers.Layer):
 
   def _attend(self, query, value, scores_fn, attention_mask, attention_carry, layer_index, training):
     """Shared attention body; `scores_fn(query_heads, key_heads)` gives `S_l`."""
-    if attention_carry is not None and not self.residual_attention:
-      raise ValueError(f"{self.name}: attention_carry needs residual_attention=True")
+    self._check_carry(attention_carry)
     value = query if value is None else value
     query_heads = self.query_dense(query)   # [B, T, N, H]
     key_heads = self.key_dense(value)       # [B, S, N, H]
@@ -223,15 +168,3 @@ class MultiHeadAttention(WithoutAutograph, keras.layers.Layer):
     context = tf.einsum("BNTS,BSNH->BTNH", tf.cast(dropped, self.compute_dtype), value_heads)
     output = self.output_dense(context)     # [B, T, D]
     return AttentionResult(output=output, carry=carry, probs=probs)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_heads=self.num_heads,
-        head_size=self.head_size,
-        attention_dropout=self.attention_dropout,
-        residual_attention=self.residual_attention,
-        running_mean=self.running_mean,
-        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-    )
-    return config

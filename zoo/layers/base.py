@@ -1,5 +1,7 @@
 """What every Keras layer of the zoo's tf_keras edition shares."""
 
+import tf_keras as keras
+
 
 class WithoutAutograph:
   """A mixin for Keras layers: `call` is traced as written, never converted by AutoGraph.
@@ -14,3 +16,10 @@ class WithoutAutograph:
 
   def _should_use_autograph(self):
     return False
+
+
+class ZooLayer(WithoutAutograph, keras.layers.Layer):
+  """The base of the zoo's tf_keras layers: traced without AutoGraph, with tf_keras as the Keras
+  of their specs (`zoo.specs`: their arguments, checks and config, shared with `zoo.keras3`)."""
+
+  _keras = keras

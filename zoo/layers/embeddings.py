@@ -7,12 +7,13 @@ import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 from official.nlp.modeling import layers as nlp_layers
 
+from zoo import specs
 from zoo.layers import seeds
-from zoo.layers.base import WithoutAutograph
+from zoo.layers.base import ZooLayer
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class EncoderEmbeddings(WithoutAutograph, keras.layers.Layer):
+class EncoderEmbeddings(specs.EncoderEmbeddingsSpec, ZooLayer):
   """Word embeddings, plus absolute positions and token types when enabled, then
   layer norm, dropout and an optional projection from width E to the model width D.
 
@@ -42,26 +43,6 @@ class EncoderEmbeddings(WithoutAutograph, keras.layers.Layer):
     >>> embed(tf.constant([[5, 6, 7]])).shape
     TensorShape([1, 3, 32])
   """
-
-  def __init__(self,
-               vocab_size,
-               embedding_width,
-               hidden_size,
-               max_sequence_length=None,
-               type_vocab_size=0,
-               dropout=0.1,
-               layer_norm_epsilon=1e-12,
-               initializer="glorot_uniform",
-               **kwargs):
-    super().__init__(**kwargs)
-    self.vocab_size = vocab_size
-    self.embedding_width = embedding_width
-    self.hidden_size = hidden_size
-    self.max_sequence_length = max_sequence_length
-    self.type_vocab_size = type_vocab_size
-    self.dropout = dropout
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.initializer = keras.initializers.get(initializer)
 
   def build(self, input_shape):
     self.word_embeddings = nlp_layers.OnDeviceEmbedding(
@@ -100,17 +81,3 @@ class EncoderEmbeddings(WithoutAutograph, keras.layers.Layer):
     if self.projection is not None:
       embeddings = self.projection(embeddings)
     return embeddings
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        vocab_size=self.vocab_size,
-        embedding_width=self.embedding_width,
-        hidden_size=self.hidden_size,
-        max_sequence_length=self.max_sequence_length,
-        type_vocab_size=self.type_vocab_size,
-        dropout=self.dropout,
-        layer_norm_epsilon=self.layer_norm_epsilon,
-        initializer=keras.initializers.serialize(self.initializer),
-    )
-    return config

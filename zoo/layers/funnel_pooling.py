@@ -31,14 +31,11 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from zoo.grids import covered_length
-from zoo.grids import pool_positions
+from zoo import specs
+from zoo.grids import pool_positions  # noqa: F401  (a public name of zoo.layers)
 from zoo.grids import pooled_length  # noqa: F401  (a public name of zoo.layers)
-from zoo.layers.base import WithoutAutograph
-from zoo.layers.constants import AUTHORS_POOLING
-from zoo.layers.constants import POOLING_SEMANTICS
+from zoo.layers.base import ZooLayer
 from zoo.layers.constants import POOLING_TYPES
-from zoo.layers.constants import ZOO_POOLING
 from zoo.layers.constants import check_choice
 
 # All pooling modes of `pool_sequence`: the pooling types plus "first" (stride
@@ -134,7 +131,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelPooling(WithoutAutograph, keras.layers.Layer):
+class FunnelPooling(specs.FunnelPoolingSpec, ZooLayer):
   """Stride-2 pooling of a Funnel-Transformer sequence, its mask and its ids.
 
   Between blocks, Funnel-Transformer shortens the hidden sequence by 2 (Dai et al.,
@@ -168,45 +165,11 @@ class FunnelPooling(WithoutAutograph, keras.layers.Layer):
     (TensorShape([2, 4, 16]), TensorShape([2, 4]))
   """
 
-  def __init__(self, pooling_type="mean", separate_cls=True, truncate_seq=True, semantics=ZOO_POOLING,
-               **kwargs):
-    # Pooling keeps the dtype it is given: a float32 attention carry stays float32
-    # under mixed precision, and masks and ids stay integers.
-    super().__init__(autocast=False, **kwargs)
-    check_choice("pooling_type", pooling_type, POOLING_TYPES)
-    check_choice("semantics", semantics, POOLING_SEMANTICS)
-    self.pooling_type = pooling_type
-    self.separate_cls = separate_cls
-    self.truncate_seq = truncate_seq
-    self.semantics = semantics
-
-  def call(self, inputs, input_mask=None, axis=1, mode=None):
-    if self.semantics == AUTHORS_POOLING:
-      input_mask = None   # every token of a window counts, padding included
-    return pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls,
-                         self.truncate_seq, input_mask=input_mask)
-
-  def pool_mask(self, input_mask):
-    """`[B, T]` mask -> `[B, T']`: a window is real if any (zoo) or every (authors) token of it is."""
-    return self(input_mask, mode="all" if self.semantics == AUTHORS_POOLING else "any")
-
-  def pool_ids(self, ids):
-    """`[B, T]` ids (e.g. segment ids) -> `[B, T']`, the first id of each window."""
-    return self(ids, mode="first")
-
-  def pool_positions(self, positions):
-    """Position vector `[T]` -> `[T']` (numpy; positions are static)."""
-    return pool_positions(positions, self.separate_cls, self.truncate_seq)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(pooling_type=self.pooling_type, separate_cls=self.separate_cls,
-                  truncate_seq=self.truncate_seq, semantics=self.semantics)
-    return config
+  _pool_sequence = staticmethod(pool_sequence)
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelUpsampling(WithoutAutograph, keras.layers.Layer):
+class FunnelUpsampling(specs.FunnelUpsamplingSpec, ZooLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   Each non-[cls] vector is repeated `stride` times (`stride = 2^(blocks - 1)`), [cls]
@@ -229,14 +192,6 @@ class FunnelUpsampling(WithoutAutograph, keras.layers.Layer):
     TensorShape([2, 16, 16])
   """
 
-  def __init__(self, stride, separate_cls=True, truncate_seq=True, **kwargs):
-    super().__init__(**kwargs)
-    if stride < 1 or stride & (stride - 1):
-      raise ValueError(f"stride must be a power of two, got {stride}")
-    self.stride = stride
-    self.separate_cls = separate_cls
-    self.truncate_seq = truncate_seq
-
   def call(self, inputs, target_length):
     if self.stride == 1:
       return inputs[:, :target_length]
@@ -248,14 +203,7 @@ class FunnelUpsampling(WithoutAutograph, keras.layers.Layer):
     if length < target_length:
       repeated = tf.pad(repeated, [[0, 0], [0, target_length - length], [0, 0]])
     repeated = repeated[:, :target_length]
-    covered = covered_length(target_length, self.stride.bit_length() - 1, self.separate_cls,
-                             self.truncate_seq)
-    if covered < target_length:   # zero what no pooled window covered (a static mask)
-      keep = np.arange(target_length) < covered
-      repeated *= tf.constant(keep[None, :, None], repeated.dtype)
+    keep = self._covered_mask(target_length)
+    if keep is not None:   # zero what no pooled window covered (a static mask)
+      repeated *= tf.constant(keep, repeated.dtype)
     return repeated
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(stride=self.stride, separate_cls=self.separate_cls, truncate_seq=self.truncate_seq)
-    return config

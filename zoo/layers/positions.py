@@ -8,7 +8,7 @@ enter a matmul.
 import numpy as np
 import tensorflow as tf
 
-from zoo.grids import position_grid  # noqa: F401  (used by the relative layer)
+from zoo.specs import static_vector
 
 
 def sinusoid_frequencies(width):
@@ -32,10 +32,5 @@ def static_positions(positions, length, name):
   """
   if positions is None:
     return np.arange(length, dtype=np.float64)
-  value = tf.get_static_value(positions) if tf.is_tensor(positions) else np.asarray(positions)
-  if value is None:
-    return None
-  value = np.asarray(value, dtype=np.float64)
-  if value.ndim != 1 or value.shape[0] != length:
-    raise ValueError(f"{name} must be a vector of length {length}, got shape {value.shape}")
-  return value
+  value = tf.get_static_value(positions) if tf.is_tensor(positions) else positions
+  return None if value is None else static_vector(value, length, name)

@@ -13,17 +13,13 @@ With `q̂ = q / sqrt(H)` and the per-head biases scaled the same way:
 and j share a segment or either is [cls] (segment id `cls_segment_id`).
 """
 
-import numpy as np
 import tensorflow as tf
 import tf_keras as keras
-from official.modeling.tf_utils import clone_initializer
 
+from zoo import specs
 from zoo.layers import positions as pos_lib
 from zoo.layers.attention import MultiHeadAttention
-from zoo.layers.constants import FACTORIZED
-from zoo.layers.constants import RELATIVE_POSITION_ENCODINGS
 from zoo.layers.constants import SHIFT
-from zoo.layers.constants import check_choice
 
 
 def _length(heads):
@@ -32,7 +28,7 @@ def _length(heads):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class RelativeMultiHeadAttention(MultiHeadAttention):
+class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHeadAttention):
   """Relative-position multi-head attention, factorized (default) or shift form.
 
   Implements the Funnel-Transformer's attention (Dai et al., 2020, appendix A.2) with
@@ -74,35 +70,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     TensorShape([2, 4, 32])
   """
 
-  def __init__(self,
-               num_heads,
-               head_size,
-               position_encoding=FACTORIZED,
-               use_segment_bias=False,
-               separate_cls=False,
-               cls_segment_id=2,
-               **kwargs):
-    super().__init__(num_heads, head_size, **kwargs)
-    check_choice("position_encoding", position_encoding, RELATIVE_POSITION_ENCODINGS)
-    self.position_encoding = position_encoding
-    self.use_segment_bias = use_segment_bias
-    self.separate_cls = separate_cls
-    self.cls_segment_id = cls_segment_id
-
-  def build(self, input_shape):
-    width = input_shape[-1]
-    if width % 2:
-      raise ValueError(f"relative attention needs an even model width, got {width}")
-    heads = (self.num_heads, self.head_size)
-    self.content_bias = self.add_weight("content_bias", heads, initializer="zeros")    # v
-    self.position_bias = self.add_weight("position_bias", heads, initializer="zeros")  # u
-    self.position_kernel = self.add_weight(                                              # W_r
-        "position_kernel", (width, *heads), initializer=clone_initializer(self.kernel_initializer))
-    if self.use_segment_bias:
-      self.segment_bias = self.add_weight("segment_bias", heads, initializer="zeros")  # s
-      self.segment_embedding = self.add_weight(                                          # seg
-          "segment_embedding", (2, *heads), initializer=clone_initializer(self.kernel_initializer))
-    super().build(input_shape)
+  _static_positions = staticmethod(pos_lib.static_positions)
 
   def call(self,
            query,
@@ -115,8 +83,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
            attention_carry=None,
            layer_index=0,
            training=None):
-    if self.use_segment_bias and query_segment_ids is None:
-      raise ValueError("use_segment_bias=True needs query_segment_ids")
+    self._check_segments(query_segment_ids)
     key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
 
     def scores_fn(query_heads, key_heads):
@@ -170,25 +137,11 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
 
   def _shift_position_scores(self, query_heads, query_positions, key_positions, key_length):
     query_length = query_heads.shape[1]
-    if query_length is None or tf.is_tensor(key_length):
-      raise ValueError("position_encoding='shift' needs static sequence lengths")
-    query_grid = self._static_grid(query_positions, query_length, "query_positions")
-    key_grid = self._static_grid(key_positions, key_length, "key_positions")
-    (q_start, q_stride), (k_start, k_stride) = query_grid, key_grid
-    k_stride = k_stride or q_stride or 1.0
-    q_stride = q_stride or k_stride
-    ratio = q_stride / k_stride
-    if ratio < 1 or ratio != int(ratio):
-      raise ValueError(
-          "position_encoding='shift' needs the query spacing to be a whole multiple of the "
-          f"key spacing, got {q_stride} and {k_stride}")
-    ratio = int(ratio)
-    # Distances t_n = (q0 - k0) + (ratio·T - n)·k_stride for n in [0, L), L = ratio·T + S,
-    # so that pair (i, j) sits at n = ratio·(T - i) + j.
-    num_distances = ratio * query_length + key_length
-    distances = (q_start - k_start) + (ratio * query_length - np.arange(num_distances)) * k_stride
+    ratio, distances = self._shift_layout(query_positions, key_positions, query_length,
+                                          None if tf.is_tensor(key_length) else key_length)
+    num_distances = distances.shape[0]
     width = self.position_kernel.shape[0]
-    table = tf.cast(pos_lib.sinusoid(distances.astype(np.float32), width), self.compute_dtype)
+    table = tf.cast(pos_lib.sinusoid(distances, width), self.compute_dtype)
     position_heads = tf.einsum("LD,DNH->LNH", table, self.position_kernel)        # [L, N, H]
     scores = tf.einsum("BTNH,LNH->BNTL", query_heads, position_heads)              # [B, N, T, L]
     # Row i needs the slice starting at ratio·(T - i): drop ratio·T flat entries,
@@ -220,23 +173,3 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     if positions is None:
       return tf.range(length, dtype=tf.float32)
     return tf.convert_to_tensor(positions)
-
-  @staticmethod
-  def _static_grid(positions, length, name):
-    values = pos_lib.static_positions(positions, length, name)
-    if values is None:
-      raise ValueError(
-          f"position_encoding='shift' needs {name} known when the graph is built "
-          "(a Python list, NumPy array or constant); use position_encoding='factorized' "
-          "for positions computed at run time")
-    return pos_lib.position_grid(values, name)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        position_encoding=self.position_encoding,
-        use_segment_bias=self.use_segment_bias,
-        separate_cls=self.separate_cls,
-        cls_segment_id=self.cls_segment_id,
-    )
-    return config

@@ -7,19 +7,17 @@ N heads.
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
+from zoo import specs
 from zoo.layers import seeds
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
-from zoo.layers.base import WithoutAutograph
-from zoo.layers.constants import ABSOLUTE
+from zoo.layers.base import ZooLayer
 from zoo.layers.constants import ACTIVATIONS
-from zoo.layers.constants import POSITION_ENCODINGS
-from zoo.layers.constants import check_choice
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class TransformerBlock(WithoutAutograph, keras.layers.Layer):
+class TransformerBlock(specs.TransformerBlockSpec, ZooLayer):
   """One encoder layer: multi-head attention and a feed-forward net, each residual.
 
   Post-LN (Vaswani et al., 2017; BERT), the default:
@@ -72,59 +70,9 @@ class TransformerBlock(WithoutAutograph, keras.layers.Layer):
     (TensorShape([2, 8, 32]), TensorShape([2, 4, 8, 8]))
   """
 
-  def __init__(self,
-               num_heads,
-               head_size,
-               intermediate_size,
-               activation="gelu",
-               dropout=0.1,
-               attention_dropout=0.1,
-               activation_dropout=0.0,
-               norm_first=False,
-               layer_norm_epsilon=1e-12,
-               position_encoding=ABSOLUTE,
-               use_segment_bias=False,
-               separate_cls=False,
-               cls_segment_id=2,
-               residual_attention=False,
-               running_mean=False,
-               kernel_initializer="glorot_uniform",
-               **kwargs):
-    super().__init__(**kwargs)
-    check_choice("position_encoding", position_encoding, POSITION_ENCODINGS)
-    check_choice("activation", activation, ACTIVATIONS)
-    if position_encoding == ABSOLUTE and (use_segment_bias or separate_cls):
-      raise ValueError("use_segment_bias and separate_cls need a relative position_encoding")
-    self.num_heads = num_heads
-    self.head_size = head_size
-    self.intermediate_size = intermediate_size
-    self.activation = activation
-    self.dropout = dropout
-    self.attention_dropout = attention_dropout
-    self.activation_dropout = activation_dropout
-    self.norm_first = norm_first
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.position_encoding = position_encoding
-    self.use_segment_bias = use_segment_bias
-    self.separate_cls = separate_cls
-    self.cls_segment_id = cls_segment_id
-    self.residual_attention = residual_attention
-    self.running_mean = running_mean
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
-
   def build(self, input_shape):
     width = input_shape[-1]
-    attention_args = dict(
-        num_heads=self.num_heads, head_size=self.head_size, attention_dropout=self.attention_dropout,
-        residual_attention=self.residual_attention, running_mean=self.running_mean,
-        kernel_initializer=self.kernel_initializer, name="attention")
-    if self.position_encoding == ABSOLUTE:
-      self.attention = MultiHeadAttention(**attention_args)
-    else:
-      self.attention = RelativeMultiHeadAttention(
-          position_encoding=self.position_encoding, use_segment_bias=self.use_segment_bias,
-          separate_cls=self.separate_cls, cls_segment_id=self.cls_segment_id,
-          **attention_args)
+    self.attention = self._attention_layer(MultiHeadAttention, RelativeMultiHeadAttention)
     norm = dict(epsilon=self.layer_norm_epsilon, dtype="float32")
     # Layer norms compute in float32 under mixed precision.
     self.attention_norm = keras.layers.LayerNormalization(name="attention_norm", **norm)
@@ -153,13 +101,9 @@ class TransformerBlock(WithoutAutograph, keras.layers.Layer):
            layer_index=0,
            training=None):
     key_value = hidden_states if key_value is None else key_value
-    attention_kwargs = dict(
-        attention_mask=attention_mask, attention_carry=attention_carry, layer_index=layer_index,
-        training=training)
-    if self.position_encoding != ABSOLUTE:
-      attention_kwargs.update(
-          query_positions=query_positions, key_positions=key_positions,
-          query_segment_ids=query_segment_ids, key_segment_ids=key_segment_ids)
+    attention_kwargs = self._attention_arguments(
+        attention_mask, query_positions, key_positions, query_segment_ids, key_segment_ids,
+        attention_carry, layer_index, training)
 
     if self.norm_first:
       query = self._cast(self.attention_norm(hidden_states))
@@ -183,25 +127,3 @@ class TransformerBlock(WithoutAutograph, keras.layers.Layer):
 
   def _cast(self, x):
     return keras.backend.cast(x, self.compute_dtype)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_heads=self.num_heads,
-        head_size=self.head_size,
-        intermediate_size=self.intermediate_size,
-        activation=self.activation,
-        dropout=self.dropout,
-        attention_dropout=self.attention_dropout,
-        activation_dropout=self.activation_dropout,
-        norm_first=self.norm_first,
-        layer_norm_epsilon=self.layer_norm_epsilon,
-        position_encoding=self.position_encoding,
-        use_segment_bias=self.use_segment_bias,
-        separate_cls=self.separate_cls,
-        cls_segment_id=self.cls_segment_id,
-        residual_attention=self.residual_attention,
-        running_mean=self.running_mean,
-        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-    )
-    return config

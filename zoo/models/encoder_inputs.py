@@ -6,18 +6,22 @@ Axes: B batch, T sequence length.
 import tensorflow as tf
 import tf_keras as keras
 
-from zoo.layers.base import WithoutAutograph
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+from zoo import specs
+from zoo.layers import EncoderEmbeddings
+from zoo.layers import FunnelPooling
+from zoo.layers import FunnelUpsampling
+from zoo.layers import TransformerBlock
+from zoo.layers.base import ZooLayer
+from zoo.specs import INPUT_NAMES  # noqa: F401  (the inputs' names, read by tpu/)
 
 
 def encoder_inputs(seq_length=None):
   """Named int32 `[B, T]` Keras inputs, as Model Garden's encoders take them."""
-  return {name: keras.Input(shape=(seq_length,), dtype=tf.int32, name=name) for name in INPUT_NAMES}
+  return specs.encoder_inputs(keras, seq_length)
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class ClsSegmentIds(WithoutAutograph, keras.layers.Layer):
+class ClsSegmentIds(specs.ClsSegmentIdsSpec, ZooLayer):
   """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`.
 
   Funnel-Transformer's relative segment term treats [cls] (type id 2 in the authors'
@@ -29,36 +33,33 @@ class ClsSegmentIds(WithoutAutograph, keras.layers.Layer):
     [[2, 0, 1, 1]]
   """
 
-  def __init__(self, cls_segment_id=2, **kwargs):
-    super().__init__(**kwargs)
-    self.cls_segment_id = cls_segment_id
-
   def call(self, type_ids):
     type_ids = tf.cast(type_ids, tf.int32)
     cls = tf.fill(tf.shape(type_ids[:, :1]), self.cls_segment_id)
     return tf.concat([cls, type_ids[:, 1:]], axis=1)
 
-  def get_config(self):
-    return {**super().get_config(), "cls_segment_id": self.cls_segment_id}
-
 
 class EncoderModel(keras.Model):
-  """What every zoo encoder shares: a functional model rebuilt from its arguments.
+  """What every zoo encoder's tf_keras edition shares: its layers' classes.
 
-  Subclasses build their functional graph in `__init__`, then set `self._config` (the
-  constructor arguments) and `self._embeddings` (their `EncoderEmbeddings`). The
-  embedding accessors are the ones Model Garden's heads and pretrainers call.
+  The constructor's arguments, its checks and the functional graph are each encoder's spec
+  (`zoo.specs`), shared with `zoo.keras3`; the spec builds the graph from `_kit`'s classes and
+  gives the embedding accessors Model Garden's heads and pretrainers call.
   """
 
-  def get_embedding_table(self):
-    return self._embeddings.word_embeddings.embeddings
+  @staticmethod
+  def _kit(kwargs):
+    kit = specs.EncoderKit(keras=keras, embeddings=EncoderEmbeddings, block=TransformerBlock,
+                           pooling=FunnelPooling, upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds,
+                           cast=lambda x, like: keras.backend.cast(x, like.dtype), options={})
+    return kit, kwargs
 
-  def get_embedding_layer(self):
-    return self._embeddings.word_embeddings
+  def _after_build(self, kit):
+    del kit   # tf_keras layers take the global dtype policy
 
-  def get_config(self):
-    return dict(self._config, name=self.name)
+  def _edition_config(self):
+    return {}
 
   @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**config)
+  def _edition_arguments(cls, config):
+    return config

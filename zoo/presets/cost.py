@@ -5,7 +5,7 @@ pass of one sequence; the factorized relative attention is counted as implemente
 (one contraction over the model width per head).
 """
 
-from zoo.models.funnel_encoder import block_lengths
+from zoo.grids import block_lengths
 
 
 def _head_width(config):

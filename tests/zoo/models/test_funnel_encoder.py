@@ -9,9 +9,9 @@ import tf_keras as keras
 from official.nlp.modeling import models as nlp_models
 
 from tests.layer_checks import run_encoder_checks
+from zoo.grids import block_lengths
 from zoo.models import FunnelEncoder
 from zoo.models import TransformerEncoder
-from zoo.models.funnel_encoder import block_lengths
 
 VOCAB, WIDTH, HEADS, FFN, LENGTH = 50, 16, 2, 32, 16
 SMALL = dict(vocab_size=VOCAB, hidden_size=WIDTH, num_heads=HEADS, intermediate_size=FFN, seq_length=LENGTH,

@@ -1,0 +1,18 @@
+"""What every Keras 3 layer of the zoo shares."""
+
+import keras
+
+
+class ZooLayer(keras.layers.Layer):
+  """The base of the zoo's Keras 3 layers, with Keras 3 as the Keras of their specs
+  (`zoo.specs`: their arguments, checks and config, shared with the tf_keras edition)."""
+
+  _keras = keras
+
+
+class WeightlessLayer(ZooLayer):
+  """A layer without weights: built when made, so Keras 3 never traces it to build it."""
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.built = True
