@@ -444,8 +444,9 @@ class FunnelUpsamplingSpec(LayerSpec):
 class EncoderKit(typing.NamedTuple):
   """What an edition hands the shared graph builders: its Keras and its layer classes.
 
-  `options` go to every layer the encoder makes (Keras 3: its dtype policy); `cast(x, like)`
-  casts a tensor to the dtype of another.
+  `options` go to every layer the encoder makes (Keras 3: its dtype policy),
+  `embedding_options` to its `EncoderEmbeddings` only (Keras 3: a word-embedding layer to
+  share); `cast(x, like)` casts a tensor to the dtype of another.
   """
 
   keras: typing.Any
@@ -456,6 +457,7 @@ class EncoderKit(typing.NamedTuple):
   cls_segment_ids: type
   cast: typing.Callable
   options: dict
+  embedding_options: dict
 
 
 def encoder_inputs(keras, seq_length=None):
@@ -544,7 +546,8 @@ def transformer_graph(config, kit):
       c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size,
       max_sequence_length=None if relative else c.max_sequence_length,
       type_vocab_size=0 if relative else c.type_vocab_size, dropout=c.dropout,
-      layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options)
+      layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options,
+      **kit.embedding_options)
   blocks = [
       kit.block(
           c.num_heads, c.hidden_size // c.num_heads, c.intermediate_size, activation=c.activation,
@@ -667,7 +670,8 @@ def funnel_graph(config, kit):
 
   embeddings = kit.embeddings(
       c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size, dropout=c.dropout,
-      layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options)
+      layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options,
+      **kit.embedding_options)
   blocks = [[transformer_block(f"block_{b}_layer_{i}", c.residual_attention) for i in range(size)]
             for b, size in enumerate(c.block_sizes)]
   pooling = kit.pooling(c.pooling_type, c.separate_cls, c.truncate_seq, semantics=c.pooling_semantics,

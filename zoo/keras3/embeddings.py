@@ -51,14 +51,28 @@ class EncoderEmbeddings(specs.EncoderEmbeddingsSpec, ZooLayer):
   `zoo.layers.EncoderEmbeddings` for Keras 3: the same arguments and weights
   (`word_embeddings`, `position_embeddings`, `type_embeddings`, `norm`, `projection`).
   Call: `word_ids [B, T]`, `type_ids [B, T]` (needed when `type_vocab_size > 0`).
+
+  `word_embeddings`: an existing `keras.layers.Embedding` (of `vocab_size` rows of
+  `embedding_width`) to use instead of a new one: two encoders then share one table
+  (ELECTRA). It is not part of the config; whoever shares it passes it again.
   """
+
+  def __init__(self, *args, word_embeddings=None, **kwargs):
+    super().__init__(*args, **kwargs)
+    wanted = (self.vocab_size, self.embedding_width)
+    if word_embeddings is not None and (word_embeddings.input_dim, word_embeddings.output_dim) != wanted:
+      raise ValueError(f"the shared word embeddings are {word_embeddings.input_dim} x "
+                       f"{word_embeddings.output_dim}, this layer needs {wanted[0]} x {wanted[1]} "
+                       "(vocab_size x embedding_width)")
+    object.__setattr__(self, "_shared_word_embeddings", word_embeddings)   # tracked once built, as its own
 
   def build(self, input_shape):
     width = self.embedding_width
-    self.word_embeddings = keras.layers.Embedding(
+    self.word_embeddings = self._shared_word_embeddings or keras.layers.Embedding(
         self.vocab_size, width, embeddings_initializer=clone_initializer(self.initializer),
         dtype=self.dtype_policy, name="word_embeddings")
-    self.word_embeddings.build((None, None))
+    if not self.word_embeddings.built:
+      self.word_embeddings.build((None, None))
     self.position_embeddings = None
     if self.max_sequence_length:
       self.position_embeddings = PositionEmbedding(

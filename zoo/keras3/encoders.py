@@ -35,17 +35,21 @@ class EncoderModel(keras.Model):
   """What both encoders' Keras 3 edition shares: its layers' classes, the dtype and the config.
 
   The constructor's arguments, checks and functional graph are each encoder's spec
-  (`zoo.specs`, shared with the tf_keras edition). `dtype` (a keyword argument, as for any
-  Keras layer) sets the policy of every layer of the encoder.
+  (`zoo.specs`, shared with the tf_keras edition). Two keyword arguments are this edition's:
+  `dtype` (as for any Keras layer) sets the policy of every layer of the encoder, and
+  `word_embeddings`, another encoder's word-embedding layer, makes this one use that layer
+  (ELECTRA's generator shares the discriminator's table; not part of the config).
   """
 
   @staticmethod
   def _kit(kwargs):
     kwargs = dict(kwargs)
     policy = dtype_policy(kwargs.pop("dtype", None))
+    shared = kwargs.pop("word_embeddings", None)
     kit = specs.EncoderKit(keras=keras, embeddings=EncoderEmbeddings, block=TransformerBlock,
                            pooling=FunnelPooling, upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds,
-                           cast=lambda x, like: ops.cast(x, like.dtype), options=dict(dtype=policy))
+                           cast=lambda x, like: ops.cast(x, like.dtype), options=dict(dtype=policy),
+                           embedding_options={} if shared is None else dict(word_embeddings=shared))
     return kit, kwargs
 
   def _after_build(self, kit):

@@ -53,11 +53,12 @@ class ZooBackbone(keras_hub.models.Backbone):
   `dtype` in `encoder_config`; default the global policy) is the policy of every layer of
   the encoder: "bfloat16" keeps bfloat16 weights, "mixed_bfloat16" float32 weights and
   bfloat16 compute; layer norms, attention scores and probabilities stay float32.
+  `word_embeddings`: another backbone's `token_embedding` to share (ELECTRA's generator).
   """
 
   encoder_class = None
 
-  def __init__(self, encoder_config, dtype=None, seq_length=None, **kwargs):
+  def __init__(self, encoder_config, dtype=None, seq_length=None, word_embeddings=None, **kwargs):
     encoder_config = dict(encoder_config)
     if seq_length is not None:   # e.g. `from_preset(path, seq_length=128)`
       encoder_config["seq_length"] = seq_length
@@ -67,7 +68,8 @@ class ZooBackbone(keras_hub.models.Backbone):
       if encoder_config.get(key) is not None:
         encoder_config[key] = tuple(encoder_config[key])
     policy = dtype_policy(dtype)   # the encoder's layers are built with it
-    encoder = self.encoder_class(**encoder_config, dtype=policy, name="encoder")
+    encoder = self.encoder_class(**encoder_config, dtype=policy, word_embeddings=word_embeddings,
+                                 name="encoder")
     seq_length = encoder_config.get("seq_length")
     token_ids = keras.Input(shape=(seq_length,), dtype="int32", name="token_ids")
     segment_ids = keras.Input(shape=(seq_length,), dtype="int32", name="segment_ids")

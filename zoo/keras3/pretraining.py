@@ -24,6 +24,11 @@
   `MaskedLMPreprocessor` (its masking conventions: 15% of the tokens selected, of them
   80% `[MASK]`, 10% a random token, 10% kept; special tokens never) with the zoo's
   tokenizers.
+- `FunnelElectra`, `TransformerElectra` (`electra_from_preset`): ELECTRA (Clark et al.,
+  2020): a quarter-width generator sharing the discriminator's word-embedding layer, its
+  samples put in by `ReplacedTokenSampler`, the loss `mlm + λ · replaced-token` as the
+  tf_keras `ElectraPretrainer`'s; their preprocessors are keras-hub's masked-LM ones with the
+  masked ids and weights also in `x`.
 - `save_weights_dir(task, directory)` writes what the tf_keras edition reads back
   (`python -m zoo.convert keras3`): `config.json` (the encoder's constructor arguments,
   the head's settings, the tokenizer's), `vocab.txt` and `model.safetensors`, every
@@ -44,6 +49,9 @@ from zoo.keras3.hub import FunnelTokenizer
 from zoo.keras3.hub import TransformerBackbone
 from zoo.keras3.hub import TransformerTokenizer
 from zoo.keras3.transformer_block import ACTIVATIONS
+from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
+from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
+from zoo.model_dir import GENERATOR_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import atomic_path
 from zoo.model_dir import write_atomically
@@ -179,9 +187,213 @@ class TransformerMaskedLM(ZooMaskedLM):
   preprocessor_cls = TransformerMaskedLMPreprocessor
 
 
+# ---------------------------------------------------------------------------------------------
+# ELECTRA: a generator's samples, and a discriminator that finds them.
+
+ELECTRA_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids", "mask_weights")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class ReplacedTokenSampler(keras.layers.Layer):
+  """ELECTRA's corruption step (`zoo.models.pretrainers.ReplacedTokenSampler` for Keras 3).
+
+  At each real prediction (`mask_weights > 0`) a token is drawn from the generator's
+  softmax (float32 logits, temperature 1, no gradient); the discriminator reads
+  `token_ids` with those positions overwritten by the samples; a position's label is 1
+  when its sample differs from the original token (`mask_ids`), else 0 (a sample equal to
+  the original counts as original, as in Clark et al., 2020). One-hot matmuls, no scatter.
+
+  Call: `mlm_logits [B, P, V]`, `token_ids [B, T]`, `mask_positions`, `mask_ids`,
+  `mask_weights [B, P]`. Returns a dict of int32 `sampled_ids [B, P]`,
+  `corrupted_ids [B, T]` and `labels [B, T]`.
+  """
+
+  def __init__(self, seed=None, **kwargs):
+    kwargs.setdefault("dtype", "float32")   # sampling from float32 logits
+    super().__init__(**kwargs)
+    self.seed = seed
+    self.seed_generator = keras.random.SeedGenerator(seed)
+    self.built = True
+
+  def call(self, mlm_logits, token_ids, mask_positions, mask_ids, mask_weights):
+    logits = ops.stop_gradient(ops.cast(mlm_logits, "float32"))
+    sampled = keras.random.categorical(ops.reshape(logits, (-1, logits.shape[-1])), 1,
+                                       seed=self.seed_generator, dtype="int32")
+    sampled = ops.reshape(sampled, ops.shape(mask_positions))                         # [B * P, 1] -> [B, P]
+    token_ids = ops.cast(token_ids, "int32")
+    predicted = ops.cast(ops.greater(mask_weights, 0), "int32")                        # [B, P]
+    # [B, P] -> [B, P, T]: row p is the one-hot of position p, zero for padded predictions.
+    one_hot = ops.one_hot(ops.cast(mask_positions, "int32"), token_ids.shape[1], dtype="int32")
+    one_hot = one_hot * ops.expand_dims(predicted, -1)
+    replaced = ops.max(one_hot, axis=1)                                                # [B, T]
+    sampled_at = ops.sum(one_hot * ops.expand_dims(sampled, -1), axis=1)               # [B, P] -> [B, T]
+    corrupted = ops.where(replaced > 0, sampled_at, token_ids)
+    changed = ops.cast(ops.not_equal(sampled, ops.cast(mask_ids, "int32")), "int32")   # [B, P]
+    labels = ops.max(one_hot * ops.expand_dims(changed, -1), axis=1)                   # [B, P] -> [B, T]
+    return dict(sampled_ids=sampled, corrupted_ids=corrupted, labels=labels)
+
+  def compute_output_spec(self, mlm_logits, token_ids, mask_positions, mask_ids, mask_weights):
+    return dict(sampled_ids=keras.KerasTensor(mask_positions.shape, dtype="int32"),
+                corrupted_ids=keras.KerasTensor(token_ids.shape, dtype="int32"),
+                labels=keras.KerasTensor(token_ids.shape, dtype="int32"))
+
+  def get_config(self):
+    return {**super().get_config(), "seed": self.seed}
+
+
+def electra_generator_config(encoder_config, overrides=None):
+  """ELECTRA's generator: the encoder at a quarter of the width (Clark et al., 2020, Sec. 3.2).
+
+  Width, heads and feed-forward width divided by 4 (heads at least 1); the word embeddings
+  keep the discriminator's width, so the two share them; `overrides` replace these key by
+  key (the same rule as the training job's `generator_overrides`).
+  """
+  embedding_width = encoder_config.get("embedding_width") or encoder_config["hidden_size"]
+  defaults = dict(hidden_size=max(1, encoder_config["hidden_size"] // 4),
+                  num_heads=max(1, encoder_config["num_heads"] // 4),
+                  intermediate_size=max(1, encoder_config["intermediate_size"] // 4),
+                  embedding_width=embedding_width)
+  return {**encoder_config, **defaults, **(overrides or {})}
+
+
+class ZooElectra(keras_hub.models.Task):
+  """ELECTRA pre-training in keras-hub (`zoo.models.ElectraPretrainer` for Keras 3).
+
+  A small generator (a backbone of the same family; `generator_config`, default
+  `electra_generator_config(backbone.encoder_config)`)
+  reads the masked input and predicts the masked tokens (`MaskedLMHead`, tied to the shared
+  word embeddings); `ReplacedTokenSampler` puts its samples in; the discriminator (`backbone`,
+  the model kept) predicts per token whether it was replaced (`discriminator_transform`: dense
+  and activation, then `discriminator_logits`: dense to 1, float32). The generator's word
+  embeddings are the discriminator's layer (shared, Sec. 3.2). The loss, in `compute_loss`:
+
+    `loss = masked_lm_loss + discriminator_weight · replaced_token_loss`
+
+  the masked-LM term averaged over the real predictions (`mask_weights`), the replaced-token
+  one (sigmoid cross-entropy) over real tokens (`padding_mask`): as the tf_keras edition's
+  `zoo.models.losses.electra_losses`.
+
+  Inputs: the backbone's (`token_ids` with the masked tokens, `segment_ids`,
+  `padding_mask`) and `mask_positions`, `mask_ids`, `mask_weights` `[B, P]`, which
+  `ElectraPreprocessor` makes from raw strings (keras-hub's masking conventions). Outputs: a
+  dict of `mlm_logits` float32 `[B, P, V]`, `sampled_ids`, `corrupted_ids`, `disc_logits`
+  float32 `[B, T]` and `disc_labels`.
+  """
+
+  def __init__(self, backbone, generator_config=None, preprocessor=None, discriminator_weight=50.0,
+               activation=None, mlm_transform=True, **kwargs):
+    config = backbone.encoder_config
+    if isinstance(backbone, FunnelBackbone) and not config.get("num_decoder_layers"):
+      raise ValueError("a Funnel-Transformer ELECTRA needs the decoder (num_decoder_layers >= 1): the "
+                       "discriminator labels every token, and masked positions index the full-length input")
+    generator_config = dict(generator_config or electra_generator_config(config))
+    generator_config["seq_length"] = config.get("seq_length")
+    activation = activation or config.get("activation", "gelu")
+    if activation not in ACTIVATIONS:
+      raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+    initializer = keras.initializers.TruncatedNormal(stddev=config.get("initializer_range", 0.02))
+    self.backbone = backbone
+    self.preprocessor = preprocessor
+    self.generator = type(backbone)(generator_config, dtype=backbone.dtype_policy,
+                                    word_embeddings=backbone.token_embedding, name=GENERATOR_ROOT)
+    self.masked_lm_head = MaskedLMHead(self.generator.token_embedding, activation=activation,
+                                       transform=mlm_transform, name=GENERATOR_MASKED_LM_ROOT,
+                                       initializer_range=config.get("initializer_range", 0.02))
+    self.sampler = ReplacedTokenSampler(name="sampler")
+    self.discriminator_transform = keras.layers.Dense(
+        config["hidden_size"], activation=ACTIVATIONS[activation], kernel_initializer=initializer,
+        dtype=backbone.dtype_policy, name="discriminator_transform")
+    self.discriminator_logits = keras.layers.Dense(1, kernel_initializer=initializer, dtype="float32",
+                                                   name="discriminator_logits")
+
+    length = config.get("seq_length")
+    inputs = {name: keras.Input(shape=(length,), dtype="int32", name=name) for name in ELECTRA_INPUTS[:3]}
+    inputs.update({name: keras.Input(shape=(None,), dtype="float32" if name == "mask_weights" else "int32",
+                                     name=name) for name in ELECTRA_INPUTS[3:]})
+    encoder_inputs = {name: inputs[name] for name in ELECTRA_INPUTS[:3]}
+    generated = self.generator(encoder_inputs)["sequence_output"]
+    mlm_logits = self.masked_lm_head(generated, inputs["mask_positions"])
+    corruption = self.sampler(mlm_logits, inputs["token_ids"], inputs["mask_positions"], inputs["mask_ids"],
+                              inputs["mask_weights"])
+    read = self.backbone(dict(encoder_inputs, token_ids=corruption["corrupted_ids"]))["sequence_output"]
+    disc_logits = ops.squeeze(self.discriminator_logits(self.discriminator_transform(read)), -1)
+    outputs = dict(mlm_logits=mlm_logits, sampled_ids=corruption["sampled_ids"],
+                   corrupted_ids=corruption["corrupted_ids"], disc_logits=disc_logits,
+                   disc_labels=corruption["labels"])
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self.generator_config = generator_config
+    self.discriminator_weight = discriminator_weight
+    self.activation = activation
+    self.mlm_transform = mlm_transform
+
+  def compute_losses(self, x, y_pred):
+    """`loss`, `mlm_loss` and `disc_loss` (float32 scalars) of inputs `x` and outputs `y_pred`."""
+    weights = ops.cast(x["mask_weights"], "float32")
+    per_prediction = keras.losses.sparse_categorical_crossentropy(x["mask_ids"], y_pred["mlm_logits"],
+                                                                  from_logits=True)
+    mlm_loss = ops.divide_no_nan(ops.sum(per_prediction * weights), ops.sum(weights))
+    tokens = ops.cast(x["padding_mask"], "float32")
+    logits = ops.cast(y_pred["disc_logits"], "float32")
+    labels = ops.cast(y_pred["disc_labels"], "float32")
+    # Sigmoid cross-entropy with logits, in its stable form.
+    per_token = ops.maximum(logits, 0.0) - logits * labels + ops.log1p(ops.exp(-ops.abs(logits)))
+    disc_loss = ops.divide_no_nan(ops.sum(per_token * tokens), ops.sum(tokens))
+    return dict(loss=mlm_loss + self.discriminator_weight * disc_loss, mlm_loss=mlm_loss, disc_loss=disc_loss)
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    del y, sample_weight, training   # the labels are in the inputs (mask_ids) and the outputs (disc_labels)
+    loss = self.compute_losses(x, y_pred)["loss"]
+    for extra in self.losses:
+      loss = loss + ops.cast(extra, "float32")
+    return loss
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(generator_config=dict(self.generator_config), activation=self.activation,
+                  discriminator_weight=self.discriminator_weight, mlm_transform=self.mlm_transform)
+    return config
+
+
+
+class ZooElectraPreprocessor(keras_hub.models.MaskedLMPreprocessor):
+  """keras-hub's masked-LM preprocessing (15% selected; 80% `[MASK]`, 10% random, 10% kept) for ELECTRA:
+  the features go in `x` (`mask_ids` and `mask_weights` too: the sampler needs them), `y` and the
+  sample weights stay keras-hub's (`mask_ids`, `mask_weights`)."""
+
+  def call(self, x, y=None, sample_weight=None):
+    x, y, weights = keras.utils.unpack_x_y_sample_weight(super().call(x, y, sample_weight))
+    return keras.utils.pack_x_y_sample_weight(dict(x, mask_ids=y, mask_weights=weights), y, weights)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FunnelElectraPreprocessor(ZooElectraPreprocessor):
+  backbone_cls = FunnelBackbone
+  tokenizer_cls = FunnelTokenizer
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerElectraPreprocessor(ZooElectraPreprocessor):
+  backbone_cls = TransformerBackbone
+  tokenizer_cls = TransformerTokenizer
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FunnelElectra(ZooElectra):
+  backbone_cls = FunnelBackbone
+  preprocessor_cls = FunnelElectraPreprocessor
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerElectra(ZooElectra):
+  backbone_cls = TransformerBackbone
+  preprocessor_cls = TransformerElectraPreprocessor
+
+
 FAMILIES = {"funnel": (FunnelBackbone, FunnelTokenizer, FunnelMaskedLMPreprocessor, FunnelMaskedLM),
             "transformer": (TransformerBackbone, TransformerTokenizer, TransformerMaskedLMPreprocessor,
                             TransformerMaskedLM)}
+ELECTRA_CLASSES = {"funnel": (FunnelElectraPreprocessor, FunnelElectra),
+                   "transformer": (TransformerElectraPreprocessor, TransformerElectra)}
 
 
 def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
@@ -206,12 +418,36 @@ def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_to
                     mlm_transform=mlm_transform)
 
 
+def electra_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
+                        mlm_transform=True, mask_selection_length=None, generator_overrides=None,
+                        discriminator_weight=50.0, **overrides):
+  """An ELECTRA task with its preprocessor on a zoo preset's encoder (the discriminator), random weights.
+
+  The arguments are `masked_lm_from_preset`'s, plus `generator_overrides` (the generator's encoder
+  arguments over `electra_generator_config`'s quarter width) and `discriminator_weight` (λ).
+  """
+  from zoo import presets
+  chosen = presets.get(preset)
+  dtype = overrides.pop("dtype", None)
+  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  backbone_class, tokenizer_class, _, _ = FAMILIES[chosen.family]
+  preprocessor_class, task_class = ELECTRA_CLASSES[chosen.family]
+  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
+                              special_tokens_names=special_tokens)
+  selected = mask_selection_length or max(1, round(0.15 * seq_length))
+  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length, mask_selection_length=selected)
+  return task_class(backbone_class(config, dtype=dtype), preprocessor=preprocessor, activation=activation,
+                    mlm_transform=mlm_transform, discriminator_weight=discriminator_weight,
+                    generator_config=electra_generator_config(config, generator_overrides))
+
+
 def family_of(backbone):
   return next(family for family, classes in FAMILIES.items() if isinstance(backbone, classes[0]))
 
 
 def save_weights_dir(task, directory):
-  """Writes a masked-LM task (or a bare backbone) for the tf_keras edition (`python -m zoo.convert keras3`).
+  """Writes a masked-LM or ELECTRA task (or a bare backbone) for the tf_keras edition
+  (`python -m zoo.convert keras3`).
 
   `directory` gets `config.json`, `vocab.txt` (when the task has a preprocessor) and
   `model.safetensors` (float32 arrays under the names both editions give them), local or
@@ -223,9 +459,21 @@ def save_weights_dir(task, directory):
   config = dict(format=WEIGHTS_DIR_FORMAT, family=family_of(backbone), encoder_config=backbone.encoder_config,
                 heads={})
   head = getattr(task, "masked_lm_head", None)
+  head_root = MASKED_LM_ROOT
+  if isinstance(task, ZooElectra):   # the generator, its masked-LM head and the discriminator's head
+    head_root = GENERATOR_MASKED_LM_ROOT
+    config.update(generator_config=task.generator.encoder_config,
+                  discriminator_weight=task.discriminator_weight)
+    arrays.update({f"{GENERATOR_ROOT}/{key}": np.asarray(value, np.float32)
+                   for key, value in named_arrays(task.generator.encoder).items()})
+    config["heads"][DISCRIMINATOR_HEAD_ROOT] = dict(activation=task.activation)
+    for part, layer in (("transform", task.discriminator_transform), ("logits", task.discriminator_logits)):
+      for weight in ("kernel", "bias"):
+        value = ops.convert_to_numpy(getattr(layer, weight))
+        arrays[f"{DISCRIMINATOR_HEAD_ROOT}/{part}/{weight}"] = np.asarray(value, np.float32)
   if head is not None:
-    config["heads"][MASKED_LM_ROOT] = dict(activation=task.activation, mlm_transform=task.mlm_transform)
-    arrays.update({f"{MASKED_LM_ROOT}/{name}": np.asarray(ops.convert_to_numpy(variable), np.float32)
+    config["heads"][head_root] = dict(activation=task.activation, mlm_transform=task.mlm_transform)
+    arrays.update({f"{head_root}/{name}": np.asarray(ops.convert_to_numpy(variable), np.float32)
                    for name, variable in head.named_weights().items()})
   tokenizer = getattr(getattr(task, "preprocessor", None), "tokenizer", None)
   if tokenizer is not None:

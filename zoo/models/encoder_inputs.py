@@ -51,7 +51,8 @@ class EncoderModel(keras.Model):
   def _kit(kwargs):
     kit = specs.EncoderKit(keras=keras, embeddings=EncoderEmbeddings, block=TransformerBlock,
                            pooling=FunnelPooling, upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds,
-                           cast=lambda x, like: keras.backend.cast(x, like.dtype), options={})
+                           cast=lambda x, like: keras.backend.cast(x, like.dtype), options={},
+                           embedding_options={})
     return kit, kwargs
 
   def _after_build(self, kit):

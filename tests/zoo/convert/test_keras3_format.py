@@ -79,3 +79,50 @@ def test_directories_that_do_not_fit_are_refused_naming_what(trained, tmp_path):
     source = _weights_dir(tmp_path / f"k3_{index}", given, **changes)
     with pytest.raises(ConversionError, match=message):
       convert_to_model_dir("keras3", source, str(tmp_path / f"out_{index}"))
+
+
+def test_an_electra_weights_directory_becomes_an_electra_run_the_training_job_restores(tmp_path):
+  from tpu.config import TrainConfig
+  from tpu.serving import restore_model
+  from zoo.models.pretrainers import ElectraPretrainer
+  generator_config = dict(CONFIG, hidden_size=8, num_heads=1, intermediate_size=16, embedding_width=16)
+  generator = FunnelEncoder(**{**generator_config, "block_sizes": (1, 1)})
+  discriminator = FunnelEncoder(**{**CONFIG, "block_sizes": (1, 1)})
+  model = ElectraPretrainer(generator, discriminator, discriminator_weight=20.0, activation="gelu")
+  rng = np.random.default_rng(1)
+  for weight in model.weights:
+    weight.assign(rng.normal(0, 0.2, weight.shape).astype(np.float32))
+  arrays = named_arrays(discriminator)
+  arrays.update({f"generator/{key}": value for key, value in named_arrays(generator).items()})
+  arrays.update({weight.name.split(":")[0]: weight.numpy() for weight in model.masked_lm.weights
+                 if weight is not discriminator.get_embedding_table()})
+  for part, layer in (("transform", model.disc_transform), ("logits", model.disc_scores)):
+    arrays.update({f"discriminator_head/{part}/kernel": layer.kernel.numpy(),
+                   f"discriminator_head/{part}/bias": layer.bias.numpy()})
+  heads = {"generator_masked_lm": dict(activation="gelu", mlm_transform=True),
+           "discriminator_head": dict(activation="gelu")}
+  source = _weights_dir(tmp_path / "k3", arrays, heads=heads, generator_config=generator_config,
+                        discriminator_weight=20.0)
+  out = tmp_path / "model_dir"
+  assert main(["keras3", source, "--out", str(out)]) == 0
+  settings = ModelDir(str(out)).read_config()
+  assert [settings[key] for key in ("task", "discriminator_weight", "head_activation")] == [
+      "electra", 20.0, "gelu"]
+  model_dir = ModelDir(str(out))
+  restored = restore_model(TrainConfig.from_model_dir(model_dir), model_dir.latest_checkpoint())
+  ids = np.array([[2, 7, 8, 9, 3, 0, 0, 0], [2, 10, 11, 12, 13, 14, 15, 3]], np.int32)
+  features = dict(input_word_ids=ids, input_mask=(ids > 0).astype(np.int32), input_type_ids=0 * ids)
+  masked = dict(features, masked_lm_positions=np.array([[1, 2], [3, 6]], np.int32),
+                masked_lm_ids=np.array([[7, 8], [12, 15]], np.int32),
+                masked_lm_weights=np.ones([2, 2], np.float32))
+  np.testing.assert_allclose(restored(masked)["mlm_logits"], model(masked)["mlm_logits"], atol=1e-6)
+
+  def discriminator_logits(electra):   # the discriminator and its head on the same (uncorrupted) ids
+    return electra.disc_scores(electra.disc_transform(electra.discriminator(features)["sequence_output"]))
+
+  np.testing.assert_allclose(discriminator_logits(restored), discriminator_logits(model), atol=1e-6)
+
+  del arrays["discriminator_head/logits/bias"]
+  source = _weights_dir(tmp_path / "k3_missing", arrays, heads=heads, generator_config=generator_config)
+  with pytest.raises(ConversionError, match="holds no discriminator_head/logits/bias"):
+    convert_to_model_dir("keras3", source, str(tmp_path / "out_missing"))

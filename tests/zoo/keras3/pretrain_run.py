@@ -20,6 +20,9 @@ CASES = {
     "funnel": ("funnel_b4_4_4_decoder", dict(SMALL, block_sizes=(1, 1, 1), residual_attention=True), False),
     "realformer": ("realformer_small", dict(SMALL, num_layers=2), True),
 }
+# ELECTRA on a Funnel with its decoder (the discriminator labels every token); the generator at the default
+# quarter width, sharing the word embeddings.
+ELECTRA_CASE = ("funnel_b4_4_4_decoder", dict(SMALL, block_sizes=(1, 1, 1), num_heads=4))
 
 
 def main(vocab_path, out_dir, hf_dir):
@@ -53,6 +56,7 @@ def main(vocab_path, out_dir, hf_dir):
              pooled_output=np.asarray(encoded["pooled_output"]))
     report[name] = dict(losses=[float(loss) for loss in history.history["loss"]],
                         masked=int(np.asarray(weights).sum()))
+  report["electra"] = _electra(zoo_pretraining, vocab, texts, out_dir)
   try:
     zoo_pretraining.masked_lm_from_preset("funnel_b4_4_4", vocab, SEQ_LENGTH, **SMALL)
   except ValueError as error:
@@ -66,6 +70,40 @@ def main(vocab_path, out_dir, hf_dir):
   np.save(os.path.join(out_dir, "hf_logits.npy"), keras.ops.convert_to_numpy(task(inputs)))
   with open(os.path.join(out_dir, "report.json"), "w") as file:
     json.dump(report, file)
+
+
+def _electra(zoo_pretraining, vocab, texts, out_dir):
+  """ELECTRA fitted on raw strings, saved to OUT_DIR/electra; OUT_DIR/electra.npz: masked inputs, the
+  generator's masked-LM logits on them, the discriminator's logits and labels on their corruption, the
+  task's losses and the backbone's outputs."""
+  import keras
+  preset, overrides = ELECTRA_CASE
+  task = zoo_pretraining.electra_from_preset(preset, vocab, SEQ_LENGTH, **overrides)
+  task.compile(optimizer=keras.optimizers.AdamW(2e-3))
+  history = task.fit(x=texts, batch_size=8, epochs=4, verbose=0)
+  x, _, weights = task.preprocessor(texts[:4])
+  inputs = {key: np.asarray(value) for key, value in x.items()}
+  outputs = {key: keras.ops.convert_to_numpy(value) for key, value in task(inputs, training=False).items()}
+  encoder_inputs = dict(token_ids=outputs["corrupted_ids"], segment_ids=inputs["segment_ids"],
+                        padding_mask=inputs["padding_mask"])
+  encoded = {key: keras.ops.convert_to_numpy(value)
+             for key, value in task.backbone(encoder_inputs, training=False).items()}
+  disc_logits = task.discriminator_logits(task.discriminator_transform(encoded["sequence_output"]))
+  zoo_pretraining.save_weights_dir(task, os.path.join(out_dir, "electra"))
+  losses = {key: float(value) for key, value in task.compute_losses(inputs, outputs).items()}
+  np.savez(os.path.join(out_dir, "electra.npz"), **inputs, corrupted_ids=outputs["corrupted_ids"],
+           disc_labels=outputs["disc_labels"], **{f"{key}_value": value for key, value in losses.items()},
+           mlm_logits=outputs["mlm_logits"], disc_logits=keras.ops.convert_to_numpy(disc_logits)[..., 0],
+           sequence_output=encoded["sequence_output"], pooled_output=encoded["pooled_output"])
+  task.save(os.path.join(out_dir, "electra.keras"))
+  reloaded = keras.saving.load_model(os.path.join(out_dir, "electra.keras"))
+  reloaded_logits = keras.ops.convert_to_numpy(reloaded(inputs, training=False)["mlm_logits"])
+  return dict(losses=[float(loss) for loss in history.history["loss"]], masked=int(np.asarray(weights).sum()),
+              shared=[model.generator.token_embedding is model.backbone.token_embedding
+                      for model in (task, reloaded)],
+              generator_width=task.generator.encoder_config["hidden_size"],
+              reloaded_difference=float(np.abs(reloaded_logits - outputs["mlm_logits"]).max()),
+              reloaded_class=type(reloaded).__name__)
 
 
 if __name__ == "__main__":

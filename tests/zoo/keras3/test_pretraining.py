@@ -14,6 +14,7 @@ from zoo import presets
 from zoo.convert.model_dir_writer import convert_to_model_dir
 from zoo.model_dir import ENCODER_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
+from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import ModelDir
 
 
@@ -30,6 +31,25 @@ def _tf_keras_pretrainer(model_dir):
   checkpoint = tf.train.Checkpoint(**{ENCODER_ROOT: encoder, MASKED_LM_ROOT: pretrainer.masked_lm})
   checkpoint.read(ModelDir(model_dir).latest_checkpoint()).assert_existing_objects_matched()
   return pretrainer
+
+
+def _tf_keras_electra(model_dir):
+  """The tf_keras ELECTRA model of a model directory, its generator rebuilt as the training job does
+  (`generator_overrides`), restored from the checkpoint (every object of the model matched)."""
+  from tpu.config import TrainConfig
+  from tpu.tasks.base import build_encoder
+  from tpu.tasks.pretraining import generator_overrides
+  from zoo.models.pretrainers import ElectraPretrainer
+  settings = ModelDir(model_dir).read_config()
+  names = ("model", "model_overrides", "seq_length", "vocab_size", "task", "generator_overrides")
+  config = TrainConfig(**{key: settings[key] for key in names})
+  generator = build_encoder(config, **generator_overrides(config))
+  electra = ElectraPretrainer(generator, build_encoder(config), activation=settings["head_activation"],
+                              discriminator_weight=settings["discriminator_weight"],
+                              mlm_transform=settings["mlm_transform"])
+  checkpoint = tf.train.Checkpoint(**{MODEL_ROOT: electra}, **electra.checkpoint_items)
+  checkpoint.read(ModelDir(model_dir).latest_checkpoint()).assert_existing_objects_matched()
+  return electra
 
 
 def _hugging_face_masked_lm(tmp_path):
@@ -108,3 +128,43 @@ def test_masked_lm_pretrained_in_keras_3_on_two_devices_loads_into_tf_keras_and_
       print(f"{name}: exported {key} vs Keras 3: max |diff| {difference:.2e}")
       assert difference < 1e-4
     assert os.path.exists(os.path.join(version, "saved_model.pb"))
+
+  # ELECTRA: the generator shares the discriminator's word embeddings; the run loads into the tf_keras
+  # ElectraPretrainer (the generator rebuilt from the run's settings) and exports the discriminator.
+  electra = report["electra"]
+  assert electra["shared"] == [True, True] and electra["generator_width"] == 8
+  assert electra["reloaded_class"] == "FunnelElectra"   # from its .keras file, equal outputs
+  assert electra["reloaded_difference"] == 0.0
+  assert electra["masked"] > 0 and electra["losses"][-1] < electra["losses"][0], electra["losses"]
+  model_dir = str(tmp_path / "electra_model_dir")
+  convert_to_model_dir("keras3", str(tmp_path / "electra"), model_dir)
+  settings = ModelDir(model_dir).read_config()
+  assert settings["task"] == "electra" and settings["generator_overrides"]["hidden_size"] == 8
+  model = _tf_keras_electra(model_dir)
+  saved = dict(np.load(tmp_path / "electra.npz"))
+  features = dict(input_word_ids=saved["token_ids"], input_mask=saved["padding_mask"].astype(np.int32),
+                  input_type_ids=saved["segment_ids"])
+  outputs = model(dict(features, masked_lm_positions=saved["mask_positions"], masked_lm_ids=saved["mask_ids"],
+                       masked_lm_weights=saved["mask_weights"]))
+  difference = np.abs(outputs["mlm_logits"].numpy() - saved["mlm_logits"]).max()
+  print(f"electra: generator's masked-LM logits, tf_keras vs Keras 3 (JAX): max |diff| {difference:.2e}")
+  assert difference < 1e-4
+  # The loss: Keras 3's compute_losses against the tf_keras edition's electra_losses on the same outputs.
+  from zoo.models.losses import electra_losses
+  expected = electra_losses(dict(masked_lm_ids=saved["mask_ids"], masked_lm_weights=saved["mask_weights"],
+                                 input_mask=features["input_mask"]),
+                            dict(mlm_logits=saved["mlm_logits"], disc_logits=saved["disc_logits"],
+                                 disc_labels=saved["disc_labels"]), settings["discriminator_weight"])
+  for key, value in expected.items():
+    assert abs(float(saved[f"{key}_value"]) - float(value)) < 1e-4 * max(1.0, abs(float(value))), key
+  corrupted = dict(features, input_word_ids=saved["corrupted_ids"])
+  disc_logits = model.disc_scores(model.disc_transform(model.discriminator(corrupted)["sequence_output"]))
+  difference = np.abs(disc_logits.numpy()[..., 0] - saved["disc_logits"]).max()
+  print(f"electra: discriminator logits, tf_keras vs Keras 3 (JAX): max |diff| {difference:.2e}")
+  assert difference < 1e-4
+  version = export(model_dir, str(tmp_path / "electra_export"))
+  served = tf.saved_model.load(version).signatures["from_token_ids"](
+      **{key: tf.constant(value) for key, value in corrupted.items()})
+  difference = np.abs(served["sequence_output"].numpy() - saved["sequence_output"]).max()
+  print(f"electra: exported discriminator vs Keras 3: max |diff| {difference:.2e}")
+  assert difference < 1e-4
