@@ -438,6 +438,14 @@ class FunnelUpsamplingSpec(LayerSpec):
     return config
 
 
+class ReplacedTokenSamplerSpec(LayerSpec):
+  """ELECTRA's `ReplacedTokenSampler`: float32 unless told otherwise (it samples from float32 logits)."""
+
+  def __init__(self, **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
+
+
 # --- Encoders -------------------------------------------------------------------------------
 
 

@@ -44,6 +44,8 @@ import keras_hub
 import numpy as np
 from keras import ops
 
+from zoo import specs
+from zoo.keras3.base import ZooLayer
 from zoo.keras3.hub import FunnelBackbone
 from zoo.keras3.hub import FunnelTokenizer
 from zoo.keras3.hub import TransformerBackbone
@@ -194,7 +196,7 @@ ELECTRA_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", 
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ReplacedTokenSampler(keras.layers.Layer):
+class ReplacedTokenSampler(specs.ReplacedTokenSamplerSpec, ZooLayer):
   """ELECTRA's corruption step (`zoo.models.pretrainers.ReplacedTokenSampler` for Keras 3).
 
   At each real prediction (`mask_weights > 0`) a token is drawn from the generator's
@@ -209,7 +211,6 @@ class ReplacedTokenSampler(keras.layers.Layer):
   """
 
   def __init__(self, seed=None, **kwargs):
-    kwargs.setdefault("dtype", "float32")   # sampling from float32 logits
     super().__init__(**kwargs)
     self.seed = seed
     self.seed_generator = keras.random.SeedGenerator(seed)

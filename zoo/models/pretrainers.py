@@ -14,8 +14,9 @@ loss; losses are computed in float32.
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo import specs
 from zoo.layers import seeds
-from zoo.layers.base import WithoutAutograph
+from zoo.layers.base import ZooLayer
 from zoo.layers.constants import ACTIVATIONS
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import ENCODER_ROOT
@@ -130,7 +131,7 @@ class MaskedLMPretrainer(EncoderHead):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class ReplacedTokenSampler(WithoutAutograph, keras.layers.Layer):
+class ReplacedTokenSampler(specs.ReplacedTokenSamplerSpec, ZooLayer):
   """ELECTRA's corruption step: sample replacements from the generator and label them.
 
   At each real prediction (`masked_lm_weights > 0`) a token is drawn from the
@@ -164,10 +165,6 @@ class ReplacedTokenSampler(WithoutAutograph, keras.layers.Layer):
     >>> result["corrupted_word_ids"].numpy().tolist(), result["labels"].numpy().tolist()
     ([[0, 2, 1]], [[0, 1, 0]])
   """
-
-  def __init__(self, **kwargs):
-    kwargs.setdefault("dtype", "float32")   # sampling from float32 logits
-    super().__init__(**kwargs)
 
   def call(self, mlm_logits, word_ids, masked_positions, masked_ids, masked_weights):
     vocab_size = tf.shape(mlm_logits)[-1]

@@ -288,3 +288,30 @@ def encoder_inputs_spec(keras):
   """Named int32 `[B, LENGTH]` inputs of `keras` (either edition)."""
   return {name: keras.Input(shape=(LENGTH,), dtype="int32", name=name)
           for name in ("input_word_ids", "input_mask", "input_type_ids")}
+
+
+# ---------------------------------------------------------------------------------------------
+# One training step: the gradients of both editions, through one step of plain SGD.
+
+TRAINING_RATE = 0.1
+
+
+def training_cases():
+  """`{name: (encoder class name, arguments)}`: encoders trained one step in both editions (dropout off)."""
+  return {
+      "funnel-residual-decoder": ("FunnelEncoder", dict(TINY_FUNNEL, residual_attention=True)),
+      "funnel-authors-max-shift": ("FunnelEncoder", dict(TINY_FUNNEL, pooling_semantics="authors",
+                                                         pooling_type="max", position_encoding="shift")),
+      "transformer-postln": ("TransformerEncoder", dict(TINY_TRANSFORMER)),
+      "transformer-realformer-relative": ("TransformerEncoder", dict(
+          TINY_TRANSFORMER, residual_attention=True, position_encoding="factorized")),
+  }
+
+
+def training_targets(seed):
+  """Fixed random projections of `sequence_output` (full length in every training case) and
+  `pooled_output`: the loss is the mean over examples of
+  `Σ sequence_output · seq + Σ pooled_output · pooled`."""
+  rng = np.random.default_rng(100 + seed)
+  return dict(seq=rng.normal(size=(LENGTH, LENGTH, WIDTH)).astype(np.float32),
+              pooled=rng.normal(size=(LENGTH, WIDTH)).astype(np.float32))

@@ -12,6 +12,11 @@ import numpy as np
 
 TEXTS = ["the dogs run, the cat was running!", "a good film.", "Thé dög wås rünning, zebras", "", "bad film"]
 LABELS = [1, 1, 0, 0, 0]
+# Sentence pairs, some longer than the run's 16 tokens (both segments trimmed), one with an empty side.
+PAIRS = [("a good film.", "the dogs run, the cat was running!"), ("the cat was running", ""),
+         ("", "bad film"),
+         ("Thé dög wås rünning, zebras, zebras, zebras and the cat", "a good film. a bad film."),
+         ("the dogs run! the dogs run! the dogs run!", "the")]
 
 
 def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_runs):
@@ -59,8 +64,9 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
   if run_dir:   # a classification run's classifier predicts as the run's tf_keras model does
     trained = zoo_hub.classifier_from_model_dir(run_dir)
     with open(run_logits) as file:
-      expected = np.array(json.load(file))
-    report["trained_head_vs_run"] = float(np.abs(trained.predict(TEXTS, verbose=0) - expected).max())
+      expected = json.load(file)
+    report["trained_head_vs_run"] = float(np.abs(trained.predict(TEXTS, verbose=0) - expected["texts"]).max())
+    report.update(_pairs(trained, run_dir, expected["pairs"]))
   report["refused"] = []
   for other in other_runs:   # runs whose heads are no text classifier's
     try:
@@ -80,6 +86,30 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
   report["dtypes"] = _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded)
   with open(out_path, "w") as file:
     json.dump(report, file, indent=1)
+
+
+def _pairs(classifier, run_dir, expected_logits):
+  """Sentence pairs through the classifier's keras-hub preprocessor: its features against the zoo's
+  TextEncoder's (the export's tokenizer) with the run's settings, and its logits against the export's."""
+  import tensorflow as tf
+
+  from zoo.keras3.loading import load_model_dir
+  from zoo.text import TextEncoder
+  first, second = tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS])
+  features = classifier.preprocessor((first, second))
+  loaded = load_model_dir(run_dir)
+  encoder = TextEncoder(loaded.vocab, seq_length=loaded.seq_length, lower_case=loaded.lower_case,
+                        special_tokens=loaded.special_tokens, cls_type_id=loaded.cls_type_id,
+                        max_chars_per_word=loaded.max_chars_per_word)
+  expected = encoder.encode(first, second)
+  names = dict(token_ids="input_word_ids", segment_ids="input_type_ids", padding_mask="input_mask")
+  equal = {key: bool(np.array_equal(np.asarray(features[key]).astype(np.int32), expected[name].numpy()))
+           for key, name in names.items()}
+  # [CLS] a [SEP] b [SEP]: some pairs need trimming.
+  lengths = encoder.tokenize(first).row_lengths() + encoder.tokenize(second).row_lengths() + 3
+  logits = classifier.predict((first, second), verbose=0)
+  return dict(pair_features_equal=equal, pair_truncated=bool(np.max(lengths.numpy()) > loaded.seq_length),
+              pairs_vs_export=float(np.abs(logits - np.array(expected_logits)).max()))
 
 
 def _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded):

@@ -62,24 +62,31 @@ RUN_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "dog", "#
 
 
 def _classification_run(path):
-  """A three-class Funnel classification run (`tests.model_dirs.write_run`), and a JSON file of its
-  tf_keras model's logits on `hub_run.TEXTS`."""
+  """A three-class sentence-pair Funnel classification run (`tests.model_dirs.write_run`), and a JSON
+  file of its logits: its tf_keras model's on `hub_run.TEXTS` alone, and its SavedModel export's
+  (`serving_default`, raw `text` and `text_b` tokenized in the graph) on the pairs of `hub_run.PAIRS`."""
   import json
 
   import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
 
+  from export.saved_model import export
   from tests.model_dirs import write_run
+  from tests.zoo.keras3.hub_run import PAIRS
   from tests.zoo.keras3.hub_run import TEXTS
   from tpu.config import TrainConfig
   from zoo.text import TextEncoder
   tiny = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1])
   config = TrainConfig(model="funnel_b4_4_4", model_overrides=tiny, task="classify", data="demo",
                        model_dir=str(path), seq_length=16, vocab_size=len(RUN_VOCAB), num_classes=3,
-                       label_names=["no", "maybe", "yes"]).validate()
+                       label_names=["no", "maybe", "yes"], sentence_pair=True).validate()
   model = write_run(path, config, RUN_VOCAB, seed=3)
   features = TextEncoder(RUN_VOCAB, seq_length=16).encode(tf.constant(TEXTS))
+  served = tf.saved_model.load(export(str(path), str(path / "export"))).signatures["serving_default"]
+  pairs = served(text=tf.constant([a for a, _ in PAIRS]), text_b=tf.constant([b for _, b in PAIRS]))
   logits = path / "logits.json"
-  logits.write_text(json.dumps(model(features, training=False).numpy().tolist()))
+  logits.write_text(json.dumps(dict(texts=model(features, training=False).numpy().tolist(),
+                                    pairs=pairs["logits"].numpy().tolist())))
   return str(path), str(logits)
 
 
@@ -110,6 +117,11 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
                  logits, *_runs_of_other_tasks(tmp_path))
   report = json.loads(out.read_text())
   assert report["trained_head_vs_run"] < 1e-5   # the run's trained head, not a new one
+  # Sentence pairs through keras-hub's preprocessor: the ids and segment ids of the export's tokenizer
+  # (the zoo's TextEncoder), and the export's logits.
+  assert report["pair_features_equal"] == dict(token_ids=True, segment_ids=True, padding_mask=True)
+  assert report["pair_truncated"]   # some pairs are longer than the sequence: both trim the same way
+  assert report["pairs_vs_export"] < 1e-5
   # Tagging and SQuAD runs are refused, naming the head keras-hub has no task for and the way on.
   tag_error, squad_error = report["refused"]
   assert "a 'tag' run has a token-classification head" in tag_error

@@ -99,3 +99,15 @@ def test_every_funnel_flag_combination_equals_its_twin(tmp_path):
       differences = json.load(file)["differences"]
     assert sorted(differences) == names
     assert _failures(differences, names) == {}, backend
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_training_step_updates_the_weights_as_the_tf_keras_twin_does(backend_report, backend):
+  """The same weights, dropout off, one step of SGD in training mode: the backend's gradients (through
+  `train_on_batch`, its compiled train step) move every weight as tf_keras' GradientTape does."""
+  training = backend_report(backend)["training"]
+  assert sorted(training) == sorted(cases.training_cases())
+  for name, result in training.items():
+    assert result["moved"] > 0.1, (name, result)   # the step moves the weights well beyond the tolerance
+    assert result["weights"] < TOLERANCE and result["loss"] < 1e-4, (name, result)

@@ -67,9 +67,31 @@ def reference(path, full_grid=False):
       _random_weights(holder, seed)
       weights = {weight.name: weight.numpy() for weight in holder.weights}
     records[name] = dict(weights=weights, outputs={key: _numpy(value) for key, value in run().items()})
+  training = {} if full_grid else _training_reference(lib)
   with open(path, "wb") as file:
-    pickle.dump(dict(records=records, full_grid=full_grid), file)
+    pickle.dump(dict(records=records, full_grid=full_grid, training=training), file)
   return sorted(records)
+
+
+def _training_reference(lib):
+  """tf_keras: for each of `cases.training_cases()`, the weights before and after one step of SGD on
+  the loss of `cases.training_targets` (gradients by `tf.GradientTape`, in training mode), and the loss."""
+  import tensorflow as tf
+  records = {}
+  for seed, (name, (class_name, arguments)) in enumerate(sorted(cases.training_cases().items())):
+    encoder = getattr(lib, class_name)(**arguments)
+    _random_weights(encoder, 50 + seed)
+    inputs, targets = cases.every_length_inputs(), cases.training_targets(seed)
+    before = {weight.name: weight.numpy() for weight in encoder.trainable_weights}
+    with tf.GradientTape() as tape:
+      outputs = encoder(inputs, training=True)
+      loss = (tf.reduce_sum(outputs["sequence_output"] * targets["seq"])
+              + tf.reduce_sum(outputs["pooled_output"] * targets["pooled"])) / cases.LENGTH
+    gradients = tape.gradient(loss, encoder.trainable_weights)
+    after = {weight.name: weight.numpy() - cases.TRAINING_RATE * tf.convert_to_tensor(gradient).numpy()
+             for weight, gradient in zip(encoder.trainable_weights, gradients, strict=True)}
+    records[name] = dict(before=before, after=after, loss=float(loss))
+  return records
 
 
 class _Library:
@@ -119,6 +141,42 @@ def compare(reference_path):
       differences[name][key] = float(difference.max()) if actual.size else 0.0
     seconds[name] = time.time() - start
   return differences, seconds
+
+
+def compare_training(reference_path):
+  """Keras 3: each training case trained one step by `train_on_batch` (this backend's gradients, its
+  compiled train step, training mode) with SGD from the tf_keras weights: `{case: {"loss": |difference|,
+  "weights": largest |difference| of an updated weight, "moved": largest update}}`."""
+  import keras
+
+  import zoo.keras3
+  from zoo.named_weights import assign_named_arrays
+  from zoo.named_weights import named_arrays
+  from zoo.named_weights import weight_key
+  with open(reference_path, "rb") as file:
+    stored = pickle.load(file).get("training", {})
+  results = {}
+  for seed, (name, (class_name, arguments)) in enumerate(sorted(cases.training_cases().items())):
+    record = stored[name]
+    encoder = getattr(zoo.keras3, class_name)(**arguments)
+    assign_named_arrays(encoder, record["before"], source=f"the tf_keras weights of {name}")
+    outputs = encoder(encoder.input)
+    model = keras.Model(encoder.input, dict(seq=outputs["sequence_output"], pooled=outputs["pooled_output"]))
+
+    def projection(target, output):   # per example: Σ output · target
+      return keras.ops.sum(keras.ops.reshape(output * target, (keras.ops.shape(output)[0], -1)), axis=1)
+    model.compile(optimizer=keras.optimizers.SGD(cases.TRAINING_RATE),
+                  loss=dict(seq=projection, pooled=projection))
+    loss = model.train_on_batch(cases.every_length_inputs(), cases.training_targets(seed))
+    after = named_arrays(encoder)
+    expected = {weight_key(key): value for key, value in record["after"].items()}
+    before = {weight_key(key): value for key, value in record["before"].items()}
+    assert sorted(after) == sorted(expected), (name, sorted(set(after) ^ set(expected)))
+    results[name] = dict(
+        loss=abs(float(np.asarray(loss).reshape(-1)[0]) - record["loss"]),
+        weights=max(float(np.abs(after[key] - expected[key]).max()) for key in expected),
+        moved=max(float(np.abs(expected[key] - before[key]).max()) for key in expected))
+  return results
 
 
 def _jitted(holder, run):
@@ -305,12 +363,13 @@ def main(argv):
   os.environ["KERAS_BACKEND"] = backend
   start = time.time()
   differences, case_seconds = compare(reference_path)
+  training = compare_training(reference_path)
   compared = time.time()
   import tempfile
   with tempfile.TemporaryDirectory() as tmp_dir:
     checks = {} if "--no-checks" in argv else backend_checks(tmp_dir)
   import keras
-  report = dict(backend=keras.backend.backend(), differences=differences, checks=checks,
+  report = dict(backend=keras.backend.backend(), differences=differences, checks=checks, training=training,
                 seconds=dict(compare=compared - start, checks=time.time() - compared, cases=case_seconds))
   with open(out_path, "w") as file:
     json.dump(report, file, indent=1)
