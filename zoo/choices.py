@@ -30,6 +30,10 @@ POOLING_SEMANTICS = (ZOO_POOLING, AUTHORS_POOLING)
 # calls "gelu_new"); each edition maps them to its Keras' functions.
 ACTIVATION_NAMES = ("gelu", "gelu_approximate", "relu", "swish")
 
+# Cross-layer parameter sharing (ALBERT, Lan et al., 2020, Sec. 3.1): every encoder layer is the
+# first one ("all"), or shares its attention ("attention") or its feed-forward net ("ffn") with it.
+LAYER_SHARING = ("none", "all", "attention", "ffn")
+
 # What a Funnel encoder does with the residual-attention carry at a block boundary.
 CARRY_AT_POOLING = ("pool", "reset")
 

@@ -32,6 +32,7 @@ from zoo.choices import ACTIVATION_NAMES
 from zoo.choices import AUTHORS_POOLING
 from zoo.choices import CARRY_AT_POOLING
 from zoo.choices import FACTORIZED
+from zoo.choices import LAYER_SHARING
 from zoo.choices import POOLING_SEMANTICS
 from zoo.choices import POOLING_TYPES
 from zoo.choices import POSITION_ENCODINGS
@@ -254,10 +255,16 @@ class TransformerBlockSpec(LayerSpec):
                residual_attention=False,
                running_mean=False,
                kernel_initializer="glorot_uniform",
+               shared_attention=None,
+               shared_ffn=None,
                **kwargs):
     super().__init__(**kwargs)
     check_choice("position_encoding", position_encoding, POSITION_ENCODINGS)
     check_choice("activation", activation, ACTIVATION_NAMES)
+    # Another block whose attention, or feed-forward net, this one uses (cross-layer sharing): it must
+    # have run before this one first does. Not part of the config: the encoder passes it again.
+    object.__setattr__(self, "_shared_attention", shared_attention)
+    object.__setattr__(self, "_shared_ffn", shared_ffn)
     if position_encoding == ABSOLUTE and (use_segment_bias or separate_cls):
       raise ValueError("use_segment_bias and separate_cls need a relative position_encoding")
     self.num_heads = num_heads
@@ -278,7 +285,10 @@ class TransformerBlockSpec(LayerSpec):
     self.kernel_initializer = self._initializer(kernel_initializer)
 
   def _attention_layer(self, absolute_class, relative_class, **options):
-    """The block's `attention` sublayer: `absolute_class` or, for relative positions, `relative_class`."""
+    """The block's `attention` sublayer: `absolute_class` or, for relative positions, `relative_class`
+    (or `shared_attention`'s)."""
+    if self._shared_attention is not None:
+      return self._shared_part(self._shared_attention, "attention")[0]
     arguments = dict(
         num_heads=self.num_heads, head_size=self.head_size, attention_dropout=self.attention_dropout,
         residual_attention=self.residual_attention, running_mean=self.running_mean,
@@ -287,6 +297,18 @@ class TransformerBlockSpec(LayerSpec):
       return absolute_class(**arguments)
     return relative_class(position_encoding=self.position_encoding, use_segment_bias=self.use_segment_bias,
                           separate_cls=self.separate_cls, cls_segment_id=self.cls_segment_id, **arguments)
+
+  def _ffn_layers(self, make):
+    """`(intermediate, output)` dense layers: `shared_ffn`'s, else `make()`'s."""
+    if self._shared_ffn is not None:
+      return self._shared_part(self._shared_ffn, "intermediate_dense", "output_dense")
+    return make()
+
+  def _shared_part(self, block, *names):
+    if not block.built:
+      raise ValueError(f"{self.name} shares sublayers of {block.name}, which has not run yet: call "
+                       f"{block.name} first")
+    return tuple(getattr(block, name) for name in names)
 
   def _attention_arguments(self, attention_mask, query_positions, key_positions, query_segment_ids,
                            key_segment_ids, attention_carry, layer_index, training):
@@ -535,13 +557,32 @@ class TransformerEncoderSpec(EncoderSpec):
                initializer_range=0.02,
                seq_length=None,
                output_attention_probs=False,
+               layer_sharing="none",
                **kwargs):
     config = _arguments(locals())
+    check_choice("layer_sharing", layer_sharing, LAYER_SHARING)
     if hidden_size % num_heads:
       raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_heads ({num_heads})")
     if position_encoding == SHIFT and seq_length is None:
       raise ValueError("position_encoding='shift' needs a static seq_length")
     self._build(config, kwargs, transformer_graph)
+
+
+def layer_stack(make, names, sharing):
+  """The blocks called `names` (`make(name, **shared)`), sharing across layers as `sharing` says
+  (`zoo.choices.LAYER_SHARING`, ALBERT's Sec. 3.1): "none"; "all" (every layer is the first block,
+  applied again); "attention" or "ffn" (each layer has its own block, whose attention or
+  feed-forward net is the first block's). The first block runs first in the encoder's graph.
+  """
+  first = make(names[0])
+  blocks = [first]
+  for name in names[1:]:
+    if sharing == "all":
+      blocks.append(first)
+    else:
+      shared = {"attention": dict(shared_attention=first), "ffn": dict(shared_ffn=first)}.get(sharing, {})
+      blocks.append(make(name, **shared))
+  return blocks
 
 
 def transformer_graph(config, kit):
@@ -556,15 +597,15 @@ def transformer_graph(config, kit):
       type_vocab_size=0 if relative else c.type_vocab_size, dropout=c.dropout,
       layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options,
       **kit.embedding_options)
-  blocks = [
-      kit.block(
-          c.num_heads, c.hidden_size // c.num_heads, c.intermediate_size, activation=c.activation,
-          dropout=c.dropout, attention_dropout=c.attention_dropout, norm_first=c.norm_first,
-          layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
-          use_segment_bias=relative, residual_attention=c.residual_attention,
-          running_mean=c.running_mean, kernel_initializer=initializer, name=f"layer_{i}", **kit.options)
-      for i in range(c.num_layers)
-  ]
+
+  def block(name, **shared):
+    return kit.block(
+        c.num_heads, c.hidden_size // c.num_heads, c.intermediate_size, activation=c.activation,
+        dropout=c.dropout, attention_dropout=c.attention_dropout, norm_first=c.norm_first,
+        layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
+        use_segment_bias=relative, residual_attention=c.residual_attention,
+        running_mean=c.running_mean, kernel_initializer=initializer, name=name, **shared, **kit.options)
+  blocks = layer_stack(block, [f"layer_{i}" for i in range(c.num_layers)], c.layer_sharing)
   final_norm = kit.keras.layers.LayerNormalization(
       epsilon=c.layer_norm_epsilon, dtype="float32", name="final_norm") if c.norm_first else None
   pooler = kit.keras.layers.Dense(c.hidden_size, activation="tanh", kernel_initializer=initializer,
@@ -627,6 +668,7 @@ class FunnelEncoderSpec(EncoderSpec):
                initializer_range=0.1,
                seq_length=512,
                output_attention_probs=False,
+               layer_sharing="none",
                **kwargs):
     block_sizes = tuple(block_sizes)
     block_repeats = tuple(block_repeats) if block_repeats else (1,) * len(block_sizes)
@@ -641,6 +683,7 @@ def check_funnel_config(config):
   check_choice("pooling_semantics", config["pooling_semantics"], POOLING_SEMANTICS)
   check_choice("carry_at_pooling", config["carry_at_pooling"], CARRY_AT_POOLING)
   check_choice("position_encoding", config["position_encoding"], RELATIVE_POSITION_ENCODINGS)
+  check_choice("layer_sharing", config["layer_sharing"], LAYER_SHARING)
   if len(config["block_repeats"]) != len(config["block_sizes"]):
     raise ValueError(f"block_repeats {config['block_repeats']} must have one entry per block "
                      f"of block_sizes {config['block_sizes']}")
@@ -667,21 +710,24 @@ def funnel_graph(config, kit):
     decoder_residual_layer = c.block_sizes[0] * c.block_repeats[0] - 1
 
   # Layers.
-  def transformer_block(name, residual):
+  def transformer_block(name, residual, **shared):
     return kit.block(
         c.num_heads, head_size, c.intermediate_size, activation=c.activation, dropout=c.dropout,
         attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
         layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
         use_segment_bias=c.use_segment_bias, separate_cls=c.separate_cls,
         residual_attention=residual, running_mean=c.running_mean and residual,
-        kernel_initializer=initializer, name=name, **kit.options)
+        kernel_initializer=initializer, name=name, **shared, **kit.options)
 
   embeddings = kit.embeddings(
       c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size, dropout=c.dropout,
       layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options,
       **kit.embedding_options)
-  blocks = [[transformer_block(f"block_{b}_layer_{i}", c.residual_attention) for i in range(size)]
-            for b, size in enumerate(c.block_sizes)]
+  # The encoder's layers, block by block (the decoder's are never shared).
+  names = [f"block_{b}_layer_{i}" for b, size in enumerate(c.block_sizes) for i in range(size)]
+  stack = iter(layer_stack(lambda name, **shared: transformer_block(name, c.residual_attention, **shared),
+                           names, c.layer_sharing))
+  blocks = [[next(stack) for _ in range(size)] for size in c.block_sizes]
   pooling = kit.pooling(c.pooling_type, c.separate_cls, c.truncate_seq, semantics=c.pooling_semantics,
                         name="pooling", **kit.options)
   decoder = [transformer_block(f"decoder_layer_{i}", False) for i in range(c.num_decoder_layers)]

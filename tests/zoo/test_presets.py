@@ -22,6 +22,7 @@ REQUIRED = [
     "realformer_small", "realformer_base", "realformer_large", "realformer_xlarge",
     "rel_transformer_base", "rel_transformer_large", "funnel_b4_4_4", "funnel_b6_3x2_3x2", "funnel_b6_6_6",
     "funnel_b8_8_8", "funnel_b10_10_10", "funnel_b4_4_4_decoder", "funnel_b6_6_6_decoder",
+    "albert_base", "albert_large",
 ]
 
 
@@ -100,6 +101,15 @@ def test_bert_base_has_bert_base_parameter_count():
   assert abs(_params("bert_base") - 109.5e6) < 0.2e6   # BERT-Base: 110M
 
 
+# ALBERT paper: Table 1 (base and large, every layer shared) and Table 4 (base, E = 128, each sharing).
+@pytest.mark.parametrize("name, sharing, millions", [
+    ("albert_base", "all", 12), ("albert_base", "none", 89), ("albert_base", "attention", 64),
+    ("albert_base", "ffn", 38), ("albert_large", "all", 18)])
+def test_albert_parameter_counts_equal_the_albert_papers_tables(name, sharing, millions):
+  config = dict(presets.get(name).config, layer_sharing=sharing)
+  assert round(cost.parameter_count("transformer", config) / 1e6) == millions
+
+
 def test_single_block_funnel_flops_equal_the_relative_transformer():
   transformer = presets.get("rel_transformer_base").config
   funnel = dict(presets.get("funnel_b4_4_4").config, block_sizes=(12,), block_repeats=(1,))
@@ -172,9 +182,10 @@ def _distinct_reduced_presets():
 
 def test_reduced_models_cover_every_structure():
   names = _distinct_reduced_presets()
-  # Post-LN, Pre-LN, RealFormer, RealFormer with running mean, relative Transformer, and the
-  # Funnel layouts with and without repeated layers and the decoder.
-  assert len(names) == 9 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder"} <= set(names)
+  # Post-LN, Pre-LN, RealFormer, RealFormer with running mean, relative Transformer, ALBERT (shared
+  # layers, factorized embeddings), and the Funnel layouts with and without repeated layers and the decoder.
+  assert len(names) == 10 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder",
+                               "albert_base"} <= set(names)
 
 
 @pytest.mark.parametrize("name", _fast_or_slow(_distinct_reduced_presets()))

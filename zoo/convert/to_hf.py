@@ -148,6 +148,14 @@ def _heads_settings(settings, encoder):
   return transform, activation
 
 
+def _sharing_problems(encoder, model):
+  sharing = encoder.get("layer_sharing", "none")
+  if sharing == "none":
+    return []
+  return [f"cross-layer sharing (layer_sharing={sharing!r}): transformers' {model} has weights of its own in "
+          "every layer"]
+
+
 def _funnel_problems(encoder, head, settings):
   problems = []
   if encoder.get("residual_attention"):
@@ -161,6 +169,7 @@ def _funnel_problems(encoder, head, settings):
   if encoder.get("embedding_width") not in (None, encoder["hidden_size"]):
     problems.append(f"factorized embeddings (embedding_width={encoder['embedding_width']}): transformers' "
                     "Funnel embeds at the model width")
+  problems += _sharing_problems(encoder, "Funnel")
   if encoder.get("position_encoding") not in FUNNEL_ATTENTION_TYPES:
     problems.append(f"position_encoding={encoder.get('position_encoding')!r}: transformers' Funnel computes "
                     f"{' or '.join(FUNNEL_ATTENTION_TYPES)} relative attention only")
@@ -202,6 +211,7 @@ def _transformer_problems(encoder, head, settings):
   if encoder.get("embedding_width") not in (None, encoder["hidden_size"]):
     problems.append(f"factorized embeddings (embedding_width={encoder['embedding_width']}): BERT embeds at "
                     "the model width")
+  problems += _sharing_problems(encoder, "BERT")
   transform, activation = _heads_settings(settings, encoder)
   if head in ("masked_lm", "discriminator") and activation != encoder["activation"]:
     what = {"masked_lm": "masked-LM", "discriminator": "discriminator"}[head]

@@ -39,7 +39,8 @@ class TransformerBlock(specs.TransformerBlockSpec, AttentionLayer):
     width = input_shape[-1]
     self.attention = self._attention_layer(MultiHeadAttention, RelativeMultiHeadAttention,
                                            dtype=self.dtype_policy)
-    self.attention.build((None, None, width))
+    if not self.attention.built:
+      self.attention.build((None, None, width))
     # Layer norms compute in float32 under mixed precision.
     norm = dict(epsilon=self.layer_norm_epsilon, dtype="float32")
     self.attention_norm = keras.layers.LayerNormalization(name="attention_norm", **norm)
@@ -48,18 +49,22 @@ class TransformerBlock(specs.TransformerBlockSpec, AttentionLayer):
     self.output_norm.build((None, None, width))
     self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
                                                           name="attention_output_dropout")
-    self.intermediate_dense = keras.layers.EinsumDense(
-        "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
-        kernel_initializer=clone_initializer(self.kernel_initializer), dtype=self.dtype_policy,
-        name="intermediate")
-    self.intermediate_dense.build((None, None, width))
+
+    def feed_forward():
+      intermediate = keras.layers.EinsumDense(
+          "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
+          kernel_initializer=clone_initializer(self.kernel_initializer), dtype=self.dtype_policy,
+          name="intermediate")
+      intermediate.build((None, None, width))
+      output = keras.layers.EinsumDense(
+          "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
+          kernel_initializer=clone_initializer(self.kernel_initializer), dtype=self.dtype_policy,
+          name="output")
+      output.build((None, None, self.intermediate_size))
+      return intermediate, output
+    self.intermediate_dense, self.output_dense = self._ffn_layers(feed_forward)
     self.activation_dropout_layer = keras.layers.Dropout(self.activation_dropout, dtype=self.dtype_policy,
                                                           name="activation_dropout")
-    self.output_dense = keras.layers.EinsumDense(
-        "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
-        kernel_initializer=clone_initializer(self.kernel_initializer), dtype=self.dtype_policy,
-        name="output")
-    self.output_dense.build((None, None, self.intermediate_size))
     self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="output_dropout")
     self.built = True
 

@@ -78,14 +78,17 @@ class TransformerBlock(specs.TransformerBlockSpec, ZooLayer):
     self.attention_norm = keras.layers.LayerNormalization(name="attention_norm", **norm)
     self.output_norm = keras.layers.LayerNormalization(name="output_norm", **norm)
     self.attention_output_dropout = seeds.Dropout(self.dropout, name="attention_output_dropout")
-    self.intermediate_dense = keras.layers.EinsumDense(
-        "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
-        kernel_initializer=clone_initializer(self.kernel_initializer), name="intermediate")
+
+    def feed_forward():
+      return (keras.layers.EinsumDense(
+                  "BTD,DF->BTF", output_shape=(None, self.intermediate_size), bias_axes="F",
+                  kernel_initializer=clone_initializer(self.kernel_initializer), name="intermediate"),
+              keras.layers.EinsumDense(
+                  "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
+                  kernel_initializer=clone_initializer(self.kernel_initializer), name="output"))
+    self.intermediate_dense, self.output_dense = self._ffn_layers(feed_forward)
     self.activation_dropout_layer = seeds.Dropout(
         self.activation_dropout, name="activation_dropout")
-    self.output_dense = keras.layers.EinsumDense(
-        "BTF,FD->BTD", output_shape=(None, width), bias_axes="D",
-        kernel_initializer=clone_initializer(self.kernel_initializer), name="output")
     self.output_dropout = seeds.Dropout(self.dropout, name="output_dropout")
     super().build(input_shape)
 

@@ -6,6 +6,9 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
 - BERT sizes (RealFormer paper, Table 1): small L4/H512/A8, base L12/H768/A12,
   large L24/H1024/A16, xlarge L36/H1536/A24; Post-LN (`bert_*`), Pre-LN
   (`prenorm_*`) and residual attention (`realformer_*`, running mean at 36 layers).
+- ALBERT (Lan et al., 2020, Table 1): `albert_base` (12M parameters), `albert_large`
+  (18M): embeddings of width 128 projected to H, every layer shared
+  (`layer_sharing="all"`), vocabulary 30,000.
 - Relative-attention Transformers, the Funnel paper's baselines (Sec. 4.1):
   `rel_transformer_base` (L12H768), `rel_transformer_large` (L24H1024).
 - Funnel-Transformers (Funnel paper, Table 1 and 2): `funnel_b4_4_4`,
@@ -48,6 +51,13 @@ _FUNNEL_LAYOUTS = {   # name: (block sizes, block repeats, width)
     "b8_8_8": ((8, 8, 8), (1, 1, 1), 1024),
     "b10_10_10": ((10, 10, 10), (1, 1, 1), 1024),
 }
+# ALBERT (Lan et al., 2020, Table 1): factorized embeddings (E = 128) and every layer shared; its
+# SentencePiece vocabulary has 30,000 pieces. Dropout 0, as ALBERT's pre-training found best (Sec. 4.8).
+ALBERT_VOCAB_SIZE = 30000
+_ALBERT_SIZES = {   # name: (layers, width, heads)
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
 FAMILIES = ("transformer", "funnel")
 
 
@@ -69,8 +79,8 @@ class Preset:
 
 
 def _transformer(layers, width, heads, **options):
-  return dict(vocab_size=VOCAB_SIZE, hidden_size=width, num_layers=layers, num_heads=heads,
-              intermediate_size=4 * width, **options)
+  return {**dict(vocab_size=VOCAB_SIZE, hidden_size=width, num_layers=layers, num_heads=heads,
+                 intermediate_size=4 * width), **options}
 
 
 def _presets():
@@ -91,6 +101,11 @@ def _presets():
     add(f"rel_transformer_{size}", "transformer",
         _transformer(layers, width, heads, position_encoding="factorized", activation="gelu_approximate"),
         f"Transformer L{layers}H{width} with Funnel's relative attention (the Funnel paper's baseline)")
+  for size, (layers, width, heads) in _ALBERT_SIZES.items():
+    add(f"albert_{size}", "transformer",
+        _transformer(layers, width, heads, vocab_size=ALBERT_VOCAB_SIZE, embedding_width=128,
+                     layer_sharing="all", activation="gelu_approximate", dropout=0.0, attention_dropout=0.0),
+        f"ALBERT {size} L{layers}/H{width}/A{heads}, E128, every layer shared")
   for layout, (sizes, repeats, width) in _FUNNEL_LAYOUTS.items():
     heads = width // 64
     base = dict(vocab_size=VOCAB_SIZE, hidden_size=width, block_sizes=sizes, block_repeats=repeats,

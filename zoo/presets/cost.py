@@ -13,13 +13,27 @@ def _head_width(config):
   return heads * (config.get("head_size") or config["hidden_size"] // heads)
 
 
-def _layer_parameters(config, relative):
+def _layer_parts(config, relative):
+  """`(attention, feed-forward, layer norms)` parameters of one layer."""
   width, inner, heads_width = config["hidden_size"], config["intermediate_size"], _head_width(config)
   attention = 4 * width * heads_width + 3 * heads_width + width
   if relative:   # content, position and segment biases, W_r, segment embedding
     attention += 3 * heads_width + width * heads_width + 2 * heads_width
   feed_forward = 2 * width * inner + inner + width
-  return attention + feed_forward + 4 * width   # two layer norms
+  return attention, feed_forward, 4 * width   # two layer norms
+
+
+def _stack_parameters(config, layers, relative):
+  """Parameters of `layers` encoder layers under the config's `layer_sharing` (ALBERT's Sec. 3.1)."""
+  attention, feed_forward, norms = _layer_parts(config, relative)
+  sharing = config.get("layer_sharing", "none")
+  if sharing == "all":
+    return attention + feed_forward + norms
+  if sharing == "attention":
+    return attention + layers * (feed_forward + norms)
+  if sharing == "ffn":
+    return feed_forward + layers * (attention + norms)
+  return layers * (attention + feed_forward + norms)
 
 
 def _embedding_parameters(config, absolute):
@@ -39,12 +53,12 @@ def parameter_count(family, config):
   pooler = width * width + width
   if family == "transformer":
     absolute = config.get("position_encoding", "absolute") == "absolute"
-    layers = config["num_layers"] * _layer_parameters(config, relative=not absolute)
+    layers = _stack_parameters(config, config["num_layers"], relative=not absolute)
     final_norm = 2 * width if config.get("norm_first") else 0
     return _embedding_parameters(config, absolute) + layers + final_norm + pooler
-  unique_layers = sum(config["block_sizes"]) + config.get("num_decoder_layers", 0)
-  return _embedding_parameters(config, absolute=False) + unique_layers * _layer_parameters(
-      config, relative=True) + pooler
+  encoder = _stack_parameters(config, sum(config["block_sizes"]), relative=True)
+  decoder = config.get("num_decoder_layers", 0) * sum(_layer_parts(config, relative=True))
+  return _embedding_parameters(config, absolute=False) + encoder + decoder + pooler
 
 
 def _layer_flops(config, queries, keys, relative):

@@ -263,6 +263,8 @@ REFUSALS = [
     (_settings("prenorm_small"), "Pre-LN"),
     (_settings("rel_transformer_base"), "the relative Transformer"),
     (_settings("bert_small", embedding_width=64), "factorized embeddings"),
+    (_settings("bert_small", layer_sharing="attention"), "cross-layer sharing (layer_sharing='attention')"),
+    (_settings("funnel_b4_4_4", layer_sharing="all"), "cross-layer sharing (layer_sharing='all')"),
     (_settings("funnel_b4_4_4", pooling_semantics="zoo"), "the zoo's pooling semantics"),
     (dict(_settings("funnel_b4_4_4"), model_overrides={}), "the zoo's pooling semantics"),   # written before
     (_settings("funnel_b4_4_4", residual_attention=True), "RealFormer residual attention"),

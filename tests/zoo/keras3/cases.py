@@ -280,6 +280,10 @@ def encoder_cases(full_grid=False):
                                                           activation="gelu_approximate"),
       "transformer-relative-shift-residual": transformer_case(position_encoding="shift",
                                                               residual_attention=True),
+      # Cross-layer sharing (ALBERT): one block at every depth; shared attention; shared feed-forward nets.
+      "transformer-albert-shared": transformer_case(layer_sharing="all", embedding_width=8, num_layers=3),
+      "funnel-shared-attention-residual": funnel_case(layer_sharing="attention", residual_attention=True),
+      "funnel-shared-ffn": funnel_case(layer_sharing="ffn", block_sizes=(2, 1)),
   })
   return cases
 
@@ -305,6 +309,11 @@ def training_cases():
       "transformer-postln": ("TransformerEncoder", dict(TINY_TRANSFORMER)),
       "transformer-realformer-relative": ("TransformerEncoder", dict(
           TINY_TRANSFORMER, residual_attention=True, position_encoding="factorized")),
+      # A shared weight's gradient sums over the layers that use it.
+      "transformer-albert-shared": ("TransformerEncoder", dict(TINY_TRANSFORMER, layer_sharing="all",
+                                                               embedding_width=8)),
+      "funnel-shared-attention": ("FunnelEncoder", dict(TINY_FUNNEL, layer_sharing="attention",
+                                                        block_sizes=(2, 1))),
   }
 
 

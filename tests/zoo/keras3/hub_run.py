@@ -96,7 +96,8 @@ def _pairs(classifier, run_dir, expected_logits):
   from zoo.keras3.loading import load_model_dir
   from zoo.text import TextEncoder
   first, second = tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS])
-  features = classifier.preprocessor((first, second))
+  # keras-hub reads a pair of segments as `x=(first, second)`; a bare 2-tuple would be `(x, y)`.
+  features = classifier.preprocessor(x=(first, second))
   loaded = load_model_dir(run_dir)
   encoder = TextEncoder(loaded.vocab, seq_length=loaded.seq_length, lower_case=loaded.lower_case,
                         special_tokens=loaded.special_tokens, cls_type_id=loaded.cls_type_id,
@@ -107,7 +108,8 @@ def _pairs(classifier, run_dir, expected_logits):
            for key, name in names.items()}
   # [CLS] a [SEP] b [SEP]: some pairs need trimming.
   lengths = encoder.tokenize(first).row_lengths() + encoder.tokenize(second).row_lengths() + 3
-  logits = classifier.predict((first, second), verbose=0)
+  pairs = tf.data.Dataset.from_tensor_slices(((first, second),)).batch(len(PAIRS))   # elements: (x,)
+  logits = classifier.predict(pairs, verbose=0)
   return dict(pair_features_equal=equal, pair_truncated=bool(np.max(lengths.numpy()) > loaded.seq_length),
               pairs_vs_export=float(np.abs(logits - np.array(expected_logits)).max()))
 

@@ -7,6 +7,7 @@ length. Each backend runs all cases in one process of its own (`twins.py`), shar
 tests here.
 """
 
+import numpy as np
 import pytest
 
 from tests.zoo.keras3 import cases
@@ -61,13 +62,15 @@ def test_mixed_bfloat16_keeps_the_float32_islands(backend_report, backend):
   assert checks["bfloat16_finite"] and checks["bfloat16_vs_float32"] < 0.15
   # The same policies as the encoder's `dtype` argument, the global policy float32.
   mixed, pure = checks["argument_mixed_bfloat16"], checks["argument_bfloat16"]
-  assert {**mixed, "vs_global_mixed": 0.0} == dict(
+  assert {**mixed, "vs_global_mixed": 0.0, "largest": 0.0} == dict(
       policy="mixed_bfloat16", sequence_output="bfloat16", attention_probs=["float32"], weights=["float32"],
-      norms=["float32"], vs_global_mixed=0.0)
-  assert mixed["vs_global_mixed"] < 0.05   # the compiled and eager runs may round differently
-  assert {**pure, "vs_global_mixed": 0.0} == dict(
+      norms=["float32"], vs_global_mixed=0.0, largest=0.0)
+  # The compiled and eager runs may round differently: at most two bfloat16 steps (8 bits of mantissa)
+  # at the largest output's magnitude.
+  assert mixed["vs_global_mixed"] <= 2 * 2.0 ** (np.floor(np.log2(mixed["largest"])) - 7)
+  assert {**pure, "vs_global_mixed": 0.0, "largest": 0.0} == dict(
       policy="bfloat16", sequence_output="bfloat16", attention_probs=["float32"], weights=["bfloat16"],
-      norms=["float32"], vs_global_mixed=0.0)
+      norms=["float32"], vs_global_mixed=0.0, largest=0.0)
   assert pure["vs_global_mixed"] < 0.15
   assert checks["argument_bfloat16_keras_file"] == dict(policy="bfloat16", weights=["bfloat16"],
                                                         difference=0.0)
