@@ -9,6 +9,7 @@ Axes: B batch, T full sequence length, T' pooled length, D model width.
 import tf_keras as keras
 
 from zoo import specs
+from zoo.grids import block_lengths  # noqa: F401  (a public name of this module)
 from zoo.models.encoder_inputs import EncoderModel
 
 
@@ -70,6 +71,10 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
     initializer_range: stddev of the truncated-normal initializer.
     seq_length: static input length.
     output_attention_probs: also return each layer's attention probabilities.
+    layer_sharing: cross-layer sharing (ALBERT, `zoo.choices.LAYER_SHARING`): "none", "all" (the
+      first layer at every depth), "attention" or "ffn" (the first layer's attention or
+      feed-forward net in every layer) (the decoder's
+      layers never are).
 
   Example:
     >>> funnel = FunnelEncoder(vocab_size=100, hidden_size=32, block_sizes=(1, 1, 1), num_heads=4,

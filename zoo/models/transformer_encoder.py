@@ -46,6 +46,9 @@ class TransformerEncoder(specs.TransformerEncoderSpec, EncoderModel):
     initializer_range: stddev of the truncated-normal initializer.
     seq_length: static sequence length of the inputs (None for any; "shift" needs it).
     output_attention_probs: also return each layer's attention probabilities.
+    layer_sharing: cross-layer sharing (ALBERT, `zoo.choices.LAYER_SHARING`): "none", "all" (the
+      first layer at every depth), "attention" or "ffn" (the first layer's attention or
+      feed-forward net in every layer).
 
   Example:
     >>> encoder = TransformerEncoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4,
