@@ -52,7 +52,7 @@ _FUNNEL_LAYOUTS = {   # name: (block sizes, block repeats, width)
     "b10_10_10": ((10, 10, 10), (1, 1, 1), 1024),
 }
 # ALBERT (Lan et al., 2020, Table 1): factorized embeddings (E = 128) and every layer shared; its
-# SentencePiece vocabulary has 30,000 pieces. Dropout 0, as ALBERT's pre-training found best (Sec. 4.8).
+# SentencePiece vocabulary has 30,000 pieces; "gelu_approximate" is its gelu_new.
 ALBERT_VOCAB_SIZE = 30000
 _ALBERT_SIZES = {   # name: (layers, width, heads)
     "base": (12, 768, 12),
@@ -104,7 +104,7 @@ def _presets():
   for size, (layers, width, heads) in _ALBERT_SIZES.items():
     add(f"albert_{size}", "transformer",
         _transformer(layers, width, heads, vocab_size=ALBERT_VOCAB_SIZE, embedding_width=128,
-                     layer_sharing="all", activation="gelu_approximate", dropout=0.0, attention_dropout=0.0),
+                     layer_sharing="all", activation="gelu_approximate"),
         f"ALBERT {size} L{layers}/H{width}/A{heads}, E128, every layer shared")
   for layout, (sizes, repeats, width) in _FUNNEL_LAYOUTS.items():
     heads = width // 64
