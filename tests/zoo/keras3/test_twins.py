@@ -112,5 +112,7 @@ def test_one_training_step_updates_the_weights_as_the_tf_keras_twin_does(backend
   training = backend_report(backend)["training"]
   assert sorted(training) == sorted(cases.training_cases())
   for name, result in training.items():
+    print(f"{backend} {name}: one SGD step, updated weights vs tf_keras: max |diff| {result['weights']:.2e} "
+          f"(largest update {result['moved']:.2f}); loss |diff| {result['loss']:.2e}")
     assert result["moved"] > 0.1, (name, result)   # the step moves the weights well beyond the tolerance
     assert result["weights"] < TOLERANCE and result["loss"] < 1e-4, (name, result)
