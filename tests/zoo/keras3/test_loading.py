@@ -121,7 +121,8 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
   # (the zoo's TextEncoder), and the export's logits.
   assert report["pair_features_equal"] == dict(token_ids=True, segment_ids=True, padding_mask=True)
   assert report["pair_truncated"]   # some pairs are longer than the sequence: both trim the same way
-  print(f"sentence pairs: keras-hub classifier vs the tf_keras export: max |diff| {report['pairs_vs_export']:.2e}")
+  difference = report["pairs_vs_export"]
+  print(f"sentence pairs: keras-hub classifier vs the tf_keras export: max |diff| {difference:.2e}")
   assert report["pairs_vs_export"] < 1e-5
   # Tagging and SQuAD runs are refused, naming the head keras-hub has no task for and the way on.
   tag_error, squad_error = report["refused"]
