@@ -56,7 +56,10 @@ def main(vocab_path, out_dir, hf_dir):
              pooled_output=np.asarray(encoded["pooled_output"]))
     report[name] = dict(losses=[float(loss) for loss in history.history["loss"]],
                         masked=int(np.asarray(weights).sum()))
+    del task
+    _release(keras)
   report["electra"] = _electra(zoo_pretraining, vocab, texts, out_dir)
+  _release(keras)
   try:
     zoo_pretraining.masked_lm_from_preset("funnel_b4_4_4", vocab, SEQ_LENGTH, **SMALL)
   except ValueError as error:
@@ -70,6 +73,15 @@ def main(vocab_path, out_dir, hf_dir):
   np.save(os.path.join(out_dir, "hf_logits.npy"), keras.ops.convert_to_numpy(task(inputs)))
   with open(os.path.join(out_dir, "report.json"), "w") as file:
     json.dump(report, file)
+
+
+def _release(keras):
+  """Frees a finished case's model and, under JAX, its compiled steps: the cases share one process."""
+  import gc
+  gc.collect()
+  if keras.backend.backend() == "jax":
+    import jax
+    jax.clear_caches()
 
 
 def _electra(zoo_pretraining, vocab, texts, out_dir):
