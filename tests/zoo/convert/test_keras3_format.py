@@ -81,6 +81,7 @@ def test_directories_that_do_not_fit_are_refused_naming_what(trained, tmp_path):
       convert_to_model_dir("keras3", source, str(tmp_path / f"out_{index}"))
 
 
+@pytest.mark.slow
 def test_an_electra_weights_directory_becomes_an_electra_run_the_training_job_restores(tmp_path):
   from tpu.config import TrainConfig
   from tpu.serving import restore_model

@@ -34,7 +34,8 @@ def _unique_weights(encoder):
   return {id(weight): weight for weight in encoder.weights}.values()
 
 
-@pytest.mark.parametrize("family", ["transformer", "funnel"])
+# `make test-fast` checks the Transformer; the full suite both families.
+@pytest.mark.parametrize("family", ["transformer", pytest.param("funnel", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("sharing", SHARING)
 def test_each_sharing_holds_the_counted_weights_once(family, sharing):
   encoder = _encoder(family, sharing)
@@ -82,6 +83,7 @@ def test_all_shared_equals_one_block_applied_at_every_depth():
     np.testing.assert_allclose(actual[key], expected[key], atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["transformer", "funnel"])
 @pytest.mark.parametrize("sharing", ["all", "attention", "ffn"])
 def test_a_shared_weight_takes_the_sum_of_its_layers_gradients(family, sharing):
@@ -108,6 +110,7 @@ def test_a_shared_weight_takes_the_sum_of_its_layers_gradients(family, sharing):
     np.testing.assert_allclose(tf.convert_to_tensor(gradients[name]).numpy(), total, atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sharing", ["all", "attention"])
 def test_shared_encoders_round_trip_keras_files_and_checkpoints(sharing, tmp_path):
   encoder = _encoder("funnel", sharing)
