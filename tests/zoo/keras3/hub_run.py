@@ -25,7 +25,6 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
   import tensorflow as tf
 
   import zoo.keras3.hub as zoo_hub
-  from zoo.text import TextEncoder
   report = dict(backend=keras.backend.backend())
   keras.utils.set_random_seed(0)
   classifier = zoo_hub.classifier_from_model_dir(model_dir, num_classes=2, dropout=0.0)
@@ -33,9 +32,7 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
 
   # The preprocessor's ids against the zoo's own tokenizer with the directory's settings.
   features = classifier.preprocessor(tf.constant(TEXTS))
-  encoder = TextEncoder(loaded.vocab, seq_length=loaded.seq_length, lower_case=loaded.lower_case,
-                        special_tokens=loaded.special_tokens, cls_type_id=loaded.cls_type_id,
-                        max_chars_per_word=loaded.max_chars_per_word)
+  encoder = _text_encoder(loaded)
   expected = encoder.encode(tf.constant(TEXTS))
   report["token_ids_equal"] = bool(np.array_equal(np.asarray(features["token_ids"]),
                                                   expected["input_word_ids"].numpy()))
@@ -88,20 +85,25 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
     json.dump(report, file, indent=1)
 
 
+def _text_encoder(loaded):
+  """The zoo's tokenizer (the export's) with a loaded model directory's settings."""
+  from zoo.text import TextEncoder
+  return TextEncoder(loaded.vocab, seq_length=loaded.seq_length, lower_case=loaded.lower_case,
+                     special_tokens=loaded.special_tokens, cls_type_id=loaded.cls_type_id,
+                     max_chars_per_word=loaded.max_chars_per_word)
+
+
 def _pairs(classifier, run_dir, expected_logits):
   """Sentence pairs through the classifier's keras-hub preprocessor: its features against the zoo's
   TextEncoder's (the export's tokenizer) with the run's settings, and its logits against the export's."""
   import tensorflow as tf
 
   from zoo.keras3.loading import load_model_dir
-  from zoo.text import TextEncoder
   first, second = tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS])
   # keras-hub reads a pair of segments as `x=(first, second)`; a bare 2-tuple would be `(x, y)`.
   features = classifier.preprocessor(x=(first, second))
   loaded = load_model_dir(run_dir)
-  encoder = TextEncoder(loaded.vocab, seq_length=loaded.seq_length, lower_case=loaded.lower_case,
-                        special_tokens=loaded.special_tokens, cls_type_id=loaded.cls_type_id,
-                        max_chars_per_word=loaded.max_chars_per_word)
+  encoder = _text_encoder(loaded)
   expected = encoder.encode(first, second)
   names = dict(token_ids="input_word_ids", segment_ids="input_type_ids", padding_mask="input_mask")
   equal = {key: bool(np.array_equal(np.asarray(features[key]).astype(np.int32), expected[name].numpy()))

@@ -157,6 +157,10 @@ def compare_training(reference_path):
     stored = pickle.load(file)["training"]
   if not stored:   # the full grid of Funnel flags: outputs only
     return {}
+
+  def projection(target, output):   # per example: Σ output · target
+    return keras.ops.sum(keras.ops.reshape(output * target, (keras.ops.shape(output)[0], -1)), axis=1)
+
   results = {}
   for seed, (name, (class_name, arguments)) in enumerate(sorted(cases.training_cases().items())):
     record = stored[name]
@@ -164,9 +168,6 @@ def compare_training(reference_path):
     assign_named_arrays(encoder, record["before"], source=f"the tf_keras weights of {name}")
     outputs = encoder(encoder.input)
     model = keras.Model(encoder.input, dict(seq=outputs["sequence_output"], pooled=outputs["pooled_output"]))
-
-    def projection(target, output):   # per example: Σ output · target
-      return keras.ops.sum(keras.ops.reshape(output * target, (keras.ops.shape(output)[0], -1)), axis=1)
     model.compile(optimizer=keras.optimizers.SGD(cases.TRAINING_RATE),
                   loss=dict(seq=projection, pooled=projection))
     loss = model.train_on_batch(cases.every_length_inputs(), cases.training_targets(seed))
