@@ -39,8 +39,11 @@ MIXED_PRECISIONS = ("float32", "bfloat16")
 # (A task's own settings say so themselves: `Setting.architecture`.)
 ARCHITECTURE_FIELDS = ("model", "model_overrides", "task", "seq_length", "lower_case", "tokenizer",
                        "num_classes", "label_names", "sentence_pair", "vocab_size")
-# The `zoo.text.TextEncoder` arguments `tokenizer` may set (casing is `lower_case`).
-TOKENIZER_SETTINGS = ("special_tokens", "cls_type_id", "max_chars_per_word", "truncator")
+# The `zoo.text.TextEncoder` arguments `tokenizer` may set (casing is `lower_case`); `kind`
+# "sentencepiece" with `keep_accents`: a `zoo.text.SentencePieceEncoder` of the model directory's
+# `spiece.model` (`zoo.text.text_encoder`).
+TOKENIZER_SETTINGS = ("special_tokens", "cls_type_id", "max_chars_per_word", "truncator", "kind",
+                      "keep_accents")
 
 
 @dataclasses.dataclass(init=False)

@@ -30,6 +30,7 @@ from zoo.model_dir import containing_model_dir
 from zoo.text import TextEncoder
 from zoo.text import learn_vocab
 from zoo.text import load_vocab
+from zoo.text.sentencepiece import KIND as SENTENCEPIECE
 from zoo.text.vocab import SPECIAL_TOKENS
 
 log = logging.getLogger("tpu.train")
@@ -47,6 +48,8 @@ class Prepared:
   train: data.DataSource
   evaluation: data.DataSource | None
   model_dir: ModelDir
+  # The SentencePiece model of a tokenizer that is one (`spiece.model`), else None.
+  sentencepiece: bytes | None = None
 
 
 def _load_kwargs(config, spec, task, extra=None):
@@ -126,11 +129,26 @@ def resolve_vocab(config, train, model_dir, init_dir, worker=None):
   return learn_vocab(texts, config.vocab_size, lower_case=config.lower_case, progress=progress)
 
 
+def resolve_sentencepiece(config, model_dir, init_dir):
+  """The SentencePiece model of a run whose tokenizer is one: the model dir's (resuming), else the
+  init checkpoint's; None for a WordPiece run."""
+  if (config.tokenizer or {}).get("kind") != SENTENCEPIECE:
+    return None
+  for directory in (model_dir, init_dir):
+    if directory is not None and directory.has_sentencepiece():
+      return directory.read_sentencepiece()
+  where = init_dir.path if init_dir is not None else model_dir.path
+  raise FileNotFoundError(f"the tokenizer is SentencePiece, but {where} holds no spiece.model")
+
+
 def check_records(source, config, vocab):
   """Refuses pre-tokenized records made with another vocabulary, sequence length or casing."""
   from tpu.data.records import vocab_checksum
   metadata = source.metadata
   where = f"{source.spec} (metadata.json beside the shards)"
+  if (config.tokenizer or {}).get("kind") == SENTENCEPIECE:
+    raise ValueError(f"{where}: pre-tokenized records are WordPiece, but this run's tokenizer is a "
+                     "SentencePiece model: train it on a text source")
   if metadata["seq_length"] != config.seq_length:
     raise ValueError(f"{where} holds examples of {metadata['seq_length']} ids, but --seq-length is "
                      f"{config.seq_length}: use --seq-length {metadata['seq_length']} or rewrite the records")
@@ -209,7 +227,8 @@ def prepare(config, worker=None, write=True):
   config = config.replace(**task.data_metadata(train), vocab_size=len(vocab))
   if model_dir.has_config():   # compared as written (with the settings whose default may change)
     check_resumable(TrainConfig.from_model_dir(model_dir), config.recorded())
-  prepared = Prepared(config, vocab, train, evaluation, model_dir)
+  prepared = Prepared(config, vocab, train, evaluation, model_dir,
+                      resolve_sentencepiece(config, model_dir, init_dir))
   if write:
     write_files(prepared, worker)
   return prepared
@@ -224,4 +243,6 @@ def write_files(prepared, worker=None):
   model_dir.makedirs()
   if not model_dir.has_vocab():
     model_dir.write_vocab(prepared.vocab)
+  if prepared.sentencepiece is not None and not model_dir.has_sentencepiece():
+    model_dir.write_sentencepiece(prepared.sentencepiece)
   model_dir.write_config(prepared.config.recorded().to_dict())

@@ -32,7 +32,7 @@ from zoo.model_dir import ModelDir
 from zoo.model_dir import find_checkpoint
 from zoo.model_dir import write_version_atomically
 from zoo.models.encoder_inputs import INPUT_NAMES
-from zoo.text import TextEncoder
+from zoo.text import text_encoder as make_text_encoder
 
 MODEL_INFO_FILE = "model_info.json"
 MODEL_INFO_FORMAT = "zoo-export/1"
@@ -83,7 +83,8 @@ class ServingModule(tf.Module):
   Args:
     model: the Keras model of `config`'s task, restored.
     config: the run's `TrainConfig`.
-    text_encoder: a `zoo.text.TextEncoder` with the run's vocabulary and `seq_length`.
+    text_encoder: a `zoo.text.TextEncoder` (a `SentencePieceEncoder` for a SentencePiece model) with the
+      run's vocabulary and `seq_length`.
   """
 
   def __init__(self, model, config, text_encoder):
@@ -209,6 +210,8 @@ def export(model_dir, out=None, checkpoint=None):
                      f"{config.vocab_size}")
   prefix = find_checkpoint(checkpoint or model_dir.path)
   model = restore_model(config, prefix)
-  text_encoder = TextEncoder(vocab, seq_length=config.seq_length, **config.text_encoder_args())
+  text_encoder = make_text_encoder(vocab, seq_length=config.seq_length,
+                                   sentencepiece_model=model_dir.read_sentencepiece(),
+                                   **config.text_encoder_args())
   module = ServingModule(model, config, text_encoder)
   return write_saved_model(module, out or model_dir.export_dir, model_info(config, prefix))

@@ -123,7 +123,7 @@ def _run(config, strategy, worker, export, signals, reset_input):
   from tpu.trainer import Trainer
   from tpu.trainer import TrainInput
   from tpu.trainer import train_loop
-  from zoo.text import TextEncoder
+  from zoo.text import text_encoder as make_text_encoder
 
   prepared = prepare(config, worker=worker, write=False)   # written once the resume checks pass
   config, model_dir = prepared.config, prepared.model_dir
@@ -149,7 +149,8 @@ def _run(config, strategy, worker, export, signals, reset_input):
   write_files(prepared, worker)
   seed = config.seed if position or not start else config.seed + start
   task = get_task(config)
-  text_encoder = TextEncoder(prepared.vocab, seq_length=config.seq_length, **config.text_encoder_args())
+  text_encoder = make_text_encoder(prepared.vocab, seq_length=config.seq_length,
+                                   sentencepiece_model=prepared.sentencepiece, **config.text_encoder_args())
   train_input = TrainInput(strategy, pipeline.train_input_fn(
       prepared.train, task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer, seed=seed,
       worker_name=worker.name), worker)

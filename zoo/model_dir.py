@@ -9,7 +9,9 @@ converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://
                       settings (casing, `tokenizer`: the special tokens' names, [CLS]'s
                       token type; absent in older directories: BERT's), and the
                       data's metadata (classes, label names, sentence pairs)
-  vocab.txt           the WordPiece vocabulary, one token per line
+  vocab.txt           the WordPiece vocabulary, one token per line (with a SentencePiece
+                      tokenizer: the model's pieces in id order)
+  spiece.model        the SentencePiece model, when the tokenizer is one (ALBERT's)
   checkpoints/        `tf.train.CheckpointManager` checkpoints
     input/worker-I-of-N/ckpt-<step>
                       the position of worker I's input pipeline at each checkpoint
@@ -69,6 +71,7 @@ tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` 
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
+SENTENCEPIECE_FILE = "spiece.model"
 CHECKPOINT_DIR = "checkpoints"
 INPUT_STATE_DIR = "input"
 CHECKPOINT_STATE_FILE = "checkpoint"   # in checkpoints/: which checkpoints there are
@@ -332,6 +335,10 @@ class ModelDir:
     return self.join(VOCAB_FILE)
 
   @property
+  def sentencepiece_path(self):
+    return self.join(SENTENCEPIECE_FILE)
+
+  @property
   def checkpoint_dir(self):
     return self.join(CHECKPOINT_DIR)
 
@@ -403,6 +410,20 @@ class ModelDir:
 
   def write_vocab(self, tokens):
     write_atomically(self.vocab_path, "".join(f"{token}\n" for token in tokens))
+
+  # spiece.model
+  def has_sentencepiece(self):
+    return tf.io.gfile.exists(self.sentencepiece_path)
+
+  def read_sentencepiece(self):
+    """The serialized SentencePiece model, or None when the directory has none."""
+    if not self.has_sentencepiece():
+      return None
+    with tf.io.gfile.GFile(self.sentencepiece_path, "rb") as file:
+      return file.read()
+
+  def write_sentencepiece(self, model):
+    write_atomically(self.sentencepiece_path, bytes(model))
 
   def copy_vocab_from(self, path):
     """Copies a vocabulary file into the directory (checked first), unless it is already ours."""

@@ -102,6 +102,10 @@ def load_encoder(vocab_path, lower_case=None):
       where = model_dir.vocab_path
       tokens = model_dir.read_vocab()
       settings = dict(config.get("tokenizer") or {})
+      if settings.get("kind") == "sentencepiece":
+        raise CorpusError(f"{model_dir.config_path}: the checkpoint's tokenizer is a SentencePiece model; "
+                          "shards are written with WordPiece vocabularies only (fine-tune it on a text "
+                          "source)")
       saved = config.get("lower_case")
       if lower_case is not None and saved is not None and bool(saved) != lower_case:
         casing = "uncased" if saved else "cased"

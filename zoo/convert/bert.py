@@ -199,6 +199,11 @@ class Converted:
 
 
 def _mlm_names(layout):
+  if layout == "albert":   # Hugging Face ALBERT (zoo.convert.albert)
+    p = "predictions."
+    return dict(kernel=f"{p}dense.weight", bias=f"{p}dense.bias", gamma=f"{p}LayerNorm.weight",
+                beta=f"{p}LayerNorm.bias", output_bias=f"{p}bias", tied_bias=f"{p}decoder.bias",
+                tied_table=f"{p}decoder.weight")
   if layout == "hf":
     p = "cls.predictions."
     return dict(kernel=f"{p}transform.dense.weight", bias=f"{p}transform.dense.bias",
@@ -212,6 +217,8 @@ def _mlm_names(layout):
 
 def masked_lm_head(encoder, weights, layout, activation, source):
   """The zoo `MaskedLMHead` of a checkpoint's masked-LM weights, or None when it has none.
+
+  `layout`: "hf" and "tf1" (BERT's names), "albert" (Hugging Face ALBERT's).
 
   Returns:
     `(head or None, names used)`.
@@ -232,7 +239,7 @@ def masked_lm_head(encoder, weights, layout, activation, source):
                       initializer="zeros", name="masked_lm")
   width = encoder.get_config()["hidden_size"]
   head(tf.zeros([1, 1, width]), masked_positions=tf.zeros([1, 1], tf.int32))
-  kernel = torch_linear(1) if layout == "hf" else tf1_kernel(1)
+  kernel = tf1_kernel(1) if layout == "tf1" else torch_linear(1)
   entries = [(names["kernel"], head.dense.kernel, kernel), (names["bias"], head.dense.bias, same()),
              (names["gamma"], head.layer_norm.gamma, same()), (names["beta"], head.layer_norm.beta, same()),
              (names["output_bias"], head.bias, same())]

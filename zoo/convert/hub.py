@@ -10,7 +10,8 @@ import re
 from zoo.convert import weights as weight_formats
 
 # What a Hugging Face conversion reads from a hub repository besides the weights.
-HUB_FILES = ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+HUB_FILES = ("config.json", "vocab.txt", "spiece.model", "tokenizer_config.json", "special_tokens_map.json",
+             "tokenizer.json")
 
 
 def is_hub_id(src):

@@ -16,7 +16,8 @@ training runs use):
   checkpoint that has one) saved by `tf.train.CheckpointManager`, which records it only
   once it is complete. Directories written before held the encoder under `model`; they
   still load (`zoo.model_dir.encoder_root`);
-- `vocab.txt`, copied from SRC;
+- `vocab.txt`, copied from SRC (a SentencePiece checkpoint's pieces, and its model as
+  `spiece.model`);
 - `source.json`: the format and path (or hub id and revision) converted from, the
   checkpoint's weights left out on purpose (BERT's next-sentence head, TF1 optimizer state,
   the heads of Funnel's pre-training models) and a Hugging Face checkpoint's `config.json`
@@ -48,7 +49,8 @@ class ConvertedCheckpoint:
   `vocab`: the path of a vocabulary file, its tokens, or None; `source`: the fields of
   `source.json`; `settings`: the config.json settings its heads need (the masked-LM
   head's `mlm_transform`, their `head_activation`), which a pre-training run with
-  `--init-checkpoint` takes.
+  `--init-checkpoint` takes; `sentencepiece`: the serialized SentencePiece model of a
+  checkpoint whose tokenizer is one (ALBERT's `spiece.model`), else None.
   """
   encoder: object
   heads: dict
@@ -57,6 +59,7 @@ class ConvertedCheckpoint:
   vocab: object
   source: dict
   settings: dict = dataclasses.field(default_factory=dict)
+  sentencepiece: bytes | None = None
 
 
 def describe(encoder, seq_length, lower_case, tokenizer=None):
@@ -105,11 +108,12 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
 
 
 def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None, tokenizer=None,
-                    heads=None, settings=None):
+                    heads=None, settings=None, sentencepiece=None):
   """Writes a converted encoder as a model directory; returns the checkpoint prefix.
 
   `vocab`: the path of a vocabulary file, or its tokens. `heads`: `{name: layer}` saved
   beside the encoder (`masked_lm`, as the masked-LM pre-training model names its head).
+  `sentencepiece`: the SentencePiece model (bytes), written as `spiece.model`.
   """
   model_dir = ModelDir(directory)
   model_dir.makedirs()
@@ -117,6 +121,8 @@ def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab
     model_dir.copy_vocab_from(vocab)
   elif vocab is not None:
     model_dir.write_vocab(vocab)
+  if sentencepiece is not None:
+    model_dir.write_sentencepiece(sentencepiece)
   model_dir.write_source(source)
   checkpoint = tf.train.Checkpoint(**{ENCODER_ROOT: encoder}, **(heads or {}))
   prefix = model_dir.write_checkpoint(checkpoint)
@@ -146,4 +152,5 @@ def convert_to_model_dir(source_format, src, out, *, seq_length=None, **options)
   seq_length = seq_length or converted.encoder.get_config()["seq_length"]   # None: the checkpoint's own
   return write_model_dir(converted.encoder, out, seq_length=seq_length, lower_case=converted.lower_case,
                          source=converted.source, vocab=converted.vocab, tokenizer=converted.tokenizer,
-                         heads=converted.heads, settings=converted.settings)
+                         heads=converted.heads, settings=converted.settings,
+                         sentencepiece=converted.sentencepiece)

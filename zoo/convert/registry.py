@@ -18,7 +18,7 @@ format shares.
 
 Example:
   >>> [name for name, format_ in formats().items() if format_.direction == "in"]
-  ['hf-funnel', 'hf-bert', 'tf1-bert', 'funnel-tf', 'keras3']
+  ['hf-funnel', 'hf-bert', 'hf-albert', 'tf1-bert', 'funnel-tf', 'keras3']
   >>> get("to-hf").direction
   'out'
 """

@@ -139,3 +139,41 @@ def google_settings(lower_case):
   """`(lower_case, tokenizer)` of Google's BERT release (`tokenization.FullTokenizer`)."""
   return bool(lower_case), dict(special_tokens=dict(BERT_NAMES), cls_type_id=0,
                                 max_chars_per_word=GOOGLE_MAX_CHARS_PER_WORD)
+
+
+# ALBERT's tokenizer (`AlbertTokenizer`): a SentencePiece model and these special tokens.
+SENTENCEPIECE_MODEL = "spiece.model"
+ALBERT_NAMES = dict(pad="<pad>", unk="<unk>", cls="[CLS]", sep="[SEP]", mask="[MASK]")
+
+
+def sentencepiece_settings(src):
+  """`(lower_case, tokenizer, model bytes)` of a Hugging Face ALBERT directory's tokenizer files.
+
+  The SentencePiece model is `spiece.model`; `tokenizer_config.json` gives `do_lower_case`
+  (default True), `keep_accents` (default False) and the special tokens (default ALBERT's),
+  `special_tokens_map.json` the special tokens too. `tokenizer` is the `config.json` field
+  (`kind: "sentencepiece"`, `zoo.text.sentencepiece.text_encoder`).
+
+  Raises:
+    TokenizerFilesError: no `spiece.model` (a `tokenizer.json` alone holds no model that
+      tensorflow-text's SentencePiece op reads).
+  """
+  path = os.path.join(src, SENTENCEPIECE_MODEL)
+  if not os.path.isfile(path):
+    others = [name for name in os.listdir(src) if name == FAST_TOKENIZER] if os.path.isdir(src) else []
+    hint = (f" (it has {others[0]}, whose Unigram model the in-graph tokenizer cannot read: add the "
+            f"release's {SENTENCEPIECE_MODEL})") if others else ""
+    raise TokenizerFilesError(f"{src}: no {SENTENCEPIECE_MODEL}, the SentencePiece model of the checkpoint's "
+                              f"tokenizer{hint}")
+  with open(path, "rb") as file:
+    model = file.read()
+  config = read_json_object(os.path.join(src, TOKENIZER_CONFIG))
+  special_map = read_json_object(os.path.join(src, SPECIAL_TOKENS_MAP))
+  names = dict(ALBERT_NAMES)
+  for role in SPECIAL_ROLES:
+    token = _token(config.get(f"{role}_token")) or _token(special_map.get(f"{role}_token"))
+    if token:
+      names[role] = token
+  tokenizer = dict(kind="sentencepiece", keep_accents=bool(config.get("keep_accents", False)),
+                   special_tokens=names, cls_type_id=0)
+  return bool(config.get("do_lower_case", True)), tokenizer, model

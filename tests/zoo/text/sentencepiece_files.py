@@ -1,0 +1,90 @@
+"""SentencePiece tokenizer files as ALBERT's releases ship them, made from real prose for the tests.
+
+`train_model` trains a unigram `spiece.model` on the standard library's docstrings with ALBERT's
+special pieces (`<pad>` 0, `<unk>` 1, `[CLS]` 2, `[SEP]` 3, `[MASK]` 4) and its normalization
+(`nmt_nfkc`), with the `sentencepiece` library. `save_hf_tokenizer` writes what Hugging Face's
+`AlbertTokenizer.save_pretrained` writes for it (`tokenizer.json`, `tokenizer_config.json`),
+built from the model's pieces, scores and precompiled normalization map; transformers cannot
+convert a `spiece.model` itself in this stack (its protobuf module is too old for
+sentencepiece's generated code), so the map is read from the model's bytes here.
+"""
+
+import io
+
+import sentencepiece
+import transformers
+
+from tpu.data import pydocs
+
+SPECIAL = ["[CLS]", "[SEP]", "[MASK]"]
+
+
+def prose(split="train"):
+  """The standard library's docstrings (`tpu.data.pydocs`), one document each."""
+  return [text for _, text in pydocs.documents(split)]
+
+
+def train_model(vocab_size=400, texts=None):
+  """The serialized unigram SentencePiece model of `vocab_size` pieces."""
+  model = io.BytesIO()
+  sentencepiece.SentencePieceTrainer.train(
+      sentence_iterator=iter(texts if texts is not None else prose()[:2000]), model_writer=model,
+      vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+      control_symbols=SPECIAL, character_coverage=0.9995, normalization_rule_name="nmt_nfkc",
+      minloglevel=2, num_threads=1)
+  return model.getvalue()
+
+
+def _varint(buffer, i):
+  value = shift = 0
+  while True:
+    byte = buffer[i]
+    i += 1
+    value |= (byte & 0x7F) << shift
+    shift += 7
+    if not byte & 0x80:
+      return value, i
+
+
+def _field(buffer, number):
+  """The first length-delimited field `number` of a serialized protobuf message (b"" if absent)."""
+  i = 0
+  while i < len(buffer):
+    key, i = _varint(buffer, i)
+    wire = key & 7
+    if wire == 0:
+      _, i = _varint(buffer, i)
+    elif wire in (1, 5):
+      i += 8 if wire == 1 else 4
+    elif wire == 2:
+      size, i = _varint(buffer, i)
+      if key >> 3 == number:
+        return buffer[i:i + size]
+      i += size
+    else:
+      raise ValueError(f"unexpected wire type {wire}")
+  return b""
+
+
+def precompiled_charsmap(model):
+  """`ModelProto.normalizer_spec.precompiled_charsmap` (fields 3 and 2 of sentencepiece_model.proto)."""
+  return _field(_field(model, 3), 2)
+
+
+def hf_tokenizer(model, **options):
+  """transformers' `AlbertTokenizer` of the model (`options`: `do_lower_case`, `keep_accents`)."""
+  processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+  vocab = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(processor.get_piece_size())]
+  return transformers.AlbertTokenizer(vocab=vocab, _spm_precompiled_charsmap=list(precompiled_charsmap(model)),
+                                      **options)
+
+
+def save_hf_tokenizer(model, directory, **options):
+  """Writes `spiece.model` and the tokenizer files `save_pretrained` writes; returns the tokenizer as
+  `AutoTokenizer` loads it back from them."""
+  import os
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, "spiece.model"), "wb") as file:
+    file.write(model)
+  hf_tokenizer(model, **options).save_pretrained(directory)
+  return transformers.AutoTokenizer.from_pretrained(directory)

@@ -1,0 +1,166 @@
+"""Hugging Face ALBERT checkpoints -> zoo `TransformerEncoder` with ALBERT's two savings.
+
+An `AlbertModel`, `AlbertForMaskedLM` or `AlbertForPreTraining` directory as
+`save_pretrained` writes it (`config.json`, `model.safetensors` or `pytorch_model.bin`,
+single or sharded: `zoo.convert.weights`) with its SentencePiece model `spiece.model`.
+ALBERT (Lan et al., 2020) is BERT's Post-LN encoder with factorized embeddings (width
+E, projected to the model width D: `embedding_width`) and one set of layer weights
+applied at every layer (`layer_sharing="all"`).
+
+Names (`albert.` in front in an `AlbertFor...` model; torch `Linear`: `[out, in]`):
+
+  embeddings.{word,position,token_type}_embeddings.weight, embeddings.LayerNorm
+  encoder.embedding_hidden_mapping_in            the projection E -> D
+  encoder.albert_layer_groups.0.albert_layers.0. the shared layer:
+    attention.{query,key,value,dense}, attention.LayerNorm, ffn, ffn_output,
+    full_layer_layer_norm
+  pooler                                         tanh dense on [CLS] (AlbertModel)
+  predictions.{dense,LayerNorm,bias,decoder}     the masked-LM head (tied decoder)
+
+The masked-LM head becomes a zoo `MaskedLMHead` (D -> E, layer norm, the word
+embeddings transposed). The sentence-order head of `AlbertForPreTraining`
+(`sop_classifier.`) is left out on purpose and listed as dropped; anything else
+unknown, missing or misshapen raises `ConversionError` naming it. ALBERT's layer groups
+(`num_hidden_groups`, `inner_group_num` above 1) and E = D (a projection the zoo's
+embeddings do not hold) are refused: every published ALBERT has one group, one inner
+layer and E = 128.
+"""
+
+import os
+
+import numpy as np
+
+from zoo.convert import bert
+from zoo.convert import releases
+from zoo.convert.errors import ConversionError
+from zoo.convert.hf_funnel import ACTIVATIONS
+from zoo.convert.hf_funnel import check_weights
+from zoo.convert.hf_funnel import read_hf_weights
+from zoo.convert.hf_funnel import weights_source
+from zoo.convert.rules import flat
+from zoo.convert.rules import same
+from zoo.convert.rules import torch_linear
+
+CONFIG_FILE = "config.json"
+PREFIX = "albert."
+SHARED_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
+SENTENCE_ORDER_HEAD = "sop_classifier."
+REQUIRED_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size")
+# MaskedLMHead's layer norm (Model Garden's) has BERT's fixed epsilon.
+HEAD_LAYER_NORM_EPSILON = 1e-12
+
+
+def zoo_config(config, seq_length=512, source=CONFIG_FILE):
+  """`TransformerEncoder` arguments of an ALBERT `config.json`.
+
+  Raises:
+    ConversionError: a missing field or a value the zoo cannot reproduce.
+  """
+  def fail(field, message):
+    raise ConversionError(f"{source}: {field}={config.get(field)!r} {message}")
+
+  missing = [name for name in REQUIRED_FIELDS if name not in config]
+  if missing:
+    raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
+  for field in ("num_hidden_groups", "inner_group_num"):
+    if config.get(field, 1) != 1:
+      fail(field, "is not supported: the zoo shares one layer across all layers (layer_sharing='all'); "
+                  "ALBERT's groups of layers have no zoo equivalent")
+  if config["embedding_size"] == config["hidden_size"]:
+    fail("embedding_size", "equals hidden_size: ALBERT still projects E -> D there, which the zoo's "
+                           "embeddings do only when the widths differ")
+  arguments = bert.zoo_config(config, ACTIVATIONS, seq_length, source=source)
+  if not isinstance(config["embedding_size"], int) or config["embedding_size"] <= 0:
+    fail("embedding_size", "must be a positive integer")
+  dropout = config.get("hidden_dropout_prob", 0.0)
+  attention_dropout = config.get("attention_probs_dropout_prob", 0.0)
+  return dict(arguments, embedding_width=config["embedding_size"], layer_sharing="all",
+              dropout=float(dropout), attention_dropout=float(attention_dropout))
+
+
+def encoder_entries(model):
+  """(checkpoint name, zoo variable, rule) for every encoder weight but the pooler's."""
+  def norm(prefix, layer):
+    return [(f"{prefix}.weight", layer.gamma, same()), (f"{prefix}.bias", layer.beta, same())]
+
+  def dense(prefix, layer, input_axes, bias):
+    return [(f"{prefix}.weight", layer.kernel, torch_linear(input_axes)),
+            (f"{prefix}.bias", layer.bias, bias)]
+
+  embeddings = model.get_layer("embeddings")
+  block = model.get_layer("layer_0")   # every layer is this block, applied again
+  attention = block.attention
+  return [
+      ("embeddings.word_embeddings.weight", embeddings.word_embeddings.embeddings, same()),
+      ("embeddings.position_embeddings.weight", embeddings.position_embeddings.weights[0], same()),
+      ("embeddings.token_type_embeddings.weight", embeddings.type_embeddings.embeddings, same()),
+      *norm("embeddings.LayerNorm", embeddings.norm),
+      *dense("encoder.embedding_hidden_mapping_in", embeddings.projection, 1, same()),
+      *dense(f"{SHARED_LAYER}.attention.query", attention.query_dense, 1, flat()),
+      *dense(f"{SHARED_LAYER}.attention.key", attention.key_dense, 1, flat()),
+      *dense(f"{SHARED_LAYER}.attention.value", attention.value_dense, 1, flat()),
+      *dense(f"{SHARED_LAYER}.attention.dense", attention.output_dense, 2, same()),
+      *norm(f"{SHARED_LAYER}.attention.LayerNorm", block.attention_norm),
+      *dense(f"{SHARED_LAYER}.ffn", block.intermediate_dense, 1, same()),
+      *dense(f"{SHARED_LAYER}.ffn_output", block.output_dense, 1, same()),
+      *norm(f"{SHARED_LAYER}.full_layer_layer_norm", block.output_norm),
+  ]
+
+
+def pooler_entries(model):
+  pooler = model.get_layer("pooler")
+  return [("pooler.weight", pooler.kernel, torch_linear(1)), ("pooler.bias", pooler.bias, same())]
+
+
+def _unexpected_hint(names):
+  if any(not name.startswith(("embeddings.", "encoder.", "pooler.", "predictions.")) for name in names):
+    return (" (a task model's head? AlbertForMaskedLM's and AlbertForPreTraining's heads convert; convert "
+            "a task model's AlbertModel instead)")
+  return ""
+
+
+def convert_hf_albert(path, seq_length=512):
+  """A `zoo.convert.bert.Converted` of a Hugging Face ALBERT directory (see the module docstring).
+
+  `sequence_output` equals Hugging Face's `last_hidden_state`, `pooled_output` its
+  `pooler_output`, and the masked-LM head's logits `AlbertForMaskedLM`'s.
+
+  Raises:
+    ConversionError: (a `ValueError`) an unsupported config value, a missing config field, or
+      missing, unexpected or misshapen weights.
+  """
+  from zoo.models import TransformerEncoder
+  config_path = os.path.join(path, CONFIG_FILE)
+  config = releases.read_json(config_path, "a Hugging Face checkpoint directory with config.json and "
+                                           "model.safetensors")
+  if config.get("model_type") != "albert":
+    raise ConversionError(f"{config_path}: model_type must be 'albert', got {config.get('model_type')!r}")
+  arguments = zoo_config(config, seq_length, config_path)
+  weights = dict(read_hf_weights(path))
+  for name in ("embeddings.position_ids", f"{PREFIX}embeddings.position_ids"):
+    weights.pop(name, None)   # a buffer of older checkpoints, not a weight
+  weights = {name[len(PREFIX):] if name.startswith(PREFIX) else name: value
+             for name, value in weights.items()}
+  source = weights_source(path)
+  model = TransformerEncoder(**arguments)
+  entries = encoder_entries(model)
+  has_pooler = any(name.startswith("pooler.") for name in weights)
+  if has_pooler:
+    entries += pooler_entries(model)
+  heads = [name for name in weights if name.startswith(("predictions.", SENTENCE_ORDER_HEAD))]
+  check_weights(entries, weights, source, is_dropped=set(heads).__contains__,
+                unexpected_hint=_unexpected_hint)
+  for name, variable, rule in entries:
+    variable.assign(rule.to_zoo(np.asarray(weights[name], np.float32), tuple(variable.shape)))
+  head, used = None, []
+  if any(name.startswith("predictions.") for name in weights):
+    if float(config.get("layer_norm_eps", HEAD_LAYER_NORM_EPSILON)) != HEAD_LAYER_NORM_EPSILON:
+      raise ConversionError(f"{config_path}: layer_norm_eps={config['layer_norm_eps']} with a masked-LM "
+                            f"head: the zoo's MaskedLMHead normalizes with {HEAD_LAYER_NORM_EPSILON}")
+    head, used = bert.masked_lm_head(model, weights, "albert", arguments["activation"], source)
+  left = [name for name in heads if name not in used]
+  unexpected = [name for name in left if not name.startswith(SENTENCE_ORDER_HEAD)]
+  if unexpected:
+    raise ConversionError(f"{source}: unexpected weight(s): {', '.join(sorted(unexpected))}")
+  return bert.Converted(model, left, has_pooler, heads={"masked_lm": head} if head is not None else None)

@@ -1,0 +1,234 @@
+"""In-graph SentencePiece text encoding (ALBERT's tokenizer): raw strings in, packed encoder inputs out.
+
+Axes: B batch, T sequence length (`seq_length`), V vocabulary size.
+
+`SentencePieceEncoder` has the interface of `zoo.text.TextEncoder` (`encode`, `tokenize`,
+`word_ids`, the special ids, `settings()`), with a SentencePiece model (`spiece.model`, the
+serialized `ModelProto`) in place of a WordPiece vocabulary. The model sits in the graph
+(tensorflow-text's `SentencepieceTokenizer`, whose ops TF Serving 2.12 and later link), so
+a SavedModel needs no asset. Load such a SavedModel after `import tensorflow_text`.
+
+Steps, as Hugging Face's `AlbertTokenizer` takes them (`tokenizer.json`: its normalizers,
+then `WhitespaceSplit` and `Metaspace`):
+
+1. Invalid UTF-8 bytes are dropped (Python strings cannot hold them).
+2. "``" and "''" become '"'.
+3. Unless `keep_accents`: NFKD, and non-spacing marks (Mn) dropped.
+4. With `lower_case`: Unicode lower-casing.
+5. Runs of whitespace (Unicode White_Space) become one space; leading and trailing
+   whitespace is dropped.
+6. The SentencePiece model on each word: its own normalization (ALBERT's: `nmt_nfkc`, the
+   `Precompiled` normalizer of `tokenizer.json`), "▁" before the word, and its pieces
+   (unigram or BPE). A piece the model lacks is `<unk>`.
+7. Packing (`zoo.text.packing`): `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, trimmed to
+   `seq_length` and padded, as `TextEncoder` packs.
+
+A piece that does not start with "▁" continues the word before it (`is_continuation`,
+`word_ids`: whole-word masking groups by them). Word offsets in the text
+(`tokenize_with_offsets`, which question answering and tagging use) are not provided:
+SentencePiece's offsets point into its normalized text, not into the input.
+
+Example:
+
+  >>> import sentencepiece  # doctest: +SKIP
+  >>> encoder = SentencePieceEncoder("spiece.model", seq_length=8)  # doctest: +SKIP
+  >>> encoder.encode(tf.constant(["Hello world"]))["input_word_ids"]  # doctest: +SKIP
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as text
+
+from zoo.text.normalize import valid_utf8
+from zoo.text.packing import TRUNCATORS
+from zoo.text.packing import pack
+from zoo.text.tokenizer import word_ids_from_starts
+from zoo.text.tokenizer import word_starts
+from zoo.text.vocab import SPECIAL_ROLES
+
+KIND = "sentencepiece"
+MODEL_FILE = "spiece.model"
+WORD_START = "▁"
+# ALBERT's special tokens (its `spiece.model` and `AlbertTokenizer`).
+ALBERT_SPECIAL_TOKENS = dict(pad="<pad>", unk="<unk>", cls="[CLS]", sep="[SEP]", mask="[MASK]")
+# Unicode's White_Space characters: what Hugging Face's `WhitespaceSplit` splits on.
+NO_OFFSETS = ("SentencePieceEncoder gives no offsets into the input text (SentencePiece's point into its "
+              "normalized text): tasks that map answers or labels to characters need a WordPiece model")
+WHITESPACE_RUN = r"[\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]+"
+
+
+def read_model(model) -> bytes:
+  """The serialized SentencePiece model: `model` itself (bytes) or the file at the path `model`."""
+  if isinstance(model, bytes):
+    return model
+  with tf.io.gfile.GFile(model, "rb") as file:
+    return file.read()
+
+
+class SentencePieceEncoder(tf.Module):
+  """Encodes raw text into encoder inputs, in the graph, with a SentencePiece model.
+
+  Gives the ids of Hugging Face's `AlbertTokenizer` (see the module docstring for the
+  steps). Works eagerly, inside `tf.function`, `tf.data.Dataset.map` and SavedModels.
+  Any batch size works, including 0; empty strings and invalid UTF-8 do not fail.
+
+  Args:
+    model: the serialized SentencePiece model (bytes) or its path (`spiece.model`).
+    seq_length: T, the length of the packed inputs (at least 3).
+    lower_case: lower-case the text first (ALBERT's `do_lower_case`).
+    keep_accents: keep accents (ALBERT's `keep_accents`; False: NFKD and marks dropped).
+    truncator: `"round_robin"` or `"waterfall"`, as `TextEncoder`'s.
+    special_tokens: `{"pad": ..., "unk": ..., "cls": ..., "sep": ..., "mask": ...}`, the
+      model's pieces of the five roles; roles left out keep ALBERT's names.
+    cls_type_id: the token type of [CLS].
+    name: the module name.
+
+  Raises:
+    ValueError: a model that does not parse, a special token it lacks, bad settings.
+  """
+
+  def __init__(self, model: bytes | str, *, seq_length: int = 128, lower_case: bool = True,
+               keep_accents: bool = False, truncator: str = "round_robin",
+               special_tokens: dict[str, str] | None = None, cls_type_id: int = 0, name: str | None = None):
+    super().__init__(name=name)
+    serialized = read_model(model)
+    unknown_roles = sorted(set(special_tokens or {}) - set(SPECIAL_ROLES))
+    if unknown_roles:
+      raise ValueError(f"special_tokens has unknown role(s) {unknown_roles}; "
+                       f"the roles are {list(SPECIAL_ROLES)}")
+    if seq_length < 3:
+      raise ValueError(f"seq_length must be at least 3 ([CLS] a [SEP] b [SEP] needs room), got {seq_length}")
+    if truncator not in TRUNCATORS:
+      raise ValueError(f"truncator must be one of {TRUNCATORS}, got {truncator!r}")
+    if cls_type_id not in (0, 1, 2):
+      raise ValueError(f"cls_type_id must be 0, 1 or 2, got {cls_type_id}")
+    try:
+      self._sentencepiece = text.SentencepieceTokenizer(model=serialized, out_type=tf.int32)
+      size = int(self._sentencepiece.vocab_size())
+    except (tf.errors.InvalidArgumentError, tf.errors.InternalError) as error:
+      where = model if isinstance(model, str) else "the model"
+      raise ValueError(f"{where} is not a SentencePiece model ({error.message.strip()})") from error
+    pieces = self._sentencepiece.id_to_string(tf.range(size)).numpy()
+    self._vocab = tuple(piece.decode("utf-8") for piece in pieces)
+    named = {**ALBERT_SPECIAL_TOKENS, **(special_tokens or {})}
+    self.special_tokens = {role: str(named[role]) for role in SPECIAL_ROLES}
+    index = {token: i for i, token in reversed(list(enumerate(self._vocab)))}
+    missing = [token for token in self.special_tokens.values() if token not in index]
+    if missing:
+      raise ValueError(f"the SentencePiece model lacks the special tokens {missing}; pass its own pieces as "
+                       f"special_tokens (roles {list(SPECIAL_ROLES)})")
+    if len(set(self.special_tokens.values())) != len(SPECIAL_ROLES):
+      raise ValueError(f"special_tokens must name five different tokens, got {self.special_tokens}")
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+        index[self.special_tokens[role]] for role in SPECIAL_ROLES)
+    self.seq_length = int(seq_length)
+    self.lower_case = bool(lower_case)
+    self.keep_accents = bool(keep_accents)
+    self.truncator = truncator
+    self.cls_type_id = int(cls_type_id)
+    special = set(self.special_tokens.values())
+    self._is_continuation = np.array([not piece.startswith(WORD_START) and piece not in special
+                                      for piece in self._vocab], dtype=bool)
+
+  @property
+  def vocab(self) -> list[str]:
+    """The model's pieces; a piece's id is its index."""
+    return list(self._vocab)
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self._vocab)
+
+  @property
+  def special_ids(self) -> dict[str, int]:
+    return {self.special_tokens[role]: getattr(self, f"{role}_id") for role in SPECIAL_ROLES}
+
+  @property
+  def is_continuation(self) -> np.ndarray:
+    """bool `[V]`: True for pieces that continue a word (no leading "▁")."""
+    return self._is_continuation.copy()
+
+  def settings(self) -> dict:
+    """The arguments besides the model and length, as JSON-ready values (`kind` names the class)."""
+    return dict(kind=KIND, lower_case=self.lower_case, keep_accents=self.keep_accents,
+                truncator=self.truncator, special_tokens=dict(self.special_tokens),
+                cls_type_id=self.cls_type_id)
+
+  def normalize(self, texts) -> tf.Tensor:
+    """string `[B]` -> string `[B]`: steps 1–5, the text the SentencePiece model reads."""
+    with self.name_scope:
+      texts = tf.strings.regex_replace(valid_utf8(texts), "``|''", '"')
+      if not self.keep_accents:
+        texts = tf.strings.regex_replace(text.normalize_utf8(texts, "NFKD"), r"\p{Mn}", "")
+      if self.lower_case:
+        texts = tf.strings.lower(texts, encoding="utf-8")
+      return tf.strings.strip(tf.strings.regex_replace(texts, WHITESPACE_RUN, " "))
+
+  def tokenize(self, texts) -> tf.RaggedTensor:
+    """string `[B]` -> int32 `[B, (tokens)]` piece ids, no special tokens, no truncation."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank != 1:
+      raise ValueError(f"SentencePieceEncoder takes a batch of strings of shape [B], got shape {texts.shape}")
+    words = tf.strings.split(self.normalize(texts), " ")   # [B, (words)]
+    with self.name_scope:
+      # One word at a time, as Hugging Face's pre-tokenizer hands them to the model: over a whole
+      # document, the op's float32 path scores round enough to pick another segmentation of a word.
+      return words.with_flat_values(self._sentencepiece.tokenize(words.flat_values)).merge_dims(1, 2)
+
+  def tokenize_with_offsets(self, texts):
+    raise NotImplementedError(NO_OFFSETS)
+
+  def split_words_with_offsets(self, texts):
+    raise NotImplementedError(NO_OFFSETS)
+
+  def word_ids(self, token_ids) -> tf.RaggedTensor:
+    """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token."""
+    with self.name_scope:
+      return word_ids_from_starts(word_starts(token_ids, self._is_continuation))
+
+  def encode(self, text_a, text_b=None) -> dict[str, tf.Tensor]:
+    """Packs one or two segments into encoder inputs, as `TextEncoder.encode` does."""
+    segments = [self.tokenize(text_a)]
+    if text_b is not None:
+      segments.append(self.tokenize(text_b))
+    with self.name_scope:
+      features = pack(segments, self.seq_length, cls_id=self.cls_id, sep_id=self.sep_id, pad_id=self.pad_id,
+                      truncator=self.truncator, cls_type_id=self.cls_type_id)
+      batch = tf.convert_to_tensor(text_a).shape[0]
+      for value in features.values():
+        value.set_shape([batch, self.seq_length])
+      return features
+
+
+def text_encoder(vocab: str | Sequence[str] | None, *, seq_length: int, sentencepiece_model=None, **settings):
+  """The text encoder of a model's tokenizer settings (`config.json`'s `lower_case` and `tokenizer`).
+
+  `settings["kind"]` "sentencepiece" gives a `SentencePieceEncoder` of `sentencepiece_model`
+  (bytes or a path: a model directory's `spiece.model`), whose pieces must be `vocab`
+  when one is given; otherwise (no kind, or "wordpiece") a `zoo.text.TextEncoder` of `vocab`.
+
+  Raises:
+    ValueError: an unknown kind, a SentencePiece setting without its model, or a model whose
+      pieces are not the vocabulary.
+  """
+  kind = settings.pop("kind", "wordpiece")
+  if kind == KIND:
+    if sentencepiece_model is None:
+      raise ValueError(f"the tokenizer is SentencePiece, but its model ({MODEL_FILE}) was not found beside "
+                       "the vocabulary")
+    encoder = SentencePieceEncoder(sentencepiece_model, seq_length=seq_length, **settings)
+    if vocab is not None:
+      tokens = list(vocab) if not isinstance(vocab, str) else None
+      if tokens is None:
+        from zoo.text.vocab import load_vocab
+        tokens = load_vocab(vocab)
+      if tokens != encoder.vocab:
+        raise ValueError(f"the vocabulary ({len(tokens)} tokens) is not the pieces of the SentencePiece "
+                         f"model ({encoder.vocab_size} pieces) it was written with")
+    return encoder
+  if kind != "wordpiece":
+    raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of ['wordpiece', '{KIND}']")
+  from zoo.text.tokenizer import TextEncoder
+  return TextEncoder(vocab, seq_length=seq_length, **settings)
