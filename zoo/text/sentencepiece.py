@@ -178,10 +178,10 @@ class SentencePieceEncoder(tf.Module):
       return words.with_flat_values(self._sentencepiece.tokenize(words.flat_values)).merge_dims(1, 2)
 
   def tokenize_with_offsets(self, texts):
-    raise NotImplementedError(NO_OFFSETS)
+    raise ValueError(NO_OFFSETS)
 
   def split_words_with_offsets(self, texts):
-    raise NotImplementedError(NO_OFFSETS)
+    raise ValueError(NO_OFFSETS)
 
   def word_ids(self, token_ids) -> tf.RaggedTensor:
     """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token."""

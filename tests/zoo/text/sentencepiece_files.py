@@ -75,8 +75,8 @@ def hf_tokenizer(model, **options):
   """transformers' `AlbertTokenizer` of the model (`options`: `do_lower_case`, `keep_accents`)."""
   processor = sentencepiece.SentencePieceProcessor(model_proto=model)
   vocab = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(processor.get_piece_size())]
-  return transformers.AlbertTokenizer(vocab=vocab, _spm_precompiled_charsmap=list(precompiled_charsmap(model)),
-                                      **options)
+  charsmap = list(precompiled_charsmap(model))
+  return transformers.AlbertTokenizer(vocab=vocab, _spm_precompiled_charsmap=charsmap, **options)
 
 
 def save_hf_tokenizer(model, directory, **options):

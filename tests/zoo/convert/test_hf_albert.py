@@ -1,0 +1,187 @@
+"""zoo.convert hf-albert against Hugging Face's PyTorch ALBERT with random weights.
+
+Each case saves a tiny random `AlbertModel` / `AlbertForMaskedLM` / `AlbertForPreTraining` the way
+releases ship them: `save_pretrained` (safetensors), or `pytorch_model.bin` written with
+`torch.save` as transformers before 5.0 wrote it, beside a SentencePiece `spiece.model` trained on
+the standard library's docstrings and the tokenizer files of `AlbertTokenizer`. Nothing is
+downloaded. The end-to-end case fine-tunes the converted directory with `tpu.train`, exports it
+and compares the export's `encode` on raw text of every length with Hugging Face's tokenizer and
+model.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+import transformers
+
+from tests.zoo.text import sentencepiece_files
+from tpu.config import TrainConfig
+from zoo import presets
+from zoo.convert import ConversionError
+from zoo.convert.__main__ import main
+from zoo.convert.albert import convert_hf_albert
+from zoo.convert.formats.hf_albert import read
+from zoo.convert.tokenizer_files import TokenizerFilesError
+from zoo.model_dir import ModelDir
+
+LENGTH = 16
+TOLERANCE = 1e-4
+TINY = dict(embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+            intermediate_size=64, max_position_embeddings=64, hidden_act="gelu_new", hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module")
+def spiece():
+  return sentencepiece_files.train_model()
+
+
+@pytest.fixture
+def hf_albert(tmp_path, spiece):
+  """Factory: `make(model_class, pickle=False, **config) -> (directory, eval-mode model, tokenizer)`."""
+  def make(model_class=transformers.AlbertModel, pickle=False, seed=0, **overrides):
+    config = transformers.AlbertConfig(**{**TINY, "vocab_size": 400, **overrides})
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    path = tmp_path / f"{model_class.__name__}{'_bin' if pickle else ''}"
+    if pickle:   # the layout of releases before transformers 5: config.json and pytorch_model.bin
+      os.makedirs(path)
+      config.save_pretrained(path)
+      torch.save(model.state_dict(), path / "pytorch_model.bin")
+    else:
+      model.save_pretrained(path, safe_serialization=True)
+    tokenizer = sentencepiece_files.save_hf_tokenizer(spiece, str(path))
+    return str(path), model, tokenizer
+  return make
+
+
+def _inputs(seed=0, vocab=400):
+  """One row per real length 1 .. LENGTH (padded positions hold real ids: only the mask hides them)."""
+  rng = np.random.default_rng(seed)
+  lengths = np.arange(1, LENGTH + 1)
+  mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype(np.int32)
+  types = np.zeros([LENGTH, LENGTH], np.int32)
+  types[:, 7:] = 1
+  return dict(input_word_ids=rng.integers(5, vocab, size=[LENGTH, LENGTH]).astype(np.int32), input_mask=mask,
+              input_type_ids=types)
+
+
+def _torch(inputs):
+  return dict(input_ids=torch.from_numpy(inputs["input_word_ids"]).long(),
+              attention_mask=torch.from_numpy(inputs["input_mask"]).long(),
+              token_type_ids=torch.from_numpy(inputs["input_type_ids"]).long())
+
+
+@pytest.mark.parametrize("pickle", [False, True])
+def test_albert_model_converts_to_a_shared_factorized_encoder_equal_to_hugging_face(hf_albert, pickle):
+  path, model, _ = hf_albert(pickle=pickle)
+  converted = convert_hf_albert(path, seq_length=LENGTH)
+  encoder = converted.encoder
+  config = encoder.get_config()
+  assert (config["embedding_width"], config["hidden_size"], config["layer_sharing"]) == (16, 32, "all")
+  assert config["activation"] == "gelu_approximate" and converted.has_pooler
+  # One layer's weights for three layers, as ALBERT: the parameter count transformers gives.
+  assert encoder.count_params() == sum(p.numel() for p in model.parameters())
+  inputs = _inputs()
+  outputs = encoder(inputs)
+  with torch.no_grad():
+    expected = model(**_torch(inputs))
+  real = inputs["input_mask"] > 0
+  sequence = np.abs(outputs["sequence_output"].numpy() - expected.last_hidden_state.numpy())[real].max()
+  pooled = np.abs(outputs["pooled_output"].numpy() - expected.pooler_output.numpy()).max()
+  print(f"ALBERT ({'pytorch_model.bin' if pickle else 'safetensors'}): sequence_output max |diff| "
+        f"{sequence:.2e}, pooled_output {pooled:.2e}")
+  assert sequence < 1e-5 and pooled < 1e-5
+
+
+@pytest.mark.parametrize("model_class", [transformers.AlbertForMaskedLM, transformers.AlbertForPreTraining])
+def test_masked_lm_head_converts_and_the_sentence_order_head_is_dropped(hf_albert, model_class):
+  path, model, _ = hf_albert(model_class)
+  converted = convert_hf_albert(path, seq_length=LENGTH)
+  assert not converted.has_pooler or model_class is transformers.AlbertForPreTraining
+  assert converted.dropped == ([] if model_class is transformers.AlbertForMaskedLM
+                               else ["sop_classifier.classifier.bias", "sop_classifier.classifier.weight"])
+  inputs = _inputs(1)
+  positions = np.tile(np.arange(0, LENGTH, 3, dtype=np.int32), (LENGTH, 1))
+  logits = converted.heads["masked_lm"](converted.encoder(inputs)["sequence_output"],
+                                        masked_positions=positions).numpy()
+  with torch.no_grad():
+    out = model(**_torch(inputs))
+  expected = (out.logits if hasattr(out, "logits") else out.prediction_logits).numpy()
+  expected = np.take_along_axis(expected, positions[..., None].astype(np.int64), axis=1)
+  difference = np.abs(logits - expected).max()
+  print(f"{model_class.__name__}: masked-LM logits max |diff| {difference:.2e}")
+  assert difference < 1e-4
+
+
+def test_the_command_writes_a_model_directory_with_its_sentencepiece_model(hf_albert, spiece, tmp_path):
+  path, model, _ = hf_albert(transformers.AlbertForMaskedLM)
+  out = str(tmp_path / "converted")
+  assert main(["hf-albert", path, "--out", out, "--seq-length", str(LENGTH)]) == 0
+  model_dir = ModelDir(out)
+  assert model_dir.read_sentencepiece() == spiece
+  settings = TrainConfig.from_model_dir(out)
+  assert settings.tokenizer == dict(kind="sentencepiece", keep_accents=False, cls_type_id=0,
+                                    special_tokens=dict(pad="<pad>", unk="<unk>", cls="[CLS]", sep="[SEP]",
+                                                        mask="[MASK]"))
+  assert settings.lower_case is True and settings.vocab_size == 400
+  assert model_dir.read_vocab()[:5] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+  # The encoder the directory's config.json rebuilds is the converted one (a preset and overrides).
+  assert settings.model == "albert_base"
+  family, arguments = presets.encoder_arguments(model_dir.read_config())
+  assert family == "transformer"
+  from zoo.models import TransformerEncoder
+  rebuilt = TransformerEncoder(**arguments)
+  pooler = 32 * 32 + 32   # AlbertForMaskedLM has none; the zoo's encoder always has one
+  assert rebuilt.get_config()["layer_sharing"] == "all" and rebuilt.count_params() == sum(
+      p.numel() for p in model.albert.parameters()) + pooler
+  source = json.loads((tmp_path / "converted" / "source.json").read_text())
+  assert source["format"] == "hf-albert" and source["hf_config"]["model_type"] == "albert"
+
+
+def test_what_the_zoo_cannot_reproduce_is_refused_naming_it(hf_albert, tmp_path):
+  path, _, _ = hf_albert(num_hidden_groups=2)
+  with pytest.raises(ConversionError, match="num_hidden_groups=2 is not supported"):
+    convert_hf_albert(path)
+  path, _, _ = hf_albert(transformers.AlbertForSequenceClassification, num_labels=3)
+  with pytest.raises(ConversionError, match=r"unexpected weight\(s\): classifier.bias, classifier.weight"):
+    convert_hf_albert(path, seq_length=LENGTH)
+  path, _, _ = hf_albert(transformers.AlbertForMaskedLM, seed=1)
+  os.remove(os.path.join(path, "spiece.model"))
+  assert main(["hf-albert", path, "--out", str(tmp_path / "out")]) == 1
+  with pytest.raises(TokenizerFilesError, match=r"no spiece.model.*it has tokenizer.json"):
+    read(path)
+  path, _, _ = hf_albert(transformers.AlbertModel, seed=2, vocab_size=399)
+  with pytest.raises(ConversionError, match="has 400 pieces, but config.json says vocab_size=399"):
+    read(path, seq_length=LENGTH)
+
+
+@pytest.mark.slow
+def test_a_converted_albert_fine_tunes_exports_and_serves_raw_text_as_hugging_face(hf_albert, tmp_path):
+  from export.serving_ops import problems
+  from tests.zoo.convert.test_end_to_end import fine_tune_and_export
+  path, model, tokenizer = hf_albert(transformers.AlbertForMaskedLM, seed=3)
+  out = str(tmp_path / "converted")
+  assert main(["hf-albert", path, "--out", out, "--seq-length", str(LENGTH)]) == 0
+  encode = fine_tune_and_export(tmp_path, out)
+  run = ModelDir(str(tmp_path / "run"))
+  assert run.read_sentencepiece() == ModelDir(out).read_sentencepiece()   # the run keeps its tokenizer
+  version = run.join("export", sorted(os.listdir(run.export_dir))[-1])
+  assert problems(version) == []   # every op served by TF Serving 2.12+
+  # Raw text of every length: empty, short, exactly the length, far beyond it (truncated).
+  prose = sentencepiece_files.prose("validation")
+  words = " ".join(prose[3].split()[:60]).split(" ")
+  texts = [" ".join(words[:count]) for count in range(0, 40, 3)] + prose[5:8] + [
+      "Ünïcödé wörds, 漢字 and CJK: 東京!", "``Quoted''\tand\u00a0spaced  text"]
+  actual = encode(text=tf.constant(texts))
+  inputs = tokenizer(texts, padding="max_length", truncation=True, max_length=LENGTH, return_tensors="pt")
+  with torch.no_grad():
+    expected = model.albert(**inputs).last_hidden_state.numpy()
+  real = inputs["attention_mask"].numpy().astype(bool)
+  difference = float(np.abs(actual["sequence_output"].numpy() - expected)[real].max())
+  print(f"exported encode vs Hugging Face AlbertModel on {len(texts)} raw texts: max |diff| {difference:.2e}")
+  assert difference < TOLERANCE
