@@ -11,7 +11,7 @@ Names (`albert.` in front in an `AlbertFor...` model; torch `Linear`: `[out, in]
 
   embeddings.{word,position,token_type}_embeddings.weight, embeddings.LayerNorm
   encoder.embedding_hidden_mapping_in            the projection E -> D
-  encoder.albert_layer_groups.0.albert_layers.0. the shared layer:
+  encoder.albert_layer_groups.G.albert_layers.0. the shared layer (G = 0), or layer G:
     attention.{query,key,value,dense}, attention.LayerNorm, ffn, ffn_output,
     full_layer_layer_norm
   pooler                                         tanh dense on [CLS] (AlbertModel)
@@ -21,9 +21,10 @@ The masked-LM head becomes a zoo `MaskedLMHead` (D -> E, layer norm, the word
 embeddings transposed). The sentence-order head of `AlbertForPreTraining`
 (`sop_classifier.`) is left out on purpose and listed as dropped; anything else
 unknown, missing or misshapen raises `ConversionError` naming it. ALBERT's layer groups
-(`num_hidden_groups`, `inner_group_num` above 1) and E = D (a projection the zoo's
-embeddings do not hold) are refused: every published ALBERT has one group, one inner
-layer and E = 128.
+of several layers (`num_hidden_groups` other than 1 or the number of layers; one group per
+layer is `layer_sharing="none"`), `inner_group_num` above 1 and E = D (a projection the
+zoo's embeddings do not hold) are refused: every published ALBERT has one group, one
+inner layer and E = 128.
 """
 
 import os
@@ -43,7 +44,6 @@ from zoo.convert.rules import torch_linear
 
 CONFIG_FILE = "config.json"
 PREFIX = "albert."
-SHARED_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
 SENTENCE_ORDER_HEAD = "sop_classifier."
 REQUIRED_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                    "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size")
@@ -63,10 +63,14 @@ def zoo_config(config, seq_length=512, source=CONFIG_FILE):
   missing = [name for name in REQUIRED_FIELDS if name not in config]
   if missing:
     raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
-  for field in ("num_hidden_groups", "inner_group_num"):
-    if config.get(field, 1) != 1:
-      fail(field, "is not supported: the zoo shares one layer across all layers (layer_sharing='all'); "
-                  "ALBERT's groups of layers have no zoo equivalent")
+  if config.get("inner_group_num", 1) != 1:
+    fail("inner_group_num", "is not supported: the zoo's layers are one attention and one feed-forward net "
+                            "each; ALBERT's layers of several inner layers have no zoo equivalent")
+  groups = config.get("num_hidden_groups", 1)
+  if groups not in (1, config["num_hidden_layers"]):
+    fail("num_hidden_groups", f"is not supported: the zoo shares one layer across all layers (1 group) or "
+                              f"none (num_hidden_layers={config['num_hidden_layers']} groups); ALBERT's "
+                              "groups of several layers have no zoo equivalent")
   if config["embedding_size"] == config["hidden_size"]:
     fail("embedding_size", "equals hidden_size: ALBERT still projects E -> D there, which the zoo's "
                            "embeddings do only when the widths differ")
@@ -75,12 +79,19 @@ def zoo_config(config, seq_length=512, source=CONFIG_FILE):
     fail("embedding_size", "must be a positive integer")
   dropout = config.get("hidden_dropout_prob", 0.0)
   attention_dropout = config.get("attention_probs_dropout_prob", 0.0)
-  return dict(arguments, embedding_width=config["embedding_size"], layer_sharing="all",
+  sharing = "all" if groups == 1 and config["num_hidden_layers"] > 1 else "none"
+  return dict(arguments, embedding_width=config["embedding_size"], layer_sharing=sharing,
               dropout=float(dropout), attention_dropout=float(attention_dropout))
 
 
+def groups_of(encoder_config):
+  """ALBERT's `num_hidden_groups` of a zoo encoder: 1 when every layer is shared, else one per layer."""
+  return 1 if encoder_config.get("layer_sharing", "none") == "all" else encoder_config["num_layers"]
+
+
 def encoder_entries(model):
-  """(checkpoint name, zoo variable, rule) for every encoder weight but the pooler's."""
+  """(checkpoint name, zoo variable, rule) for every encoder weight but the pooler's: one layer group
+  (every layer shared) or one per layer."""
   def norm(prefix, layer):
     return [(f"{prefix}.weight", layer.gamma, same()), (f"{prefix}.bias", layer.beta, same())]
 
@@ -89,23 +100,29 @@ def encoder_entries(model):
             (f"{prefix}.bias", layer.bias, bias)]
 
   embeddings = model.get_layer("embeddings")
-  block = model.get_layer("layer_0")   # every layer is this block, applied again
-  attention = block.attention
-  return [
+  entries = [
       ("embeddings.word_embeddings.weight", embeddings.word_embeddings.embeddings, same()),
       ("embeddings.position_embeddings.weight", embeddings.position_embeddings.weights[0], same()),
       ("embeddings.token_type_embeddings.weight", embeddings.type_embeddings.embeddings, same()),
       *norm("embeddings.LayerNorm", embeddings.norm),
-      *dense("encoder.embedding_hidden_mapping_in", embeddings.projection, 1, same()),
-      *dense(f"{SHARED_LAYER}.attention.query", attention.query_dense, 1, flat()),
-      *dense(f"{SHARED_LAYER}.attention.key", attention.key_dense, 1, flat()),
-      *dense(f"{SHARED_LAYER}.attention.value", attention.value_dense, 1, flat()),
-      *dense(f"{SHARED_LAYER}.attention.dense", attention.output_dense, 2, same()),
-      *norm(f"{SHARED_LAYER}.attention.LayerNorm", block.attention_norm),
-      *dense(f"{SHARED_LAYER}.ffn", block.intermediate_dense, 1, same()),
-      *dense(f"{SHARED_LAYER}.ffn_output", block.output_dense, 1, same()),
-      *norm(f"{SHARED_LAYER}.full_layer_layer_norm", block.output_norm),
   ]
+  if embeddings.projection is not None:   # E = D has none (to-hf writes ALBERT's as the identity)
+    entries += dense("encoder.embedding_hidden_mapping_in", embeddings.projection, 1, same())
+  for group in range(groups_of(model.get_config())):
+    block = model.get_layer(f"layer_{group}")   # with one group, every layer is this block applied again
+    attention = block.attention
+    layer = f"encoder.albert_layer_groups.{group}.albert_layers.0"
+    entries += [
+        *dense(f"{layer}.attention.query", attention.query_dense, 1, flat()),
+        *dense(f"{layer}.attention.key", attention.key_dense, 1, flat()),
+        *dense(f"{layer}.attention.value", attention.value_dense, 1, flat()),
+        *dense(f"{layer}.attention.dense", attention.output_dense, 2, same()),
+        *norm(f"{layer}.attention.LayerNorm", block.attention_norm),
+        *dense(f"{layer}.ffn", block.intermediate_dense, 1, same()),
+        *dense(f"{layer}.ffn_output", block.output_dense, 1, same()),
+        *norm(f"{layer}.full_layer_layer_norm", block.output_norm),
+    ]
+  return entries
 
 
 def pooler_entries(model):

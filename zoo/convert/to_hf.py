@@ -21,7 +21,10 @@ masked-LM run or head is `FunnelForMaskedLM` / `BertForMaskedLM`; ELECTRA is
 `FunnelForPreTraining` / `ElectraForPreTraining` (the discriminator and its head);
 `classify` and `regress` are `...ForSequenceClassification` (`num_labels`, `id2label`,
 `problem_type`), `tag` `...ForTokenClassification` and `squad`
-`...ForQuestionAnswering`.
+`...ForQuestionAnswering`. A TransformerEncoder with ALBERT's savings (factorized
+embeddings, or every layer shared) is transformers' ALBERT (`AlbertModel`,
+`AlbertForMaskedLM`, `AlbertFor...`): one layer group when every layer is shared, else a
+group per layer, and an identity projection when the embeddings have the model width.
 
 Weights are the importers' entries read backwards (`zoo.convert.rules`), so a Hugging
 Face checkpoint converted in and exported again gives back its tensors, name for name;
@@ -30,12 +33,15 @@ no use for (kept in its `source.json`).
 
 What transformers cannot compute is refused before anything is written, each reason
 named (`plan`): RealFormer's residual attention, Pre-LN, the relative Transformer,
-factorized embeddings, a Funnel pooling with the zoo's padding semantics, a decoder fed
+a Funnel's factorized embeddings or shared layers, sharing only attention or only the
+feed-forward nets, an ALBERT-shaped ELECTRA discriminator, a Funnel pooling with the zoo's padding semantics, a decoder fed
 from another layer than Hugging Face's, heads transformers' classes do not have (a
 Funnel masked-LM head with BERT's transform, a head activation other than the
 encoder's), activations it does not name, and tasks it has no class for.
 
-Tokenizer: `FunnelTokenizer` / `BertTokenizer` when they compute the run's tokenizer
+Tokenizer: a SentencePiece model directory (`hf-albert`) gets its `spiece.model` and the
+`tokenizer.json` of transformers' `AlbertTokenizer` (unigram, its normalizers and
+`Metaspace`). A WordPiece one: `FunnelTokenizer` / `BertTokenizer` when they compute the run's tokenizer
 (words of at most 100 characters, [CLS]'s token type theirs), else
 `PreTrainedTokenizerFast`, which runs `tokenizer.json` as written. A Funnel's [CLS] has
 token type 2 in Hugging Face (the zoo's Funnel gives the first token segment 2 whatever
@@ -81,9 +87,14 @@ ARCHITECTURES = {
                         discriminator="ElectraForPreTraining", sequence="BertForSequenceClassification",
                         token="BertForTokenClassification",
                         span="BertForQuestionAnswering"),
+    # A TransformerEncoder with ALBERT's savings: factorized embeddings, every layer shared.
+    "albert": dict(encoder="AlbertModel", masked_lm="AlbertForMaskedLM",
+                   sequence="AlbertForSequenceClassification", token="AlbertForTokenClassification",
+                   span="AlbertForQuestionAnswering"),
 }
 # Where each class keeps its encoder ("" for the encoder classes themselves).
-PREFIXES = {"FunnelModel": "", "FunnelBaseModel": "", "BertModel": "", "ElectraForPreTraining": "electra."}
+PREFIXES = {"FunnelModel": "", "FunnelBaseModel": "", "BertModel": "", "ElectraForPreTraining": "electra.",
+            "AlbertModel": ""}
 PIPELINE_TAGS = dict(encoder="feature-extraction", base="feature-extraction", masked_lm="fill-mask",
                      discriminator="feature-extraction", sequence="text-classification",
                      token="token-classification", span="question-answering")
@@ -156,6 +167,13 @@ def _sharing_problems(encoder, model):
           "every layer"]
 
 
+def _is_albert(family, encoder):
+  """A TransformerEncoder with ALBERT's savings (factorized embeddings or shared layers): transformers'
+  ALBERT classes, not BERT's."""
+  return family == "transformer" and (encoder.get("layer_sharing", "none") != "none"
+                                      or encoder.get("embedding_width") not in (None, encoder["hidden_size"]))
+
+
 def _funnel_problems(encoder, head, settings):
   problems = []
   if encoder.get("residual_attention"):
@@ -197,7 +215,9 @@ def _funnel_problems(encoder, head, settings):
   return problems
 
 
-def _transformer_problems(encoder, head, settings):
+def _transformer_problems(encoder, head, settings, albert=False):
+  """What BERT's classes (or with `albert`, ALBERT's) cannot compute of a TransformerEncoder."""
+  model = "ALBERT" if albert else "BERT"
   problems = []
   if encoder.get("norm_first"):
     problems.append("Pre-LN (norm_first=True): BERT normalises after each residual (Post-LN), and "
@@ -208,21 +228,24 @@ def _transformer_problems(encoder, head, settings):
   if encoder.get("position_encoding", ABSOLUTE) != ABSOLUTE:
     problems.append(f"the relative Transformer (position_encoding={encoder['position_encoding']!r}): BERT's "
                     "positions are absolute embeddings")
-  if encoder.get("embedding_width") not in (None, encoder["hidden_size"]):
-    problems.append(f"factorized embeddings (embedding_width={encoder['embedding_width']}): BERT embeds at "
-                    "the model width")
-  problems += _sharing_problems(encoder, "BERT")
+  sharing = encoder.get("layer_sharing", "none")
+  if albert and sharing not in ("none", "all"):
+    problems.append(f"layer_sharing={sharing!r}: transformers' ALBERT shares whole layers ('all') or none")
+  if albert and head == "discriminator":
+    problems.append("an ELECTRA discriminator with ALBERT's savings: transformers has no ALBERT "
+                    "pre-training class with a discriminator")
   transform, activation = _heads_settings(settings, encoder)
   if head in ("masked_lm", "discriminator") and activation != encoder["activation"]:
     what = {"masked_lm": "masked-LM", "discriminator": "discriminator"}[head]
     problems.append(f"the {what} head's activation {activation!r} differs from the encoder's "
                     f"{encoder['activation']!r}: transformers' heads use hidden_act for both")
   if head == "masked_lm" and transform is False:
-    problems.append("the masked-LM head has no dense and layer norm (mlm_transform=false): BertForMaskedLM's "
-                    "head has BERT's transform")
+    problems.append(f"the masked-LM head has no dense and layer norm (mlm_transform=false): {model}'s "
+                    "masked-LM head has BERT's transform")
   if head == "masked_lm" and encoder.get("layer_norm_epsilon", 1e-12) != MASKED_LM_LAYER_NORM_EPSILON:
     problems.append(f"layer_norm_epsilon={encoder['layer_norm_epsilon']} with a masked-LM head, whose layer "
-                    f"norm uses {MASKED_LM_LAYER_NORM_EPSILON}: BertForMaskedLM uses layer_norm_eps for both")
+                    f"norm uses {MASKED_LM_LAYER_NORM_EPSILON}: transformers' {model} uses layer_norm_eps "
+                    "for both")
   return problems
 
 
@@ -258,6 +281,21 @@ def _bert_config(encoder, model_type):
   return config
 
 
+def _albert_config(encoder):
+  from zoo.convert.albert import groups_of
+  return dict(
+      model_type="albert", vocab_size=encoder["vocab_size"],
+      embedding_size=encoder.get("embedding_width") or encoder["hidden_size"],
+      hidden_size=encoder["hidden_size"],
+      num_hidden_layers=encoder["num_layers"], num_hidden_groups=groups_of(encoder), inner_group_num=1,
+      num_attention_heads=encoder["num_heads"], intermediate_size=encoder["intermediate_size"],
+      hidden_act=HF_ACTIVATIONS[encoder["activation"]], hidden_dropout_prob=encoder["dropout"],
+      attention_probs_dropout_prob=encoder["attention_dropout"],
+      max_position_embeddings=encoder["max_sequence_length"], type_vocab_size=encoder["type_vocab_size"],
+      initializer_range=encoder["initializer_range"], layer_norm_eps=encoder["layer_norm_epsilon"],
+      position_embedding_type="absolute")
+
+
 def plan(settings, roots=()):
   """The `Plan` of exporting a model directory whose config.json holds `settings` and whose
   checkpoint has the roots `roots`.
@@ -268,10 +306,11 @@ def plan(settings, roots=()):
   family, arguments = presets.encoder_arguments(settings)
   _, encoder = presets.resolve(settings["model"], arguments)
   head = _head_of(settings, roots)
+  albert = _is_albert(family, encoder)
   if family == "funnel":
     problems = _funnel_problems(encoder, head, settings)
   else:
-    problems = _transformer_problems(encoder, head, settings)
+    problems = _transformer_problems(encoder, head, settings, albert)
   if encoder["activation"] not in HF_ACTIVATIONS:
     problems.append(f"activation {encoder['activation']!r}: transformers has counterparts of "
                     f"{', '.join(sorted(HF_ACTIVATIONS))} only")
@@ -290,6 +329,11 @@ def plan(settings, roots=()):
     if decoder_layers and not with_decoder:
       left_out.append(f"the {decoder_layers}-layer decoder (FunnelForSequenceClassification reads the "
                       "encoder's output)")
+  elif albert:
+    architecture = ARCHITECTURES["albert"][head or "encoder"]
+    hf_config = _albert_config(encoder)
+    if head not in (None, "sequence"):
+      left_out.append(f"the pooler ({architecture} has none)")
   else:
     architecture = ARCHITECTURES["transformer"][head or "encoder"]
     hf_config = _bert_config(encoder, "electra" if head == "discriminator" else "bert")
@@ -351,9 +395,16 @@ def _restore(plan_, settings, prefix):
 
 def _entries(plan_, encoder, layers):
   """(transformers name, zoo variable, rule) of every tensor the export writes."""
+  from zoo.convert import albert
   from zoo.convert import bert
   from zoo.convert import hf_funnel
-  if plan_.family == "funnel":
+  is_albert = plan_.hf_config["model_type"] == "albert"
+  if is_albert:
+    base = albert.encoder_entries(encoder)
+    if plan_.head in (None, "sequence"):
+      base += albert.pooler_entries(encoder)
+    prefix = PREFIXES.get(plan_.architecture, albert.PREFIX)
+  elif plan_.family == "funnel":
     decoder_layers = plan_.encoder["num_decoder_layers"] if plan_.with_decoder else 0
     config = dict(plan_.encoder, num_decoder_layers=decoder_layers)
     base = hf_funnel.encoder_entries(encoder, config)
@@ -382,6 +433,13 @@ def _entries(plan_, encoder, layers):
                 ("qa_outputs.bias", layers["output"].bias, same())]
   elif head == "masked_lm" and plan_.family == "funnel":
     entries += [("lm_head.bias", layers["masked_lm"].bias, same())]
+  elif head == "masked_lm" and is_albert:
+    mlm = layers["masked_lm"]
+    entries += [("predictions.dense.weight", mlm.dense.kernel, linear),
+                ("predictions.dense.bias", mlm.dense.bias, same()),
+                ("predictions.LayerNorm.weight", mlm.layer_norm.gamma, same()),
+                ("predictions.LayerNorm.bias", mlm.layer_norm.beta, same()),
+                ("predictions.bias", mlm.bias, flat())]
   elif head == "masked_lm":
     mlm = layers["masked_lm"]
     entries += [("cls.predictions.transform.dense.weight", mlm.dense.kernel, linear),
@@ -407,6 +465,13 @@ def _tensors(plan_, encoder, layers):
   """
   from zoo.convert import hf_funnel
   tensors = exported(_entries(plan_, encoder, layers))
+  if plan_.hf_config["model_type"] == "albert":
+    if encoder.get_layer("embeddings").projection is None:   # E = D: ALBERT still maps E -> D
+      prefix = PREFIXES.get(plan_.architecture, "albert.") + "encoder.embedding_hidden_mapping_in."
+      width = plan_.hf_config["hidden_size"]
+      tensors[prefix + "weight"] = np.eye(width, dtype=np.float32)
+      tensors[prefix + "bias"] = np.zeros([width], np.float32)
+    return tensors
   if plan_.family != "funnel":
     return tensors
   config = encoder.get_config()
@@ -425,14 +490,71 @@ def _tensors(plan_, encoder, layers):
 
 
 # The tokenizer files.
-def _tokenizer_settings(settings, vocab):
-  """The run's `zoo.text.TextEncoder` settings (casing, special tokens, [CLS]'s type, word length)."""
-  from zoo.text import TextEncoder
+def _tokenizer_settings(settings, vocab, sentencepiece=None):
+  """The run's text encoder settings (casing, special tokens, [CLS]'s type, word length; `kind`
+  "sentencepiece" for a SentencePiece model)."""
+  from zoo.text import text_encoder
   lower_case = settings.get("lower_case")
-  encoder = TextEncoder(vocab, seq_length=max(3, int(settings.get("seq_length") or 3)),
-                        lower_case=True if lower_case is None else bool(lower_case),
-                        **(settings.get("tokenizer") or {}))
+  encoder = text_encoder(vocab, seq_length=max(3, int(settings.get("seq_length") or 3)),
+                         sentencepiece_model=sentencepiece,
+                         lower_case=True if lower_case is None else bool(lower_case),
+                         **(settings.get("tokenizer") or {}))
   return encoder.settings()
+
+
+def sentencepiece_tokenizer_files(model, text, seq_length):
+  """`{file name: text or bytes}` of the Hugging Face tokenizer files (`spiece.model` and ALBERT's
+  `tokenizer.json`, as transformers' `AlbertTokenizer` builds it) that tokenize as
+  `zoo.text.SentencePieceEncoder` with the settings `text` does.
+
+  Raises:
+    ConversionError: a SentencePiece model other than unigram (ALBERT's).
+  """
+  from tokenizers import Tokenizer
+  from tokenizers import decoders
+  from tokenizers import normalizers
+  from tokenizers import pre_tokenizers
+  from tokenizers import processors
+  from tokenizers.models import Unigram
+
+  from zoo.text.sentencepiece import describe_model
+  described = describe_model(model)
+  if described["model_type"] != "unigram":
+    raise ConversionError(f"a {described['model_type']} SentencePiece model: transformers' AlbertTokenizer "
+                          "runs unigram models only")
+  special = text["special_tokens"]
+  pieces = [piece for piece, _, _ in described["pieces"]]
+  ids = {piece: i for i, piece in reversed(list(enumerate(pieces)))}
+  cls, sep = special["cls"], special["sep"]
+  tokenizer = Tokenizer(Unigram([(piece, score) for piece, score, _ in described["pieces"]],
+                                unk_id=ids[special["unk"]], byte_fallback=False))
+  steps = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
+  if not text["keep_accents"]:
+    steps += [normalizers.NFKD(), normalizers.StripAccents()]
+  if text["lower_case"]:
+    steps.append(normalizers.Lowercase())
+  if described["precompiled_charsmap"]:
+    steps.append(normalizers.Precompiled(described["precompiled_charsmap"]))
+  tokenizer.normalizer = normalizers.Sequence(steps)
+  tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+      pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")])
+  tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+  cls_type = int(text["cls_type_id"])
+  tokenizer.post_processor = processors.TemplateProcessing(
+      single=f"{cls}:{cls_type} $A:0 {sep}:0", pair=f"{cls}:{cls_type} $A:0 {sep}:0 $B:1 {sep}:1",
+      special_tokens=[(cls, ids[cls]), (sep, ids[sep])])
+  tokenizer.add_special_tokens([special[role] for role in ("pad", "unk", "cls", "sep", "mask")])
+  names = {f"{role}_token": special[role] for role in ("unk", "sep", "pad", "cls", "mask")}
+  # The generic class runs tokenizer.json as written (AlbertTokenizer would rebuild its normalizer from
+  # its arguments); `token_type_ids` as ALBERT's models take them.
+  config = dict(tokenizer_class="PreTrainedTokenizerFast", do_lower_case=text["lower_case"],
+                keep_accents=text["keep_accents"], bos_token=cls, eos_token=sep, **names,
+                model_max_length=int(seq_length), padding_side="right", truncation_side="right",
+                model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+  return {"tokenizer.json": tokenizer.to_str(pretty=True),
+          "tokenizer_config.json": json.dumps(config, indent=2) + "\n",
+          "special_tokens_map.json": json.dumps(names, indent=2) + "\n",
+          "spiece.model": bytes(model)}
 
 
 def tokenizer_files(vocab, text, family, seq_length):
@@ -561,7 +683,8 @@ def to_hf(model_dir, out, dtype="float32", command=None):
   if len(vocab) != plan_.encoder["vocab_size"]:
     raise ConversionError(f"{directory.vocab_path} has {len(vocab)} tokens, but config.json says vocab_size="
                           f"{plan_.encoder['vocab_size']}")
-  text = _tokenizer_settings(settings, vocab)
+  sentencepiece = directory.read_sentencepiece()
+  text = _tokenizer_settings(settings, vocab, sentencepiece)
   encoder, layers = _restore(plan_, settings, prefix)
   tensors = _tensors(plan_, encoder, layers)
   if dtype == "bfloat16":
@@ -569,6 +692,9 @@ def to_hf(model_dir, out, dtype="float32", command=None):
     tensors = {name: value.astype(ml_dtypes.bfloat16) for name, value in tensors.items()}
   source_config = _source_config(directory)
   hf_config = {**source_config, **plan_.hf_config, "dtype": dtype}
+  if plan_.hf_config["model_type"] == "albert":   # ALBERT's config names its [CLS] and [SEP] too
+    hf_config.update(bos_token_id=vocab.index(text["special_tokens"]["cls"]),
+                     eos_token_id=vocab.index(text["special_tokens"]["sep"]))
   if plan_.family != "funnel" and "pad_token_id" not in source_config:
     # A Funnel's config names no pad token: transformers' Funnel zeroes the embedding of `pad_token_id`
     # when it loads, and the authors' pooling mixes padded positions into real ones, so the row must
@@ -576,7 +702,11 @@ def to_hf(model_dir, out, dtype="float32", command=None):
     hf_config["pad_token_id"] = vocab.index(text["special_tokens"]["pad"])
   if plan_.family == "funnel":
     hf_config.setdefault("num_decoder_layers", 0)
-  files = tokenizer_files(vocab, text, plan_.family, settings.get("seq_length") or 512)
+  seq_length = settings.get("seq_length") or 512
+  if text.get("kind") == "sentencepiece":
+    files = sentencepiece_tokenizer_files(sentencepiece, text, seq_length)
+  else:
+    files = tokenizer_files(vocab, text, plan_.family, seq_length)
   files["config.json"] = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
   command = command or f"python -m zoo.convert to-hf {model_dir} --out {out} --dtype {dtype}"
   files["README.md"] = _model_card(directory, settings, plan_, dtype, command)
@@ -586,6 +716,8 @@ def to_hf(model_dir, out, dtype="float32", command=None):
     os.makedirs(temporary)
     save_file(tensors, os.path.join(temporary, "model.safetensors"), metadata={"format": "pt"})
     for name, content in files.items():
-      with open(os.path.join(temporary, name), "w", encoding="utf-8") as file:
+      binary = isinstance(content, bytes)
+      with open(os.path.join(temporary, name), "wb" if binary else "w",
+                encoding=None if binary else "utf-8") as file:
         file.write(content)
   return plan_

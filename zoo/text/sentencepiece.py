@@ -59,6 +59,63 @@ NO_OFFSETS = ("SentencePieceEncoder gives no offsets into the input text (Senten
 WHITESPACE_RUN = r"[\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]+"
 
 
+# sentencepiece_model.proto: ModelProto's fields; SentencePiece's; TrainerSpec's model type, NormalizerSpec's
+# charsmap.
+_PIECES, _TRAINER_SPEC, _NORMALIZER_SPEC = 1, 2, 3
+_PIECE, _SCORE, _TYPE = 1, 2, 3
+_MODEL_TYPE, _PRECOMPILED_CHARSMAP = 3, 2
+MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+
+
+def _varint(buffer, i):
+  value = shift = 0
+  while True:
+    byte = buffer[i]
+    i += 1
+    value |= (byte & 0x7F) << shift
+    shift += 7
+    if not byte & 0x80:
+      return value, i
+
+
+def _fields(buffer):
+  """`(field number, value)` of a serialized protobuf message: ints, 4- or 8-byte blobs, or bytes."""
+  i = 0
+  while i < len(buffer):
+    key, i = _varint(buffer, i)
+    wire = key & 7
+    if wire == 0:
+      value, i = _varint(buffer, i)
+    elif wire in (1, 5):
+      size = 8 if wire == 1 else 4
+      value, i = buffer[i:i + size], i + size
+    elif wire == 2:
+      size, i = _varint(buffer, i)
+      value, i = buffer[i:i + size], i + size
+    else:
+      raise ValueError(f"not a SentencePiece model (protobuf wire type {wire})")
+    yield key >> 3, value
+
+
+def describe_model(model) -> dict:
+  """What exporters need of a serialized SentencePiece model, read from its protobuf fields (without
+  protobuf's generated code): `pieces` `[(piece, score, type)]` in id order (type 1 normal, 2
+  unknown, 3 control, 4 user-defined), `model_type` ("unigram", "bpe", ...) and
+  `precompiled_charsmap` (bytes: the normalization that `tokenizers`' `Precompiled` applies)."""
+  import struct
+  pieces, model_type, charsmap = [], "unigram", b""
+  for number, value in _fields(read_model(model)):
+    if number == _PIECES:
+      fields = dict(_fields(value))
+      score = struct.unpack("<f", fields[_SCORE])[0] if _SCORE in fields else 0.0
+      pieces.append((fields.get(_PIECE, b"").decode("utf-8"), score, fields.get(_TYPE, 1)))
+    elif number == _TRAINER_SPEC:
+      model_type = MODEL_TYPES.get(dict(_fields(value)).get(_MODEL_TYPE, 1), "unknown")
+    elif number == _NORMALIZER_SPEC:
+      charsmap = dict(_fields(value)).get(_PRECOMPILED_CHARSMAP, b"")
+  return dict(pieces=pieces, model_type=model_type, precompiled_charsmap=charsmap)
+
+
 def read_model(model) -> bytes:
   """The serialized SentencePiece model: `model` itself (bytes) or the file at the path `model`."""
   if isinstance(model, bytes):

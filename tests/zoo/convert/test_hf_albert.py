@@ -185,3 +185,56 @@ def test_a_converted_albert_fine_tunes_exports_and_serves_raw_text_as_hugging_fa
   difference = float(np.abs(actual["sequence_output"].numpy() - expected)[real].max())
   print(f"exported encode vs Hugging Face AlbertModel on {len(texts)} raw texts: max |diff| {difference:.2e}")
   assert difference < TOLERANCE
+
+  # The fine-tuned classifier goes out to transformers: AlbertForSequenceClassification with its tokenizer
+  # computes the export's logits on the same raw texts.
+  from zoo.convert.to_hf import to_hf
+  plan = to_hf(run.path, str(tmp_path / "hf_classifier"))
+  assert plan.architecture == "AlbertForSequenceClassification"
+  hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf_classifier"))
+  classifier = transformers.AutoModelForSequenceClassification.from_pretrained(
+      str(tmp_path / "hf_classifier")).eval()
+  served = tf.saved_model.load(version).signatures["serving_default"](text=tf.constant(texts))["logits"]
+  inputs = hf_tokenizer(texts, padding="max_length", truncation=True, max_length=LENGTH, return_tensors="pt")
+  with torch.no_grad():
+    logits = classifier(**inputs).logits.numpy()
+  difference = float(np.abs(served.numpy() - logits).max())
+  print(f"to-hf AlbertForSequenceClassification vs the export: max |diff| {difference:.2e}")
+  assert difference < TOLERANCE
+
+
+HOSTILE = ["Ünïcödé wörds, 漢字 and CJK: 東京!", "``Quoted''\tand\u00a0spaced  text", "ﬁne ½ ① ＡＢＣ", "",
+           "İstanbul ΣΊΣΥΦΟΣ straße"]
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_a_converted_albert_goes_back_to_transformers_tensor_for_tensor(hf_albert, tmp_path, groups):
+  """hf-albert, then to-hf: AutoModelForMaskedLM and AutoTokenizer load the export with no code of ours, its
+  tensors are the original's, name for name, and so are its logits and ids. One group: every layer shared;
+  three: a group per layer (factorized embeddings only)."""
+  from safetensors.numpy import load_file
+
+  from zoo.convert.to_hf import to_hf
+  path, model, tokenizer = hf_albert(transformers.AlbertForMaskedLM, seed=4, num_hidden_groups=groups)
+  converted, out = str(tmp_path / "converted"), str(tmp_path / "hf")
+  assert main(["hf-albert", path, "--out", converted, "--seq-length", str(LENGTH)]) == 0
+  assert TrainConfig.from_model_dir(converted).model_overrides.get("layer_sharing", "all") == (
+      "all" if groups == 1 else "none")
+  plan = to_hf(converted, out)
+  assert plan.architecture == "AlbertForMaskedLM" and plan.hf_config["num_hidden_groups"] == groups
+  original = {name: tensor.numpy() for name, tensor in model.state_dict().items()}
+  exported = load_file(os.path.join(out, "model.safetensors"))
+  tied = {"predictions.decoder.weight", "predictions.decoder.bias"}   # tied: transformers restores them
+  assert sorted(exported) == sorted(set(original) - tied)
+  assert all(np.array_equal(exported[name], original[name]) for name in exported)
+  reloaded = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
+  assert type(reloaded).__name__ == "AlbertForMaskedLM"
+  inputs = _torch(_inputs(5))
+  with torch.no_grad():
+    difference = (reloaded(**inputs).logits - model(**inputs).logits).abs().max().item()
+  assert difference < 1e-6
+  ours = transformers.AutoTokenizer.from_pretrained(out)
+  texts = sentencepiece_files.prose("validation")[:10] + HOSTILE
+  assert [ours(text)["input_ids"] for text in texts] == [tokenizer(text)["input_ids"] for text in texts]
+  assert open(os.path.join(out, "spiece.model"), "rb").read() == open(os.path.join(path, "spiece.model"),
+                                                                      "rb").read()

@@ -262,8 +262,9 @@ REFUSALS = [
     (_settings("realformer_small"), "RealFormer residual attention"),
     (_settings("prenorm_small"), "Pre-LN"),
     (_settings("rel_transformer_base"), "the relative Transformer"),
-    (_settings("bert_small", embedding_width=64), "factorized embeddings"),
-    (_settings("bert_small", layer_sharing="attention"), "cross-layer sharing (layer_sharing='attention')"),
+    (_settings("bert_small", layer_sharing="attention"), "layer_sharing='attention': transformers' ALBERT"),
+    (_settings("albert_base", "electra"), "no ALBERT pre-training class with a discriminator"),
+    (_settings("albert_base", norm_first=True), "Pre-LN"),
     (_settings("funnel_b4_4_4", layer_sharing="all"), "cross-layer sharing (layer_sharing='all')"),
     (_settings("funnel_b4_4_4", pooling_semantics="zoo"), "the zoo's pooling semantics"),
     (dict(_settings("funnel_b4_4_4"), model_overrides={}), "the zoo's pooling semantics"),   # written before
@@ -329,3 +330,40 @@ def test_funnel_presets_pool_as_the_authors_and_old_directories_keep_the_zoos(tm
   assert (electra.mlm_transform, electra.head_activation) == (True, "gelu_approximate")
   bert = TrainConfig(model="bert_small", task="electra", **required).validate()
   assert (bert.mlm_transform, bert.head_activation, bert.recorded().model_overrides) == (True, "gelu", {})
+
+
+@pytest.mark.parametrize("embedding_width", [None, 16])
+def test_a_zoo_albert_with_a_wordpiece_vocabulary_loads_as_albert_in_transformers(
+    prose_vocab, tmp_path, embedding_width):
+  """ALBERT's savings export as transformers' ALBERT: every layer shared at the model width (E = D: ALBERT's
+  projection written as the identity), or factorized embeddings with a layer group per layer; the tokenizer
+  is the run's WordPiece."""
+  from zoo.convert.model_dir_writer import write_model_dir
+  from zoo.models import TransformerEncoder
+  from zoo.text import load_vocab
+  tokens = load_vocab(prose_vocab(True))
+  sharing = "all" if embedding_width is None else "none"
+  encoder = TransformerEncoder(vocab_size=len(tokens), hidden_size=32, num_layers=3, num_heads=4,
+                               intermediate_size=64, max_sequence_length=64, embedding_width=embedding_width,
+                               layer_sharing=sharing, activation="gelu_approximate", dropout=0.0,
+                               attention_dropout=0.0, seq_length=16)
+  rng = np.random.default_rng(0)
+  encoder.set_weights([rng.normal(0, 0.2, w.shape).astype(np.float32) for w in encoder.get_weights()])
+  model_dir = str(tmp_path / "zoo_albert")
+  write_model_dir(encoder, model_dir, seq_length=16, lower_case=True, source=dict(format="test"),
+                  vocab=tokens)
+  out = str(tmp_path / "hf")
+  export = to_hf(model_dir, out)
+  assert export.architecture == "AlbertModel"
+  assert export.hf_config["num_hidden_groups"] == (1 if sharing == "all" else 3)
+  model = transformers.AutoModel.from_pretrained(out).eval()
+  tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+  texts = ["The quick brown fox jumps over the lazy dog.", "Return the sum of the values."]
+  inputs = tokenizer(texts, padding="max_length", truncation=True, max_length=16, return_tensors="pt")
+  features = TextEncoder(tokens, seq_length=16).encode(tf.constant(texts))
+  np.testing.assert_array_equal(inputs["input_ids"].numpy(), features["input_word_ids"].numpy())
+  with torch.no_grad():
+    expected = model(**inputs).last_hidden_state.numpy()
+  actual = encoder(features)["sequence_output"].numpy()
+  real = features["input_mask"].numpy() > 0
+  assert np.abs(actual - expected)[real].max() < 1e-5
