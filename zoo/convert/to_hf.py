@@ -34,15 +34,16 @@ no use for (kept in its `source.json`).
 What transformers cannot compute is refused before anything is written, each reason
 named (`plan`): RealFormer's residual attention, Pre-LN, the relative Transformer,
 a Funnel's factorized embeddings or shared layers, sharing only attention or only the
-feed-forward nets, an ALBERT-shaped ELECTRA discriminator, a Funnel pooling with the zoo's padding semantics, a decoder fed
-from another layer than Hugging Face's, heads transformers' classes do not have (a
-Funnel masked-LM head with BERT's transform, a head activation other than the
-encoder's), activations it does not name, and tasks it has no class for.
+feed-forward nets, an ALBERT-shaped ELECTRA discriminator, a Funnel pooling with the
+zoo's padding semantics, a decoder fed from another layer than Hugging Face's, heads
+transformers' classes do not have (a Funnel masked-LM head with BERT's transform, a head
+activation other than the encoder's), activations it does not name, and tasks it has no
+class for.
 
 Tokenizer: a SentencePiece model directory (`hf-albert`) gets its `spiece.model` and the
 `tokenizer.json` of transformers' `AlbertTokenizer` (unigram, its normalizers and
-`Metaspace`). A WordPiece one: `FunnelTokenizer` / `BertTokenizer` when they compute the run's tokenizer
-(words of at most 100 characters, [CLS]'s token type theirs), else
+`Metaspace`). A WordPiece one: `FunnelTokenizer` / `BertTokenizer` when they compute the
+run's tokenizer (words of at most 100 characters, [CLS]'s token type theirs), else
 `PreTrainedTokenizerFast`, which runs `tokenizer.json` as written. A Funnel's [CLS] has
 token type 2 in Hugging Face (the zoo's Funnel gives the first token segment 2 whatever
 its type id, Hugging Face's the tokens of type 2), so the Funnel tokenizer gives it 2.

@@ -31,7 +31,9 @@ class LoadedModelDir:
   `encoder_config` holds the encoder's constructor arguments (`family` says which class),
   `vocab` the WordPiece tokens (index = id), `special_tokens` the names of
   `pad`/`unk`/`cls`/`sep`/`mask`, `cls_type_id` the token type of [cls] (2 for Funnel's
-  tokenizer), and `num_classes`/`label_names` the task's, when the directory has them.
+  tokenizer), and `num_classes`/`label_names` the task's, when the directory has them;
+  `tokenizer_kind` "sentencepiece" for a SentencePiece directory (`zoo.convert hf-albert`),
+  whose `vocab` is the model's pieces.
   """
   encoder: object
   family: str
@@ -44,6 +46,7 @@ class LoadedModelDir:
   seq_length: int
   num_classes: int | None = None
   label_names: list | None = None
+  tokenizer_kind: str = "wordpiece"
 
 
 def load_model_dir(path, **overrides):
@@ -76,4 +79,4 @@ def load_model_dir(path, **overrides):
       cls_type_id=int(tokenizer.get("cls_type_id", 0)),
       max_chars_per_word=int(tokenizer.get("max_chars_per_word", 100)),
       seq_length=config["seq_length"], num_classes=settings.get("num_classes"),
-      label_names=settings.get("label_names"))
+      label_names=settings.get("label_names"), tokenizer_kind=tokenizer.get("kind", "wordpiece"))

@@ -106,6 +106,22 @@ def _runs_of_other_tasks(path):
   return runs
 
 
+def _converted_albert(path):
+  """A Hugging Face ALBERT converted by `zoo.convert hf-albert`: a SentencePiece model directory."""
+  import torch
+  import transformers
+
+  from tests.zoo.text import sentencepiece_files
+  from zoo.convert.model_dir_writer import convert_to_model_dir
+  config = transformers.AlbertConfig(vocab_size=400, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=32)
+  torch.manual_seed(0)
+  transformers.AlbertModel(config).save_pretrained(path / "albert_hf")
+  sentencepiece_files.save_hf_tokenizer(sentencepiece_files.train_model(), str(path / "albert_hf"))
+  convert_to_model_dir("hf-albert", str(path / "albert_hf"), str(path / "albert"), seq_length=16)
+  return str(path / "albert")
+
+
 @pytest.mark.slow
 def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_round_trips_a_preset(
     converted_funnel, tmp_path):
@@ -114,7 +130,7 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
   run_dir, logits = _classification_run(tmp_path / "run")
   out = tmp_path / "hub.json"
   run_in_backend("jax", "tests.zoo.keras3.hub_run", model_dir, str(tmp_path / "preset"), str(out), run_dir,
-                 logits, *_runs_of_other_tasks(tmp_path))
+                 logits, *_runs_of_other_tasks(tmp_path), _converted_albert(tmp_path))
   report = json.loads(out.read_text())
   assert report["trained_head_vs_run"] < 1e-5   # the run's trained head, not a new one
   # Sentence pairs through keras-hub's preprocessor: the ids and segment ids of the export's tokenizer
@@ -125,7 +141,9 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
   print(f"sentence pairs: keras-hub classifier vs the tf_keras export: max |diff| {difference:.2e}")
   assert report["pairs_vs_export"] < 1e-5
   # Tagging and SQuAD runs are refused, naming the head keras-hub has no task for and the way on.
-  tag_error, squad_error = report["refused"]
+  tag_error, squad_error, albert_error = report["refused"]
+  # A SentencePiece directory (hf-albert): its tokenizer is not keras-hub's WordPiece, which it says.
+  assert "tokenizer is a sentencepiece model" in albert_error and "backbone_from_model_dir" in albert_error
   assert "a 'tag' run has a token-classification head" in tag_error
   assert "keras-hub has no token-classification task" in tag_error
   assert "a 'squad' run has a question-answering head" in squad_error
