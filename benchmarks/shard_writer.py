@@ -93,17 +93,34 @@ def _resident(pid):
   return 0
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid):
+  """User + system CPU seconds of a live process (from /proc), None once it is gone."""
+  try:
+    with open(f"/proc/{pid}/stat") as stat:
+      fields = stat.read().rsplit(")", 1)[1].split()
+  except OSError:
+    return None
+  return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 def run_measured(command, env):
-  """Runs `command`; returns `(wall s, CPU s of it and every process it waited for, {pid: peak bytes})`."""
+  """Runs `command`; returns `(wall s, CPU s of it and every process it waited for, {pid: peak bytes},
+  root pid, {pid: CPU s last sampled})`."""
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   start = time.perf_counter()
   process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-  peaks, done = {}, threading.Event()
+  peaks, cpus, done = {}, {}, threading.Event()
 
   def sample():
     while not done.is_set():
       for pid in _tree(process.pid):
         peaks[pid] = max(peaks.get(pid, 0), _resident(pid))
+        seconds = _cpu_seconds(pid)
+        if seconds is not None:
+          cpus[pid] = seconds
       done.wait(0.1)
   sampler = threading.Thread(target=sample, daemon=True)
   sampler.start()
@@ -115,7 +132,7 @@ def run_measured(command, env):
   if process.returncode:
     raise RuntimeError(f"{' '.join(command)} failed:\n{stderr.decode(errors='replace')[-3000:]}")
   cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-  return wall, cpu, peaks, process.pid
+  return wall, cpu, peaks, process.pid, cpus
 
 
 def run_engine(engine, corpus, vocab, out, chunk_mb, shards):
@@ -128,11 +145,14 @@ def run_engine(engine, corpus, vocab, out, chunk_mb, shards):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
   load_before = os.getloadavg()[0]
-  wall, cpu, peaks, root = run_measured(command, env)
+  wall, cpu, peaks, root, cpus = run_measured(command, env)
   launcher = peaks.get(root, 0)
   workers = [peak for pid, peak in peaks.items() if pid != root]
-  return dict(wall=wall, cpu=cpu, launcher_bytes=launcher, worker_bytes=max(workers, default=0),
-              largest_bytes=max(peaks.values()), load=[load_before, os.getloadavg()[0]])
+  # The launcher's share (last sampled, at most 0.1 s early): the rest is its workers'.
+  launcher_cpu = min(cpus.get(root, 0.0), cpu)
+  return dict(wall=wall, cpu=cpu, launcher_cpu=launcher_cpu, launcher_bytes=launcher,
+              worker_bytes=max(workers, default=0), largest_bytes=max(peaks.values()),
+              load=[load_before, os.getloadavg()[0]])
 
 
 def _same_output(first, second):
@@ -192,7 +212,33 @@ def report(rows):
         f"{beam['launcher_bytes'] / gb:.2f}, {beam_rate:.2f} | "
         f"{beam['worker_bytes'] / single['largest_bytes']:.2f}×, {beam_rate / single_rate:.2f}× | "
         f"{'yes' if row['same_bytes'] else 'NO'} | {_load(single)}; {_load(beam)} |")
+  lines += ["", *marginal_lines(rows)]
   return "\n".join(lines) + "\n"
+
+
+def marginal_lines(rows):
+  """Throughput once started: for rows of one chunk size, the corpus MB added per CPU-second added from
+  the smallest corpus to the largest, per engine (start-up costs, paid once a run, cancel out), and the
+  Beam launcher's and workers' shares of Beam's CPU."""
+  lines = []
+  by_chunk = {}
+  for row in rows:
+    by_chunk.setdefault(row["chunk_mb"], []).append(row)
+  for chunk_mb, group in sorted(by_chunk.items()):
+    group = sorted(group, key=lambda row: row["megabytes"])
+    small, large = group[0], group[-1]
+    if large["megabytes"] == small["megabytes"]:
+      continue
+    added = large["megabytes"] - small["megabytes"]
+    rates = {engine: added / (large[engine]["cpu"] - small[engine]["cpu"]) for engine in ("single", "beam")}
+    lines.append(f"- {chunk_mb:g} MB chunks, {small['megabytes']} → {large['megabytes']} MB: one process "
+                 f"{rates['single']:.2f} MB per added CPU-s, Beam {rates['beam']:.2f} "
+                 f"(**{rates['beam'] / rates['single']:.2f}×**); Beam's launcher "
+                 f"{small['beam']['launcher_cpu']:.1f} → {large['beam']['launcher_cpu']:.1f} CPU-s, its "
+                 "workers "
+                 f"{small['beam']['cpu'] - small['beam']['launcher_cpu']:.1f} → "
+                 f"{large['beam']['cpu'] - large['beam']['launcher_cpu']:.1f}.")
+  return lines
 
 
 def main(argv=None):

@@ -11,10 +11,13 @@ from benchmarks import shard_writer
 
 def test_a_process_tree_is_sampled_with_its_children():
   child = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
-           "'x = bytearray(300 * 2**20); import time; time.sleep(1.5)']); p.wait()")
-  wall, cpu, peaks, root = shard_writer.run_measured([sys.executable, "-c", child], dict(os.environ))
-  assert root in peaks and len(peaks) >= 2 and wall > 1.4 and cpu >= 0
+           "'x = bytearray(300 * 2**20); import time; end = time.process_time() + 0.8\\n"
+           "while time.process_time() < end: pass\\ntime.sleep(0.5)']); p.wait()")
+  wall, cpu, peaks, root, cpus = shard_writer.run_measured([sys.executable, "-c", child], dict(os.environ))
+  assert root in peaks and len(peaks) >= 2 and wall > 1.2 and cpu >= 0.8
   assert max(peak for pid, peak in peaks.items() if pid != root) > 300 * 2**20   # the grandchild's buffer
+  # Each process's CPU, sampled: the grandchild's busy loop is its own, not the launcher's.
+  assert max(seconds for pid, seconds in cpus.items() if pid != root) >= 0.7 and cpus[root] < 0.5
   with pytest.raises(RuntimeError, match="failed"):
     shard_writer.run_measured([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ))
 
@@ -43,3 +46,14 @@ def test_a_tiny_grid_runs_both_engines_to_the_same_bytes(tmp_path, monkeypatch):
   help_text = subprocess.run([sys.executable, "-m", "benchmarks.shard_writer", "--help"], capture_output=True,
                              text=True, check=True, cwd=shard_writer.ROOT).stdout
   assert "--grid" in help_text and "--out" in help_text
+
+
+def test_throughput_once_started_is_the_slope_between_two_sizes():
+  def row(megabytes, single, beam, launcher):
+    return dict(megabytes=megabytes, chunk_mb=16.0, single=dict(cpu=single),
+                beam=dict(cpu=beam, launcher_cpu=launcher))
+  # One process: 200 MB more for 20 CPU-s more (10 MB/CPU-s); Beam: 200 MB for 22 CPU-s (9.09).
+  (line,) = shard_writer.marginal_lines([row(300, 30.0, 40.0, 8.0), row(100, 10.0, 18.0, 7.0)])
+  assert "100 → 300 MB: one process 10.00 MB per added CPU-s, Beam 9.09 (**0.91×**)" in line
+  assert "launcher 7.0 → 8.0 CPU-s, its workers 11.0 → 32.0" in line
+  assert shard_writer.marginal_lines([row(100, 10.0, 18.0, 7.0)]) == []   # one size: no slope

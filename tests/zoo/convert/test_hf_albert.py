@@ -238,3 +238,30 @@ def test_a_converted_albert_goes_back_to_transformers_tensor_for_tensor(hf_alber
   assert [ours(text)["input_ids"] for text in texts] == [tokenizer(text)["input_ids"] for text in texts]
   assert open(os.path.join(out, "spiece.model"), "rb").read() == open(os.path.join(path, "spiece.model"),
                                                                       "rb").read()
+
+
+@pytest.mark.slow
+def test_masked_lm_pre_training_continues_from_albert_with_whole_word_masking(hf_albert, tmp_path):
+  """`tpu.train --task mlm --init-checkpoint` on a converted AlbertForMaskedLM: raw prose tokenized by its
+  SentencePiece model (words: pieces from one "▁" to the next), its head restored."""
+  from tpu import train
+  from zoo.model_dir import MASKED_LM_ROOT
+  path, model, _ = hf_albert(transformers.AlbertForMaskedLM, seed=5)
+  with torch.no_grad():
+    model.predictions.bias.normal_()
+  model.save_pretrained(path, safe_serialization=True)
+  out = str(tmp_path / "converted")
+  assert main(["hf-albert", path, "--out", out, "--seq-length", str(LENGTH)]) == 0
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("".join(f"{line}\n" for line in sentencepiece_files.prose("validation")[:40]))
+  run = TrainConfig(model_dir=str(tmp_path / "run"), task="mlm", data=f"text:{corpus}", steps=1, batch_size=4,
+                    seq_length=LENGTH, init_checkpoint=out, checkpoint_every=1, learning_rate=1e-12,
+                    export=False, whole_word_masking=True)
+  train.run(run)
+  prefix = ModelDir(str(tmp_path / "run")).latest_checkpoint()
+  bias = [name for name, _ in tf.train.list_variables(prefix)
+          if name.startswith(f"{MASKED_LM_ROOT}/output_bias")]
+  assert bias, "the run saved no masked-LM head"
+  np.testing.assert_allclose(tf.train.load_checkpoint(prefix).get_tensor(bias[0]),
+                             model.predictions.bias.detach().numpy(), atol=1e-6)
+  assert ModelDir(str(tmp_path / "run")).read_sentencepiece() == ModelDir(out).read_sentencepiece()
