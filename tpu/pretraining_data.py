@@ -110,7 +110,7 @@ def main(argv=None):
     p.error(f"unrecognized arguments: {' '.join(beam_args)} (Beam pipeline options need --runner)")
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow(args.verbose)
-  # TensorFlow's own `tf.keras` attribute, which nothing here uses, stays tf_keras: `import tensorflow` then
+  # TensorFlow's own Keras attribute, which nothing here uses, stays tf_keras: `import tensorflow` then
   # loads no Keras 3 (nor scikit-learn with it), 1.4 CPU-s less in this process and in each local Beam
   # worker, which inherits the setting.
   os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

@@ -57,12 +57,8 @@ def zoo_config(config, seq_length=512, source=CONFIG_FILE):
   Raises:
     ConversionError: a missing field or a value the zoo cannot reproduce.
   """
-  def fail(field, message):
-    raise ConversionError(f"{source}: {field}={config.get(field)!r} {message}")
-
-  missing = [name for name in REQUIRED_FIELDS if name not in config]
-  if missing:
-    raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
+  fail = bert.config_failure(config, source)
+  bert.require_fields(config, REQUIRED_FIELDS, source)
   if config.get("inner_group_num", 1) != 1:
     fail("inner_group_num", "is not supported: the zoo's layers are one attention and one feed-forward net "
                             "each; ALBERT's layers of several inner layers have no zoo equivalent")

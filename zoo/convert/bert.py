@@ -59,6 +59,20 @@ TF1_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m", "
 TF1_OPTIMIZER_NAMES = ("global_step", "good_steps", "loss_scale", "current_loss_scale")
 
 
+def config_failure(config, source):
+  """`fail(field, message)`: raises a ConversionError naming the config file, the field and its value."""
+  def fail(field, message):
+    raise ConversionError(f"{source}: {field}={config.get(field)!r} {message}")
+  return fail
+
+
+def require_fields(config, fields, source):
+  """Raises a ConversionError listing the `fields` the config lacks."""
+  missing = [name for name in fields if name not in config]
+  if missing:
+    raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
+
+
 def zoo_config(config, activations, seq_length=512, residual_attention=False, running_mean=False,
                source=HF_CONFIG_FILE):
   """`TransformerEncoder` arguments of a BERT config (Hugging Face's or Google's `bert_config.json`).
@@ -66,12 +80,8 @@ def zoo_config(config, activations, seq_length=512, residual_attention=False, ru
   Raises:
     ConversionError: a missing field or a value the zoo cannot reproduce.
   """
-  def fail(field, message):
-    raise ConversionError(f"{source}: {field}={config.get(field)!r} {message}")
-
-  missing = [name for name in REQUIRED_FIELDS if name not in config]
-  if missing:
-    raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
+  fail = config_failure(config, source)
+  require_fields(config, REQUIRED_FIELDS, source)
   for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings", "type_vocab_size"):
     if not isinstance(config[field], int) or isinstance(config[field], bool) or config[field] <= 0:

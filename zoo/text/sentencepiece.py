@@ -43,9 +43,7 @@ import tensorflow_text as text
 
 from zoo.text.normalize import valid_utf8
 from zoo.text.packing import TRUNCATORS
-from zoo.text.packing import pack
-from zoo.text.tokenizer import word_ids_from_starts
-from zoo.text.tokenizer import word_starts
+from zoo.text.tokenizer import PackingEncoder
 from zoo.text.vocab import SPECIAL_ROLES
 
 KIND = "sentencepiece"
@@ -124,7 +122,7 @@ def read_model(model) -> bytes:
     return file.read()
 
 
-class SentencePieceEncoder(tf.Module):
+class SentencePieceEncoder(PackingEncoder):
   """Encodes raw text into encoder inputs, in the graph, with a SentencePiece model.
 
   Gives the ids of Hugging Face's `AlbertTokenizer` (see the module docstring for the
@@ -189,24 +187,6 @@ class SentencePieceEncoder(tf.Module):
     self._is_continuation = np.array([not piece.startswith(WORD_START) and piece not in special
                                       for piece in self._vocab], dtype=bool)
 
-  @property
-  def vocab(self) -> list[str]:
-    """The model's pieces; a piece's id is its index."""
-    return list(self._vocab)
-
-  @property
-  def vocab_size(self) -> int:
-    return len(self._vocab)
-
-  @property
-  def special_ids(self) -> dict[str, int]:
-    return {self.special_tokens[role]: getattr(self, f"{role}_id") for role in SPECIAL_ROLES}
-
-  @property
-  def is_continuation(self) -> np.ndarray:
-    """bool `[V]`: True for pieces that continue a word (no leading "▁")."""
-    return self._is_continuation.copy()
-
   def settings(self) -> dict:
     """The arguments besides the model and length, as JSON-ready values (`kind` names the class)."""
     return dict(kind=KIND, lower_case=self.lower_case, keep_accents=self.keep_accents,
@@ -239,24 +219,6 @@ class SentencePieceEncoder(tf.Module):
 
   def split_words_with_offsets(self, texts):
     raise ValueError(NO_OFFSETS)
-
-  def word_ids(self, token_ids) -> tf.RaggedTensor:
-    """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token."""
-    with self.name_scope:
-      return word_ids_from_starts(word_starts(token_ids, self._is_continuation))
-
-  def encode(self, text_a, text_b=None) -> dict[str, tf.Tensor]:
-    """Packs one or two segments into encoder inputs, as `TextEncoder.encode` does."""
-    segments = [self.tokenize(text_a)]
-    if text_b is not None:
-      segments.append(self.tokenize(text_b))
-    with self.name_scope:
-      features = pack(segments, self.seq_length, cls_id=self.cls_id, sep_id=self.sep_id, pad_id=self.pad_id,
-                      truncator=self.truncator, cls_type_id=self.cls_type_id)
-      batch = tf.convert_to_tensor(text_a).shape[0]
-      for value in features.values():
-        value.set_shape([batch, self.seq_length])
-      return features
 
 
 def text_encoder(vocab: str | Sequence[str] | None, *, seq_length: int, sentencepiece_model=None, **settings):

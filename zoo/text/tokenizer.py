@@ -87,7 +87,64 @@ def word_ids_from_starts(starts: tf.RaggedTensor) -> tf.RaggedTensor:
   return starts.with_flat_values(counts - tf.repeat(before_row, starts.row_lengths()) - 1)
 
 
-class TextEncoder(tf.Module):
+class PackingEncoder(tf.Module):
+  """What `TextEncoder` and `zoo.text.SentencePieceEncoder` share: the vocabulary and special ids,
+  words from continuation pieces, and packing (`encode`). A subclass sets `_vocab`,
+  `special_tokens`, the five `*_id`, `_is_continuation`, `seq_length`, `truncator` and
+  `cls_type_id`, and gives `tokenize`."""
+
+  @property
+  def vocab(self) -> list[str]:
+    """The tokens; a token's id is its index."""
+    return list(self._vocab)
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self._vocab)
+
+  @property
+  def special_ids(self) -> dict[str, int]:
+    """`{token: id}` of the five special tokens (`{"[PAD]": 0, ...}` with BERT's names)."""
+    return {self.special_tokens[role]: getattr(self, f"{role}_id") for role in SPECIAL_ROLES}
+
+  @property
+  def is_continuation(self) -> np.ndarray:
+    """bool `[V]`: True for pieces that continue the word before them; whole-word masking groups by it."""
+    return self._is_continuation.copy()
+
+  def word_ids(self, token_ids) -> tf.RaggedTensor:
+    """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token.
+
+    Pieces of one word share its index; words count from 0 in each row.
+    """
+    with self.name_scope:
+      return word_ids_from_starts(word_starts(token_ids, self._is_continuation))
+
+  def encode(self, text_a, text_b=None) -> dict[str, tf.Tensor]:
+    """Packs one or two segments into encoder inputs.
+
+    Args:
+      text_a: string `[B]`.
+      text_b: optional string `[B]`, the second segment.
+
+    Returns:
+      A dict of int32 `[B, T]` tensors: `input_word_ids` (`[CLS] a [SEP] (b [SEP])`,
+      `[PAD]` after), `input_mask` (1 = real token) and `input_type_ids` (`cls_type_id`
+      for [CLS]; 0 for a and its [SEP]; 1 for b and its [SEP]; 0 on padding).
+    """
+    segments = [self.tokenize(text_a)]
+    if text_b is not None:
+      segments.append(self.tokenize(text_b))
+    with self.name_scope:
+      features = pack(segments, self.seq_length, cls_id=self.cls_id, sep_id=self.sep_id,
+                      pad_id=self.pad_id, truncator=self.truncator, cls_type_id=self.cls_type_id)
+      batch = tf.convert_to_tensor(text_a).shape[0]
+      for value in features.values():
+        value.set_shape([batch, self.seq_length])
+      return features
+
+
+class TextEncoder(PackingEncoder):
   """Encodes raw text into BERT encoder inputs, in the graph, with a WordPiece vocabulary.
 
   Gives the ids of BERT's reference `FullTokenizer` (Devlin et al., 2019, Sec. 3 and the
@@ -176,20 +233,6 @@ class TextEncoder(tf.Module):
         max_bytes_per_word=_MAX_UTF8_BYTES * self.max_chars_per_word, token_out_type=tf.int32,
         unknown_token=self.special_tokens["unk"], no_pretokenization=True)
 
-  @property
-  def vocab(self) -> list[str]:
-    """The tokens; a token's id is its index."""
-    return list(self._vocab)
-
-  @property
-  def vocab_size(self) -> int:
-    return len(self._vocab)
-
-  @property
-  def special_ids(self) -> dict[str, int]:
-    """`{token: id}` of the five special tokens (`{"[PAD]": 0, ...}` with BERT's names)."""
-    return {self.special_tokens[role]: getattr(self, f"{role}_id") for role in SPECIAL_ROLES}
-
   def settings(self) -> dict:
     """The tokenizer's arguments besides the vocabulary and length, as JSON-ready values.
 
@@ -198,11 +241,6 @@ class TextEncoder(tf.Module):
     return dict(lower_case=self.lower_case, truncator=self.truncator,
                 max_chars_per_word=self.max_chars_per_word, special_tokens=dict(self.special_tokens),
                 cls_type_id=self.cls_type_id)
-
-  @property
-  def is_continuation(self) -> np.ndarray:
-    """bool `[V]`: True for suffix pieces (`##…`); whole-word masking groups by it."""
-    return self._is_continuation.copy()
 
   def normalize(self, texts) -> tf.Tensor:
     """string `[B]` -> string `[B]`: steps 1–2 (valid UTF-8, no control characters, optionally uncased)."""
@@ -261,35 +299,3 @@ class TextEncoder(tf.Module):
         tf.fill([tf.reduce_sum(tf.cast(too_long, tf.int32))], tf.constant(self.unk_id, tf.int32)),
         tf.cast(too_long, tf.int64))
     return tf.concat([pieces, unknown], axis=1)
-
-  def word_ids(self, token_ids) -> tf.RaggedTensor:
-    """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token.
-
-    Pieces of one word share its index; words count from 0 in each row. Punctuation and
-    each CJK character are words of their own, as the pre-tokenization splits them.
-    """
-    with self.name_scope:
-      return word_ids_from_starts(word_starts(token_ids, self._is_continuation))
-
-  def encode(self, text_a, text_b=None) -> dict[str, tf.Tensor]:
-    """Packs one or two segments into encoder inputs.
-
-    Args:
-      text_a: string `[B]`.
-      text_b: optional string `[B]`, the second segment.
-
-    Returns:
-      A dict of int32 `[B, T]` tensors: `input_word_ids` (`[CLS] a [SEP] (b [SEP])`,
-      `[PAD]` after), `input_mask` (1 = real token) and `input_type_ids` (`cls_type_id`
-      for [CLS]; 0 for a and its [SEP]; 1 for b and its [SEP]; 0 on padding).
-    """
-    segments = [self.tokenize(text_a)]
-    if text_b is not None:
-      segments.append(self.tokenize(text_b))
-    with self.name_scope:
-      features = pack(segments, self.seq_length, cls_id=self.cls_id, sep_id=self.sep_id,
-                      pad_id=self.pad_id, truncator=self.truncator, cls_type_id=self.cls_type_id)
-      batch = tf.convert_to_tensor(text_a).shape[0]
-      for value in features.values():
-        value.set_shape([batch, self.seq_length])
-      return features

@@ -6,7 +6,7 @@ special pieces (`<pad>` 0, `<unk>` 1, `[CLS]` 2, `[SEP]` 3, `[MASK]` 4) and its 
 `AlbertTokenizer.save_pretrained` writes for it (`tokenizer.json`, `tokenizer_config.json`),
 built from the model's pieces, scores and precompiled normalization map; transformers cannot
 convert a `spiece.model` itself in this stack (its protobuf module is too old for
-sentencepiece's generated code), so the map is read from the model's bytes here.
+sentencepiece's generated code), so the map is read from the model's protobuf fields.
 """
 
 import io
@@ -35,40 +35,12 @@ def train_model(vocab_size=400, texts=None):
   return model.getvalue()
 
 
-def _varint(buffer, i):
-  value = shift = 0
-  while True:
-    byte = buffer[i]
-    i += 1
-    value |= (byte & 0x7F) << shift
-    shift += 7
-    if not byte & 0x80:
-      return value, i
-
-
-def _field(buffer, number):
-  """The first length-delimited field `number` of a serialized protobuf message (b"" if absent)."""
-  i = 0
-  while i < len(buffer):
-    key, i = _varint(buffer, i)
-    wire = key & 7
-    if wire == 0:
-      _, i = _varint(buffer, i)
-    elif wire in (1, 5):
-      i += 8 if wire == 1 else 4
-    elif wire == 2:
-      size, i = _varint(buffer, i)
-      if key >> 3 == number:
-        return buffer[i:i + size]
-      i += size
-    else:
-      raise ValueError(f"unexpected wire type {wire}")
-  return b""
-
-
 def precompiled_charsmap(model):
-  """`ModelProto.normalizer_spec.precompiled_charsmap` (fields 3 and 2 of sentencepiece_model.proto)."""
-  return _field(_field(model, 3), 2)
+  """`ModelProto.normalizer_spec.precompiled_charsmap`: the normalization `tokenizers`' `Precompiled`
+  applies (read by the zoo's reader of the model's fields; the tokenizer built from it is checked
+  against the SentencePiece op, which reads the model itself)."""
+  from zoo.text.sentencepiece import describe_model
+  return describe_model(model)["precompiled_charsmap"]
 
 
 def hf_tokenizer(model, **options):
