@@ -76,7 +76,7 @@ def _torch(inputs):
               token_type_ids=torch.from_numpy(inputs["input_type_ids"]).long())
 
 
-@pytest.mark.parametrize("pickle", [False, True])
+@pytest.mark.parametrize("pickle", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_albert_model_converts_to_a_shared_factorized_encoder_equal_to_hugging_face(hf_albert, pickle):
   path, model, _ = hf_albert(pickle=pickle)
   converted = convert_hf_albert(path, seq_length=LENGTH)
@@ -207,7 +207,7 @@ HOSTILE = ["Ünïcödé wörds, 漢字 and CJK: 東京!", "``Quoted''\tand\u00a0
            "İstanbul ΣΊΣΥΦΟΣ straße"]
 
 
-@pytest.mark.parametrize("groups", [1, 3])
+@pytest.mark.parametrize("groups", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_a_converted_albert_goes_back_to_transformers_tensor_for_tensor(hf_albert, tmp_path, groups):
   """hf-albert, then to-hf: AutoModelForMaskedLM and AutoTokenizer load the export with no code of ours, its
   tensors are the original's, name for name, and so are its logits and ids. One group: every layer shared;
