@@ -73,9 +73,9 @@ def test_encode_packs_as_hugging_face_pads_and_truncates_single_texts_and_pairs(
   length = 25
   encoder = SentencePieceEncoder(model, seq_length=length)
   hf = sentencepiece_files.hf_tokenizer(model)
-  # 2,000 characters each: far beyond the length, and short enough for `tokenizers`' pair truncation
-  # (whole docstrings of pairs take it 4 GB).
-  firsts, seconds = [text[:2000] for text in texts[:20]], [text[:2000] for text in texts[20:40]]
+  # 600 characters each: far beyond the length, and short enough for `tokenizers`' pair truncation, whose
+  # memory grows with the texts (whole docstrings of pairs take it 4 GB; 2,000 characters 0.8 GB).
+  firsts, seconds = [text[:600] for text in texts[:20]], [text[:600] for text in texts[20:40]]
   for pair in (False, True):
     features = encoder.encode(tf.constant(firsts), tf.constant(seconds) if pair else None)
     expected = hf(firsts, seconds if pair else None, padding="max_length", truncation=True, max_length=length,
