@@ -301,6 +301,7 @@ def test_the_text_source_and_the_shard_writer_make_the_same_examples(corpus, tmp
   assert read == written
 
 
+@pytest.mark.slow   # 9 s: in the full suite, to keep `make test-fast` within its 3 minutes
 def test_shards_of_a_thousand_documents_are_balanced(tmp_path):
   """Mixed lengths: every paragraph of Python's docs a document, and a few whole docstring sets."""
   docs = _prose()

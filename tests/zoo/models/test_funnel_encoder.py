@@ -117,6 +117,7 @@ def test_real_positions_do_not_depend_on_padding():
   np.testing.assert_allclose(a[1, :11], b[1, :11], atol=1e-5)
 
 
+@pytest.mark.slow   # 6 s; the TransformerEncoder's twin of this check runs in `make test-fast`
 def test_works_as_model_garden_bert_classifier_network():
   keras.utils.set_random_seed(0)
   encoder = FunnelEncoder(**SMALL, block_sizes=(1, 1), block_repeats=(1, 2))
