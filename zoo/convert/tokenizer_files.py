@@ -150,9 +150,11 @@ def sentencepiece_settings(src):
   """`(lower_case, tokenizer, model bytes)` of a Hugging Face ALBERT directory's tokenizer files.
 
   The SentencePiece model is `spiece.model`; `tokenizer_config.json` gives `do_lower_case`
-  (default True), `keep_accents` (default False) and the special tokens (default ALBERT's),
-  `special_tokens_map.json` the special tokens too. `tokenizer` is the `config.json` field
-  (`kind: "sentencepiece"`, `zoo.text.sentencepiece.text_encoder`).
+  and `keep_accents` and the special tokens (default ALBERT's), `special_tokens_map.json` the
+  special tokens too. Without those settings, `tokenizer.json`'s normalizers say them
+  (`Lowercase`; `StripAccents`), else ALBERT's defaults (uncased, accents stripped).
+  `tokenizer` is the `config.json` field (`kind: "sentencepiece"`,
+  `zoo.text.sentencepiece.text_encoder`).
 
   Raises:
     TokenizerFilesError: no `spiece.model` (a `tokenizer.json` alone holds no model that
@@ -174,6 +176,17 @@ def sentencepiece_settings(src):
     token = _token(config.get(f"{role}_token")) or _token(special_map.get(f"{role}_token"))
     if token:
       names[role] = token
-  tokenizer = dict(kind="sentencepiece", keep_accents=bool(config.get("keep_accents", False)),
-                   special_tokens=names, cls_type_id=0)
-  return bool(config.get("do_lower_case", True)), tokenizer, model
+  steps = _normalizer_types(read_json_object(os.path.join(src, FAST_TOKENIZER)).get("normalizer"))
+  lower_case = config.get("do_lower_case", "Lowercase" in steps if steps else True)
+  keep_accents = config.get("keep_accents", "StripAccents" not in steps if steps else False)
+  tokenizer = dict(kind="sentencepiece", keep_accents=bool(keep_accents), special_tokens=names,
+                   cls_type_id=0)
+  return bool(lower_case), tokenizer, model
+
+
+def _normalizer_types(normalizer):
+  """The `type`s of a `tokenizer.json` normalizer and of the steps of a `Sequence` ([] for none)."""
+  if not isinstance(normalizer, dict):
+    return []
+  steps = normalizer.get("normalizers") if normalizer.get("type") == "Sequence" else [normalizer]
+  return [step.get("type") for step in steps or [] if isinstance(step, dict)]

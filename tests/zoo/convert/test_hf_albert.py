@@ -265,3 +265,25 @@ def test_masked_lm_pre_training_continues_from_albert_with_whole_word_masking(hf
   np.testing.assert_allclose(tf.train.load_checkpoint(prefix).get_tensor(bias[0]),
                              model.predictions.bias.detach().numpy(), atol=1e-6)
   assert ModelDir(str(tmp_path / "run")).read_sentencepiece() == ModelDir(out).read_sentencepiece()
+
+
+def test_the_casing_comes_from_tokenizer_json_when_tokenizer_config_names_none(spiece, tmp_path):
+  """A directory whose tokenizer_config.json leaves out do_lower_case and keep_accents: the normalizers of its
+  tokenizer.json say them; with neither file, ALBERT's defaults."""
+  from zoo.convert.tokenizer_files import sentencepiece_settings
+  for lower_case, keep_accents in ((False, True), (True, False)):
+    directory = tmp_path / f"{lower_case}-{keep_accents}"
+    sentencepiece_files.save_hf_tokenizer(spiece, str(directory), do_lower_case=lower_case,
+                                          keep_accents=keep_accents)
+    config = json.loads((directory / "tokenizer_config.json").read_text())
+    for key in ("do_lower_case", "keep_accents"):
+      config.pop(key)
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    found_lower_case, tokenizer, model = sentencepiece_settings(str(directory))
+    assert (found_lower_case, tokenizer["keep_accents"]) == (lower_case, keep_accents)
+    assert model == spiece
+  bare = tmp_path / "bare"
+  bare.mkdir()
+  (bare / "spiece.model").write_bytes(spiece)
+  found_lower_case, tokenizer, _ = sentencepiece_settings(str(bare))
+  assert (found_lower_case, tokenizer["keep_accents"]) == (True, False)
