@@ -42,9 +42,10 @@ import tensorflow as tf
 import tensorflow_text as text
 
 from zoo.text.normalize import valid_utf8
-from zoo.text.packing import TRUNCATORS
 from zoo.text.tokenizer import PackingEncoder
+from zoo.text.tokenizer import TextEncoder
 from zoo.text.vocab import SPECIAL_ROLES
+from zoo.text.vocab import load_vocab
 
 KIND = "sentencepiece"
 MODEL_FILE = "spiece.model"
@@ -149,40 +150,18 @@ class SentencePieceEncoder(PackingEncoder):
                special_tokens: dict[str, str] | None = None, cls_type_id: int = 0, name: str | None = None):
     super().__init__(name=name)
     serialized = read_model(model)
-    unknown_roles = sorted(set(special_tokens or {}) - set(SPECIAL_ROLES))
-    if unknown_roles:
-      raise ValueError(f"special_tokens has unknown role(s) {unknown_roles}; "
-                       f"the roles are {list(SPECIAL_ROLES)}")
-    if seq_length < 3:
-      raise ValueError(f"seq_length must be at least 3 ([CLS] a [SEP] b [SEP] needs room), got {seq_length}")
-    if truncator not in TRUNCATORS:
-      raise ValueError(f"truncator must be one of {TRUNCATORS}, got {truncator!r}")
-    if cls_type_id not in (0, 1, 2):
-      raise ValueError(f"cls_type_id must be 0, 1 or 2, got {cls_type_id}")
     try:
       self._sentencepiece = text.SentencepieceTokenizer(model=serialized, out_type=tf.int32)
       size = int(self._sentencepiece.vocab_size())
     except (tf.errors.InvalidArgumentError, tf.errors.InternalError) as error:
       where = model if isinstance(model, str) else "the model"
       raise ValueError(f"{where} is not a SentencePiece model ({error.message.strip()})") from error
-    pieces = self._sentencepiece.id_to_string(tf.range(size)).numpy()
-    self._vocab = tuple(piece.decode("utf-8") for piece in pieces)
-    named = {**ALBERT_SPECIAL_TOKENS, **(special_tokens or {})}
-    self.special_tokens = {role: str(named[role]) for role in SPECIAL_ROLES}
-    index = {token: i for i, token in reversed(list(enumerate(self._vocab)))}
-    missing = [token for token in self.special_tokens.values() if token not in index]
-    if missing:
-      raise ValueError(f"the SentencePiece model lacks the special tokens {missing}; pass its own pieces as "
-                       f"special_tokens (roles {list(SPECIAL_ROLES)})")
-    if len(set(self.special_tokens.values())) != len(SPECIAL_ROLES):
-      raise ValueError(f"special_tokens must name five different tokens, got {self.special_tokens}")
-    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-        index[self.special_tokens[role]] for role in SPECIAL_ROLES)
-    self.seq_length = int(seq_length)
+    pieces = [piece.decode("utf-8") for piece in self._sentencepiece.id_to_string(tf.range(size)).numpy()]
+    self._set_packing(pieces, ALBERT_SPECIAL_TOKENS, special_tokens, seq_length, truncator, cls_type_id,
+                      lambda special: (f"it is the SentencePiece model's: pass its own pieces as "
+                                       f"special_tokens (roles {list(SPECIAL_ROLES)})"))
     self.lower_case = bool(lower_case)
     self.keep_accents = bool(keep_accents)
-    self.truncator = truncator
-    self.cls_type_id = int(cls_type_id)
     special = set(self.special_tokens.values())
     self._is_continuation = np.array([not piece.startswith(WORD_START) and piece not in special
                                       for piece in self._vocab], dtype=bool)
@@ -239,15 +218,11 @@ def text_encoder(vocab: str | Sequence[str] | None, *, seq_length: int, sentence
                        "the vocabulary")
     encoder = SentencePieceEncoder(sentencepiece_model, seq_length=seq_length, **settings)
     if vocab is not None:
-      tokens = list(vocab) if not isinstance(vocab, str) else None
-      if tokens is None:
-        from zoo.text.vocab import load_vocab
-        tokens = load_vocab(vocab)
+      tokens = load_vocab(vocab) if isinstance(vocab, str) else list(vocab)
       if tokens != encoder.vocab:
         raise ValueError(f"the vocabulary ({len(tokens)} tokens) is not the pieces of the SentencePiece "
                          f"model ({encoder.vocab_size} pieces) it was written with")
     return encoder
   if kind != "wordpiece":
     raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of ['wordpiece', '{KIND}']")
-  from zoo.text.tokenizer import TextEncoder
   return TextEncoder(vocab, seq_length=seq_length, **settings)

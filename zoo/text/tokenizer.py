@@ -91,7 +91,36 @@ class PackingEncoder(tf.Module):
   """What `TextEncoder` and `zoo.text.SentencePieceEncoder` share: the vocabulary and special ids,
   words from continuation pieces, and packing (`encode`). A subclass sets `_vocab`,
   `special_tokens`, the five `*_id`, `_is_continuation`, `seq_length`, `truncator` and
-  `cls_type_id`, and gives `tokenize`."""
+  `cls_type_id` (`_set_packing`), and gives `tokenize`."""
+
+  def _set_packing(self, tokens, defaults, special_tokens, seq_length, truncator, cls_type_id, missing_hint):
+    """Checks and sets the vocabulary, the special tokens (`defaults` `{role: token}` overridden by
+    `special_tokens`) and their ids, and the packing settings; `missing_hint` ends the error of a special
+    token the vocabulary lacks."""
+    unknown_roles = sorted(set(special_tokens or {}) - set(SPECIAL_ROLES))
+    if unknown_roles:
+      raise ValueError(f"special_tokens has unknown role(s) {unknown_roles}; "
+                       f"the roles are {list(SPECIAL_ROLES)}")
+    named = {**defaults, **(special_tokens or {})}
+    special = tuple(str(named[role]) for role in SPECIAL_ROLES)
+    index = {token: i for i, token in reversed(list(enumerate(tokens)))}
+    missing = [token for token in special if token not in index]
+    if missing:
+      raise ValueError(f"the vocabulary lacks the special tokens {missing}; {missing_hint(special)}")
+    if len(set(special)) != len(special):
+      raise ValueError(f"special_tokens must name five different tokens, got {named}")
+    if cls_type_id not in (0, 1, 2):
+      raise ValueError(f"cls_type_id must be 0, 1 or 2, got {cls_type_id}")
+    if seq_length < 3:
+      raise ValueError(f"seq_length must be at least 3 ([CLS] a [SEP] b [SEP] needs room), got {seq_length}")
+    if truncator not in TRUNCATORS:
+      raise ValueError(f"truncator must be one of {TRUNCATORS}, got {truncator!r}")
+    self._vocab = tuple(tokens)
+    self.seq_length = int(seq_length)
+    self.truncator = truncator
+    self.cls_type_id = int(cls_type_id)
+    self.special_tokens = dict(zip(SPECIAL_ROLES, special, strict=True))
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (index[token] for token in special)
 
   @property
   def vocab(self) -> list[str]:
@@ -195,36 +224,15 @@ class TextEncoder(PackingEncoder):
     duplicates = sorted(token for token, count in collections.Counter(tokens).items() if count > 1)
     if duplicates:
       raise ValueError(f"the vocabulary repeats tokens {duplicates[:10]}; each token needs one id")
-    unknown_roles = sorted(set(special_tokens or {}) - set(SPECIAL_ROLES))
-    if unknown_roles:
-      raise ValueError(f"special_tokens has unknown role(s) {unknown_roles}; "
-                       f"the roles are {list(SPECIAL_ROLES)}")
-    named = {**dict(zip(SPECIAL_ROLES, SPECIAL_TOKENS, strict=True)), **(special_tokens or {})}
-    special = tuple(str(named[role]) for role in SPECIAL_ROLES)
-    missing = [token for token in special if token not in tokens]
-    if missing:
-      raise ValueError(f"the vocabulary lacks the special tokens {missing}; TextEncoder needs all of "
-                       f"{list(special)} (build one with `python -m zoo.text build-vocab`, or pass the "
-                       "vocabulary's own names as special_tokens)")
-    if len(set(special)) != len(special):
-      raise ValueError(f"special_tokens must name five different tokens, got {named}")
-    if cls_type_id not in (0, 1, 2):
-      raise ValueError(f"cls_type_id must be 0, 1 or 2, got {cls_type_id}")
-    if seq_length < 3:
-      raise ValueError(f"seq_length must be at least 3 ([CLS] a [SEP] b [SEP] needs room), got {seq_length}")
-    if truncator not in TRUNCATORS:
-      raise ValueError(f"truncator must be one of {TRUNCATORS}, got {truncator!r}")
-    self._vocab = tuple(tokens)
-    self.seq_length = int(seq_length)
+    self._set_packing(
+        tokens, dict(zip(SPECIAL_ROLES, SPECIAL_TOKENS, strict=True)), special_tokens, seq_length, truncator,
+        cls_type_id, lambda special: (f"TextEncoder needs all of {list(special)} (build one with `python -m "
+                                      "zoo.text build-vocab`, or pass the vocabulary's own names as "
+                                      "special_tokens)"))
     self.lower_case = bool(lower_case)
-    self.truncator = truncator
     if max_chars_per_word < 1:
       raise ValueError(f"max_chars_per_word must be positive, got {max_chars_per_word}")
     self.max_chars_per_word = int(max_chars_per_word)
-    index = {token: i for i, token in enumerate(tokens)}
-    self.special_tokens = dict(zip(SPECIAL_ROLES, special, strict=True))
-    self.cls_type_id = int(cls_type_id)
-    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (index[t] for t in special)
     self._is_continuation = continuation_table(tokens)
     # Words come split (`split_words`); the byte limit lets every word of up to
     # `max_chars_per_word` characters through, `tokenize` applies the character limit.

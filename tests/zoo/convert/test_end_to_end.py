@@ -138,30 +138,40 @@ def hub_cache(cache, repo_id, files, commit="0123456789abcdef0123456789abcdef012
   return commit
 
 
-@pytest.mark.slow
-def test_a_hub_id_converts_from_the_cache_offline(tmp_path, hf_bert):
+def convert_from_hub_cache(tmp_path, source_format, repo_id, src, cached_id=None):
+  """`python -m zoo.convert SOURCE_FORMAT REPO_ID` offline, in a process of its own, with a huggingface_hub
+  cache holding the files of the folder `src` as `cached_id`'s (default `repo_id`) main revision.
+
+  Returns `(completed process, the model directory, the cached commit)`."""
   import subprocess
   import sys
+  cache = str(tmp_path / "hub")
+  files = {name: os.path.join(src, name) for name in os.listdir(src)}
+  commit = hub_cache(cache, cached_id or repo_id, files)
+  env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache, HF_HOME=str(tmp_path / "home"),
+             PYTHONPATH=os.getcwd())
+  out = str(tmp_path / "converted")
+  command = [sys.executable, "-m", "zoo.convert", source_format, repo_id, "--out", out, "--seq-length",
+             str(LENGTH)]
+  return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300), out, commit
+
+
+@pytest.mark.slow
+def test_a_hub_id_converts_from_the_cache_offline(tmp_path, hf_bert):
   model, tokenizer = hf_bert
   src = tmp_path / "bert"
   model.save_pretrained(src, safe_serialization=True)
   tokenizer.save_pretrained(src)
-  cache = str(tmp_path / "hub")
-  commit = hub_cache(cache, "someone/tiny-bert", {name: os.path.join(src, name) for name in os.listdir(src)})
-  env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache, HF_HOME=str(tmp_path / "home"),
-             PYTHONPATH=os.getcwd())
-  out = str(tmp_path / "converted")
-  command = [sys.executable, "-m", "zoo.convert", "hf-bert", "someone/tiny-bert", "--out", out,
-             "--seq-length", str(LENGTH)]
-  result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+  result, out, commit = convert_from_hub_cache(tmp_path, "hf-bert", "someone/tiny-bert", src)
   assert result.returncode == 0, result.stderr
   source = ModelDir(out).read_source()
   assert source.pop("hf_config")["model_type"] == "bert"
   assert source == dict(format="hf-bert", hub_id="someone/tiny-bert", revision=commit)
   assert TrainConfig.from_model_dir(out).tokenizer["special_tokens"]["cls"] == "[CLS]"
 
-  command[4] = "someone/not-cached"
-  result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+  (tmp_path / "again").mkdir()
+  result, _, _ = convert_from_hub_cache(tmp_path / "again", "hf-bert", "someone/not-cached", src,
+                                        cached_id="someone/tiny-bert")
   assert result.returncode == 1
   assert "zoo.convert: error: someone/not-cached: no local directory of that name" in result.stderr
 

@@ -293,20 +293,9 @@ def test_the_casing_comes_from_tokenizer_json_when_tokenizer_config_names_none(s
 def test_a_hub_id_converts_with_its_sentencepiece_model_from_the_cache_offline(hf_albert, spiece, tmp_path):
   """`hf-albert someone/tiny-albert` from huggingface_hub's cache, offline: `spiece.model` is fetched with
   the weights and the config, and the directory tokenizes with it."""
-  import subprocess
-  import sys
-
-  from tests.zoo.convert.test_end_to_end import hub_cache
+  from tests.zoo.convert.test_end_to_end import convert_from_hub_cache
   path, _, _ = hf_albert(transformers.AlbertForMaskedLM, seed=6)
-  cache = str(tmp_path / "hub")
-  files = {name: os.path.join(path, name) for name in os.listdir(path)}
-  commit = hub_cache(cache, "someone/tiny-albert", files)
-  env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache, HF_HOME=str(tmp_path / "home"),
-             PYTHONPATH=os.getcwd())
-  out = str(tmp_path / "converted")
-  command = [sys.executable, "-m", "zoo.convert", "hf-albert", "someone/tiny-albert", "--out", out,
-             "--seq-length", str(LENGTH)]
-  result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+  result, out, commit = convert_from_hub_cache(tmp_path, "hf-albert", "someone/tiny-albert", path)
   assert result.returncode == 0, result.stderr
   source = ModelDir(out).read_source()
   assert (source["format"], source["hub_id"], source["revision"]) == ("hf-albert", "someone/tiny-albert",
