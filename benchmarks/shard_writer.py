@@ -162,14 +162,17 @@ def _same_output(first, second):
       for name in names)
 
 
-def run(grid, folder, progress=print):
-  """One row per (corpus MB, chunk MB, shards): both engines' measurements, in alternating order."""
+def run(grid, folder, progress=print, repeat=1):
+  """One row per (corpus MB, chunk MB, shards) and repeat: both engines' measurements, in alternating
+  order (a row's repeats start with the other engine each time)."""
   vocab = write_vocab(folder)
   rows = []
-  for index, (megabytes, chunk_mb, shards) in enumerate(grid):
+  for index, (megabytes, chunk_mb, shards) in ((index, row) for _ in range(repeat)
+                                                for index, row in enumerate(grid)):
     corpus = write_corpus(os.path.join(folder, f"corpus-{megabytes}"), megabytes)
     results = {}
-    for engine in (("single", "beam") if index % 2 == 0 else ("beam", "single")):
+    order = ("single", "beam") if (index + len(rows) // len(grid)) % 2 == 0 else ("beam", "single")
+    for engine in order:
       progress(f"{engine}: {megabytes} MB, chunks of {chunk_mb} MB, {shards} shards")
       out = os.path.join(folder, f"out-{engine}")
       shutil.rmtree(out, ignore_errors=True)
@@ -177,7 +180,8 @@ def run(grid, folder, progress=print):
     with open(os.path.join(folder, "out-single", "metadata.json")) as file:
       metadata = json.load(file)
     same = _same_output(os.path.join(folder, "out-single"), os.path.join(folder, "out-beam"))
-    rows.append(dict(megabytes=megabytes, chunk_mb=chunk_mb, shards=shards, chunks=metadata["chunks"],
+    rows.append(dict(repeat=len(rows) // len(grid), megabytes=megabytes, chunk_mb=chunk_mb, shards=shards,
+                     chunks=metadata["chunks"],
                      examples=metadata["examples"], same_bytes=same, **results))
     shutil.rmtree(os.path.join(folder, f"corpus-{megabytes}"), ignore_errors=True)
   return rows
@@ -222,17 +226,19 @@ def marginal_lines(rows):
   Beam launcher's and workers' shares of Beam's CPU."""
   lines = []
   by_chunk = {}
-  for row in rows:
-    by_chunk.setdefault(row["chunk_mb"], []).append(row)
-  for chunk_mb, group in sorted(by_chunk.items()):
+  for row in rows:   # per repeat of the grid
+    by_chunk.setdefault((row.get("repeat", 0), row["chunk_mb"]), []).append(row)
+  repeated = any(row.get("repeat", 0) for row in rows)
+  for (repeat, chunk_mb), group in sorted(by_chunk.items()):
     group = sorted(group, key=lambda row: row["megabytes"])
     small, large = group[0], group[-1]
     if large["megabytes"] == small["megabytes"]:
       continue
     added = large["megabytes"] - small["megabytes"]
     rates = {engine: added / (large[engine]["cpu"] - small[engine]["cpu"]) for engine in ("single", "beam")}
-    lines.append(f"- {chunk_mb:g} MB chunks, {small['megabytes']} → {large['megabytes']} MB: one process "
-                 f"{rates['single']:.2f} MB per added CPU-s, Beam {rates['beam']:.2f} "
+    run_name = f"run {repeat + 1}: " if repeated else ""
+    lines.append(f"- {run_name}{chunk_mb:g} MB chunks, {small['megabytes']} → {large['megabytes']} MB: one "
+                 f"process {rates['single']:.2f} MB per added CPU-s, Beam {rates['beam']:.2f} "
                  f"(**{rates['beam'] / rates['single']:.2f}×**); Beam's launcher "
                  f"{small['beam']['launcher_cpu']:.1f} → {large['beam']['launcher_cpu']:.1f} CPU-s, its "
                  "workers "
@@ -244,6 +250,8 @@ def marginal_lines(rows):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--grid", default=json.dumps(GRID), help="JSON list of [corpus MB, chunk MB, shards]")
+  parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                      help="run the grid N times, each row's engines in the other order each time")
   parser.add_argument("--out", help="write the section into this Markdown file (BENCHMARKS.md)")
   parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder)")
   args = parser.parse_args(argv)
@@ -251,7 +259,8 @@ def main(argv=None):
   folder = args.keep or tempfile.mkdtemp(prefix="shard-writer-benchmark-")
   os.makedirs(folder, exist_ok=True)
   try:
-    rows = run(grid, folder, progress=lambda message: print(message, file=sys.stderr, flush=True))
+    rows = run(grid, folder, progress=lambda message: print(message, file=sys.stderr, flush=True),
+               repeat=args.repeat)
   finally:
     if not args.keep:
       shutil.rmtree(folder, ignore_errors=True)

@@ -57,3 +57,8 @@ def test_throughput_once_started_is_the_slope_between_two_sizes():
   assert "100 → 300 MB: one process 10.00 MB per added CPU-s, Beam 9.09 (**0.91×**)" in line
   assert "launcher 7.0 → 8.0 CPU-s, its workers 11.0 → 32.0" in line
   assert shard_writer.marginal_lines([row(100, 10.0, 18.0, 7.0)]) == []   # one size: no slope
+  # A repeated grid: a slope per run, named.
+  again = [dict(r, repeat=1) for r in (row(300, 33.0, 40.0, 8.0), row(100, 11.0, 18.0, 7.0))]
+  lines = shard_writer.marginal_lines([row(300, 30.0, 40.0, 8.0), row(100, 10.0, 18.0, 7.0), *again])
+  assert [line.split(":")[0] for line in lines] == ["- run 1", "- run 2"]
+  assert "one process 9.09 MB per added CPU-s, Beam 9.09 (**1.00×**)" in lines[1]
