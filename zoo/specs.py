@@ -44,6 +44,7 @@ from zoo.grids import block_lengths
 from zoo.grids import covered_length
 from zoo.grids import pool_positions
 from zoo.grids import position_grid
+from zoo.windows import LocalGeometry
 
 # The named int32 `[B, T]` inputs of every encoder, as Model Garden's encoders take them.
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -103,6 +104,8 @@ class MultiHeadAttentionSpec(LayerSpec):
                residual_attention=False,
                running_mean=False,
                kernel_initializer="glorot_uniform",
+               attention_window=None,
+               global_tokens=1,
                **kwargs):
     if "dropout" in kwargs:   # the argument's name in configs saved before it was renamed
       if attention_dropout:
@@ -121,10 +124,30 @@ class MultiHeadAttentionSpec(LayerSpec):
     self.residual_attention = residual_attention
     self.running_mean = running_mean
     self.kernel_initializer = self._initializer(kernel_initializer)
+    check_local_attention(attention_window, global_tokens)
+    self.attention_window = attention_window
+    self.global_tokens = global_tokens
 
   def _check_carry(self, attention_carry):
     if attention_carry is not None and not self.residual_attention:
       raise ValueError(f"{self.name}: attention_carry needs residual_attention=True")
+
+  def _local_geometry(self, query_positions, key_positions, query_length, key_length):
+    """The `zoo.windows.LocalGeometry` of a call with local attention (static lengths and positions)."""
+    if query_length is None or key_length is None:
+      raise ValueError(f"{self.name}: local attention (attention_window) needs static sequence lengths")
+    grids = []
+    for positions, length, name in ((query_positions, query_length, "query_positions"),
+                                    (key_positions, key_length, "key_positions")):
+      values = self._static_positions(positions, length, name)
+      if values is None:
+        raise ValueError(f"{self.name}: local attention (attention_window) needs {name} known when the "
+                         "graph is built (a Python list, NumPy array or constant)")
+      grids.append(values)
+    return LocalGeometry(self.attention_window, self.global_tokens, *grids)
+
+  _static_positions = staticmethod(lambda positions, length, name: (
+      np.arange(length, dtype=np.float64) if positions is None else static_vector(positions, length, name)))
 
   def get_config(self):
     config = super().get_config()
@@ -135,8 +158,22 @@ class MultiHeadAttentionSpec(LayerSpec):
         residual_attention=self.residual_attention,
         running_mean=self.running_mean,
         kernel_initializer=self._serialized(self.kernel_initializer),
+        attention_window=self.attention_window,
+        global_tokens=self.global_tokens,
     )
     return config
+
+
+def check_local_attention(attention_window, global_tokens):
+  """The local-attention settings: a window of `>= 0` keys on each side (None: full attention) and
+  `>= 1` global tokens."""
+  if attention_window is not None and (isinstance(attention_window, bool) or int(attention_window) !=
+                                       attention_window or attention_window < 0):
+    raise ValueError(f"attention_window must be None (full attention) or a whole number >= 0, got "
+                     f"{attention_window!r}")
+  if isinstance(global_tokens, bool) or int(global_tokens) != global_tokens or global_tokens < 1:
+    raise ValueError(f"global_tokens must be a whole number >= 1 (the [cls] token at least), got "
+                     f"{global_tokens!r}")
 
 
 class RelativeMultiHeadAttentionSpec(MultiHeadAttentionSpec):
@@ -257,9 +294,14 @@ class TransformerBlockSpec(LayerSpec):
                kernel_initializer="glorot_uniform",
                shared_attention=None,
                shared_ffn=None,
+               attention_window=None,
+               global_tokens=1,
                **kwargs):
     super().__init__(**kwargs)
     check_choice("position_encoding", position_encoding, POSITION_ENCODINGS)
+    check_local_attention(attention_window, global_tokens)
+    self.attention_window = attention_window
+    self.global_tokens = global_tokens
     check_choice("activation", activation, ACTIVATION_NAMES)
     # Another block whose attention, or feed-forward net, this one uses (cross-layer sharing): it must
     # have run before this one first does. Not part of the config: the encoder passes it again.
@@ -292,7 +334,8 @@ class TransformerBlockSpec(LayerSpec):
     arguments = dict(
         num_heads=self.num_heads, head_size=self.head_size, attention_dropout=self.attention_dropout,
         residual_attention=self.residual_attention, running_mean=self.running_mean,
-        kernel_initializer=self.kernel_initializer, name="attention", **options)
+        kernel_initializer=self.kernel_initializer, attention_window=self.attention_window,
+        global_tokens=self.global_tokens, name="attention", **options)
     if self.position_encoding == ABSOLUTE:
       return absolute_class(**arguments)
     return relative_class(position_encoding=self.position_encoding, use_segment_bias=self.use_segment_bias,
@@ -339,6 +382,8 @@ class TransformerBlockSpec(LayerSpec):
         residual_attention=self.residual_attention,
         running_mean=self.running_mean,
         kernel_initializer=self._serialized(self.kernel_initializer),
+        attention_window=self.attention_window,
+        global_tokens=self.global_tokens,
     )
     return config
 
@@ -558,9 +603,14 @@ class TransformerEncoderSpec(EncoderSpec):
                seq_length=None,
                output_attention_probs=False,
                layer_sharing="none",
+               attention_window=None,
+               global_tokens=1,
                **kwargs):
     config = _arguments(locals())
     check_choice("layer_sharing", layer_sharing, LAYER_SHARING)
+    check_local_attention(attention_window, global_tokens)
+    if attention_window is not None and seq_length is None:
+      raise ValueError("local attention (attention_window) needs a static seq_length")
     if hidden_size % num_heads:
       raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_heads ({num_heads})")
     if position_encoding == SHIFT and seq_length is None:
@@ -604,7 +654,8 @@ def transformer_graph(config, kit):
         dropout=c.dropout, attention_dropout=c.attention_dropout, norm_first=c.norm_first,
         layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
         use_segment_bias=relative, residual_attention=c.residual_attention,
-        running_mean=c.running_mean, kernel_initializer=initializer, name=name, **shared, **kit.options)
+        running_mean=c.running_mean, kernel_initializer=initializer, attention_window=c.attention_window,
+        global_tokens=c.global_tokens, name=name, **shared, **kit.options)
   blocks = layer_stack(block, [f"layer_{i}" for i in range(c.num_layers)], c.layer_sharing)
   final_norm = kit.keras.layers.LayerNormalization(
       epsilon=c.layer_norm_epsilon, dtype="float32", name="final_norm") if c.norm_first else None
@@ -669,6 +720,8 @@ class FunnelEncoderSpec(EncoderSpec):
                seq_length=512,
                output_attention_probs=False,
                layer_sharing="none",
+               attention_window=None,
+               global_tokens=1,
                **kwargs):
     block_sizes = tuple(block_sizes)
     block_repeats = tuple(block_repeats) if block_repeats else (1,) * len(block_sizes)
@@ -695,6 +748,13 @@ def check_funnel_config(config):
     raise ValueError(f"seq_length {config['seq_length']} is too short for "
                      f"{len(config['block_sizes'])} blocks (lengths {lengths})")
   applications = sum(s * r for s, r in zip(config["block_sizes"], config["block_repeats"], strict=True))
+  check_local_attention(config["attention_window"], config["global_tokens"])
+  if (config["attention_window"] is not None and config["residual_attention"]
+      and config["carry_at_pooling"] == "pool" and len(config["block_sizes"]) > 1):
+    raise ValueError(
+        "local attention (attention_window) with residual_attention cannot pool the carry "
+        "(carry_at_pooling='pool'): a pooled block's window spans pairs of the block below that no window "
+        "scored, so the pooled carry would not be the full one; use carry_at_pooling='reset'")
   index = config["decoder_residual_layer"]
   if index is not None and not 0 <= index < applications:
     raise ValueError(f"decoder_residual_layer must be in [0, {applications}), got {index}")
@@ -717,7 +777,8 @@ def funnel_graph(config, kit):
         layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
         use_segment_bias=c.use_segment_bias, separate_cls=c.separate_cls,
         residual_attention=residual, running_mean=c.running_mean and residual,
-        kernel_initializer=initializer, name=name, **shared, **kit.options)
+        kernel_initializer=initializer, attention_window=c.attention_window, global_tokens=c.global_tokens,
+        name=name, **shared, **kit.options)
 
   embeddings = kit.embeddings(
       c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size, dropout=c.dropout,

@@ -24,6 +24,7 @@ from official.modeling.tf_utils import clone_initializer
 from zoo import specs
 from zoo.layers import seeds
 from zoo.layers.base import ZooLayer
+from zoo.choices import FACTORIZED
 from zoo.specs import AttentionResult
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
@@ -135,8 +136,17 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
            attention_carry=None,
            layer_index=0,
            training=None):
+    if self.attention_window is not None:
+      return self._attend_local(query, value, attention_mask, attention_carry, layer_index, training)
     return self._attend(query, value, self._content_scores, attention_mask,
                         attention_carry, layer_index, training)
+
+  def _pair_scores(self, query_heads, key_heads, query_positions, key_positions, query_segment_ids,
+                   key_segment_ids, form, separate_cls):
+    """The scaled scores `[B, N, T, S]` of queries and keys at the given positions (local attention's
+    parts); absolute attention has no position or segment term."""
+    del query_positions, key_positions, query_segment_ids, key_segment_ids, form, separate_cls
+    return self._content_scores(query_heads, key_heads)
 
   def _content_scores(self, query_heads, key_heads):
     """`[B, T, N, H]`, `[B, S, N, H]` -> scaled scores `[B, N, T, S]`."""
@@ -168,3 +178,87 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
     context = tf.einsum("BNTS,BSNH->BTNH", tf.cast(dropped, self.compute_dtype), value_heads)
     output = self.output_dense(context)     # [B, T, D]
     return AttentionResult(output=output, carry=carry, probs=probs)
+
+  def _attend_local(self, query, value, attention_mask, attention_carry, layer_index, training,
+                    query_positions=None, key_positions=None, query_segment_ids=None, key_segment_ids=None):
+    """Block-local attention with global tokens (`zoo.windows`): the same outputs as `_attend` under
+    the pattern's mask, without a `[T, S]` tensor. The carry and the probabilities are pairs:
+    the global queries' rows `[B, N, G, S]` and the blocks `[B, K, N, query_block, G + 3·key_block]`
+    (each query's global keys, then its window)."""
+    self._check_carry(attention_carry)
+    value = query if value is None else value
+    geometry = self._local_geometry(query_positions, key_positions, query.shape[1], value.shape[1])
+    g, length = geometry.global_tokens, geometry.query_length
+    query_heads = self.query_dense(query)   # [B, T, N, H]
+    key_heads = self.key_dense(value)       # [B, S, N, H]
+    value_heads = self.value_dense(value)   # [B, S, N, H]
+    blocks = lambda x: local_blocks(x, geometry)     # noqa: E731  [B, T, ...] -> [B, K, bq, ...]
+    windows = lambda x: local_windows(x, geometry)   # noqa: E731  [B, S, ...] -> [B, K, 3bk, ...]
+    fold = lambda x: None if x is None else tf.reshape(x, [-1, *x.shape[2:]])   # noqa: E731
+    head = lambda x, stop: None if x is None else x[:, :stop]                   # noqa: E731
+    key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
+    if query_segment_ids is not None:
+      query_segment_ids, key_segment_ids = (tf.convert_to_tensor(ids) for ids in (query_segment_ids, key_segment_ids))
+    q_pos, k_pos = geometry.query_positions, geometry.key_positions
+
+    # The global parts in the factorized form (the shift form's table would span T distances).
+    rows = self._pair_scores(query_heads[:, :g], key_heads, q_pos[:g], k_pos, head(query_segment_ids, g),
+                             key_segment_ids, FACTORIZED, getattr(self, "separate_cls", False))                  # [B, N, G, S]
+    columns = self._pair_scores(query_heads, key_heads[:, :g], q_pos, k_pos[:g], query_segment_ids,
+                                head(key_segment_ids, g), FACTORIZED, getattr(self, "separate_cls", False))      # [B, N, T, G]
+    local = self._pair_scores(
+        fold(blocks(query_heads)), fold(windows(key_heads)), geometry.local_query_positions,
+        geometry.local_key_positions, fold(None if query_segment_ids is None else blocks(query_segment_ids)),
+        fold(None if key_segment_ids is None else windows(key_segment_ids)),
+        getattr(self, "position_encoding", FACTORIZED), False)                               # [BK, N, bq, 3bk]
+    local = tf.reshape(local, [-1, geometry.num_blocks, *local.shape[1:]])
+    columns = tf.transpose(blocks(tf.transpose(columns, [0, 2, 1, 3])), [0, 1, 3, 2, 4])   # [B, K, N, bq, G]
+    scores = tf.concat([tf.cast(columns, tf.float32), tf.cast(local, tf.float32)], -1)
+    rows = tf.cast(rows, tf.float32)
+    if attention_carry is not None:
+      rows += tf.cast(attention_carry[0], tf.float32)
+      scores += tf.cast(attention_carry[1], tf.float32)
+    carry = (rows, scores)
+    if self.running_mean:
+      rows, scores = rows / float(layer_index + 1), scores / float(layer_index + 1)
+
+    if attention_mask is None:
+      key_mask = tf.ones(tf.shape(value)[:2], tf.float32)
+    elif len(attention_mask.shape) != 2:
+      raise ValueError(f"{self.name}: local attention takes a [batch, keys] padding mask, got rank "
+                       f"{attention_mask.shape.rank}")
+    else:
+      key_mask = tf.cast(attention_mask, tf.float32)
+    window_mask = windows(key_mask)[:, :, None, None, :] * geometry.local_allowed[:, None].astype("float32")
+    global_mask = key_mask[:, None, None, None, :g] * tf.ones_like(window_mask[..., :1])
+    rows_probs = tf.nn.softmax(rows + (1.0 - key_mask[:, None, None, :]) * MASK_BIAS, axis=-1)
+    probs = tf.nn.softmax(scores + (1.0 - tf.concat([global_mask, window_mask], -1)) * MASK_BIAS, axis=-1)
+    drop = lambda p: keras.backend.in_train_phase(                                  # noqa: E731
+        lambda: drop_attention_probs(p, self.attention_dropout), p, training=training)
+    dropped_rows, dropped = (tf.cast(drop(p), self.compute_dtype) for p in (rows_probs, probs))
+
+    context = (tf.einsum("BKNQS,BKSNH->BKQNH", dropped[..., g:], windows(value_heads))
+               + tf.einsum("BKNQG,BGNH->BKQNH", dropped[..., :g], value_heads[:, :g]))
+    context = tf.reshape(context, [-1, geometry.num_blocks * geometry.query_block, *context.shape[3:]])
+    context = tf.concat([tf.einsum("BNGS,BSNH->BGNH", dropped_rows, value_heads), context[:, g:length]], 1)
+    return AttentionResult(output=self.output_dense(context), carry=carry, probs=(rows_probs, probs))
+
+
+def local_blocks(x, geometry):
+  """`[B, T, ...] -> [B, K, query_block, ...]`, padded with zeros after the last query."""
+  pad = geometry.num_blocks * geometry.query_block - geometry.query_length
+  x = tf.pad(x, [[0, 0], [0, pad]] + [[0, 0]] * (x.shape.rank - 2))
+  return tf.reshape(x, [-1, geometry.num_blocks, geometry.query_block, *x.shape[2:]])
+
+
+def local_windows(x, geometry):
+  """`[B, S, ...] -> [B, K, 3·key_block, ...]`: block k's window is key blocks k - 1, k, k + 1 of the key
+  sequence behind `geometry.lead` pad keys (zeros), so pad keys read as padding."""
+  lead, trail = geometry.lead, geometry.key_padding
+  if lead < 0:
+    x, lead = x[:, -lead:], 0
+  if trail < 0:
+    x, trail = x[:, :x.shape[1] + trail], 0
+  x = tf.pad(x, [[0, 0], [lead, trail]] + [[0, 0]] * (x.shape.rank - 2))
+  blocks = tf.reshape(x, [-1, geometry.num_blocks + 2, geometry.key_block, *x.shape[2:]])
+  return tf.concat([blocks[:, :-2], blocks[:, 1:-1], blocks[:, 2:]], axis=2)

@@ -84,28 +84,32 @@ class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHead
            layer_index=0,
            training=None):
     self._check_segments(query_segment_ids)
+    if self.attention_window is not None:
+      return self._attend_local(query, value, attention_mask, attention_carry, layer_index, training,
+                                query_positions, key_positions, query_segment_ids, key_segment_ids)
     key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
 
     def scores_fn(query_heads, key_heads):
-      scale = self._scale()
-      scores = tf.einsum("BTNH,BSNH->BNTS", (query_heads + self.content_bias) * scale, key_heads)
-      relative = self._position_scores(
-          (query_heads + self.position_bias) * scale, query_positions, key_positions,
-          key_length=_length(key_heads))
-      if self.use_segment_bias:
-        relative += self._segment_scores(
-            (query_heads + self.segment_bias) * scale, query_segment_ids, key_segment_ids)
-      if self.separate_cls:   # a select: its gradient keeps only the boolean pattern alive
-        relative = tf.where(self._cls_pair_mask(relative), relative, tf.zeros_like(relative))
-      return scores + relative
+      return self._pair_scores(query_heads, key_heads, query_positions, key_positions, query_segment_ids,
+                               key_segment_ids, self.position_encoding, self.separate_cls)
 
     return self._attend(query, value, scores_fn, attention_mask, attention_carry, layer_index, training)
 
-  def _position_scores(self, query_heads, query_positions, key_positions, key_length):
-    """`(q̂ + u)·W_r R(p_i - p_j)`: `[B, T, N, H] -> [B, N, T, S]`."""
-    if self.position_encoding == SHIFT:
-      return self._shift_position_scores(query_heads, query_positions, key_positions, key_length)
-    return self._factorized_position_scores(query_heads, query_positions, key_positions, key_length)
+  def _pair_scores(self, query_heads, key_heads, query_positions, key_positions, query_segment_ids,
+                   key_segment_ids, form, separate_cls):
+    """The scaled score `[B, N, T, S]`: content, position (in `form`) and segment terms, the terms of
+    pairs with the first query or key zeroed when `separate_cls`."""
+    scale = self._scale()
+    scores = tf.einsum("BTNH,BSNH->BNTS", (query_heads + self.content_bias) * scale, key_heads)
+    position_scores = (self._shift_position_scores if form == SHIFT else self._factorized_position_scores)
+    relative = position_scores((query_heads + self.position_bias) * scale, query_positions, key_positions,
+                               key_length=_length(key_heads))
+    if self.use_segment_bias:
+      relative += self._segment_scores(
+          (query_heads + self.segment_bias) * scale, query_segment_ids, key_segment_ids)
+    if separate_cls:   # a select: its gradient keeps only the boolean pattern alive
+      relative = tf.where(self._cls_pair_mask(relative), relative, tf.zeros_like(relative))
+    return scores + relative
 
   def _factorized_position_scores(self, query_heads, query_positions, key_positions, key_length):
     """Appendix A.2.2 without a gather.
