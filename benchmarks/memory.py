@@ -64,8 +64,9 @@ def main(argv=None):
   parser.add_argument("--seq-length", type=int, default=512)
   parser.add_argument("--batch-size", type=int, default=8)
   parser.add_argument("--mixed-bfloat16", action="store_true", help="train under the mixed_bfloat16 policy")
+  parser.add_argument("--overrides", default="{}", help="encoder arguments over the preset's, as JSON")
   args = parser.parse_args(argv)
-  result = measure(args.preset, args.seq_length, args.batch_size, args.mixed_bfloat16)
+  result = measure(args.preset, args.seq_length, args.batch_size, args.mixed_bfloat16, **json.loads(args.overrides))
   json.dump(result, sys.stdout)
   print()
 

@@ -44,7 +44,7 @@ from zoo.grids import block_lengths
 from zoo.grids import covered_length
 from zoo.grids import pool_positions
 from zoo.grids import position_grid
-from zoo.windows import LocalGeometry
+from zoo.windows import local_geometry
 
 # The named int32 `[B, T]` inputs of every encoder, as Model Garden's encoders take them.
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -144,7 +144,7 @@ class MultiHeadAttentionSpec(LayerSpec):
         raise ValueError(f"{self.name}: local attention (attention_window) needs {name} known when the "
                          "graph is built (a Python list, NumPy array or constant)")
       grids.append(values)
-    return LocalGeometry(self.attention_window, self.global_tokens, *grids)
+    return local_geometry(self.attention_window, self.global_tokens, *grids)
 
   _static_positions = staticmethod(lambda positions, length, name: (
       np.arange(length, dtype=np.float64) if positions is None else static_vector(positions, length, name)))
@@ -611,6 +611,10 @@ class TransformerEncoderSpec(EncoderSpec):
     check_local_attention(attention_window, global_tokens)
     if attention_window is not None and seq_length is None:
       raise ValueError("local attention (attention_window) needs a static seq_length")
+    if position_encoding == ABSOLUTE and seq_length and seq_length > max_sequence_length:
+      raise ValueError(f"seq_length {seq_length} exceeds max_sequence_length {max_sequence_length}, the size of "
+                       "the absolute position table: raise max_sequence_length (the table grows, and a "
+                       "checkpoint's smaller table no longer fits) or use a relative position_encoding")
     if hidden_size % num_heads:
       raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_heads ({num_heads})")
     if position_encoding == SHIFT and seq_length is None:

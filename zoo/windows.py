@@ -24,6 +24,7 @@ The global pairs are computed apart: the G global queries' rows against every ke
 every query against the G global keys (columns beside each block's window).
 """
 
+import functools
 import math
 
 import numpy as np
@@ -99,15 +100,15 @@ class LocalGeometry:
     self._check_cover(c0)
 
   def _check_cover(self, c0):
-    """Every band pair outside the global rows and columns lies in its query block's window."""
-    allowed = self.dense_allowed()
-    allowed[:self.global_tokens] = False
-    allowed[:, :self.global_tokens] = False
-    covered = np.zeros_like(allowed)
-    k, q, s = np.nonzero(self.local_allowed)
-    covered[k * self.query_block + q, k * self.key_block + s - self.lead] = True
-    covered[:self.global_tokens] = False   # the global rows are computed apart
-    if not np.array_equal(allowed, covered):   # an error of this module, never of the input
+    """Every query's band (outside the global rows and columns) lies in its block's window: interval
+    arithmetic per query, no `[T, S]` array."""
+    queries = np.arange(self.global_tokens, self.query_length)
+    centers = c0 + self.ratio * queries
+    low = np.maximum(np.ceil(centers - self.window - 1e-9), self.global_tokens)
+    high = np.minimum(np.floor(centers + self.window + 1e-9), self.key_length - 1)
+    start = queries // self.query_block * self.key_block - self.lead
+    missed = (low <= high) & ((low < start) | (high > start + 3 * self.key_block - 1))
+    if missed.any():   # an error of this module, never of the input
       raise AssertionError(f"local attention blocks miss band pairs (window {self.window}, c0 {c0})")
 
   def dense_allowed(self):
@@ -137,6 +138,17 @@ class LocalGeometry:
     out[:, :, :, :g] = flat[:, :, :, :g]
     out[:, :, :g] = rows
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_geometry(window, global_tokens, query_positions, key_positions):
+  return LocalGeometry(window, global_tokens, np.array(query_positions), np.array(key_positions))
+
+
+def local_geometry(window, global_tokens, query_positions, key_positions):
+  """A `LocalGeometry`, made once per setting and grids (every layer of an encoder shares its block's)."""
+  return _cached_geometry(int(window), int(global_tokens), tuple(np.asarray(query_positions, np.float64).tolist()),
+                          tuple(np.asarray(key_positions, np.float64).tolist()))
 
 
 def _grid(positions, name):

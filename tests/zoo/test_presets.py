@@ -112,6 +112,19 @@ def test_albert_parameter_counts_equal_the_albert_papers_tables(name, sharing, m
   assert abs(cost.parameter_count("transformer", config) / 1e6 - millions) < 0.7
 
 
+def test_long_presets_add_only_the_longer_position_table_and_cut_the_attention_flops():
+  assert _params("realformer_base_long") - _params("realformer_base") == (4096 - 512) * 768
+  assert _params("funnel_b4_4_4_long") == _params("funnel_b4_4_4")
+  for name in ("realformer_base_long", "funnel_b4_4_4_long"):
+    preset = presets.get(name)
+    assert preset.config["attention_window"] == 128 and preset.config["global_tokens"] == 1
+    full = dict(preset.config, attention_window=None)
+    # Linear in the length: doubling it doubles the local model's FLOPs (to 10%), not the full one's.
+    local_growth = cost.flops(preset.family, preset.config, 8192) / cost.flops(preset.family, preset.config, 4096)
+    assert local_growth < 2.2 < cost.flops(preset.family, full, 8192) / cost.flops(preset.family, full, 4096)
+    assert cost.flops(preset.family, preset.config, 4096) < 0.6 * cost.flops(preset.family, full, 4096)
+
+
 def test_single_block_funnel_flops_equal_the_relative_transformer():
   transformer = presets.get("rel_transformer_base").config
   funnel = dict(presets.get("funnel_b4_4_4").config, block_sizes=(12,), block_repeats=(1,))

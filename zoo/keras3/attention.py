@@ -19,9 +19,11 @@ import numpy as np
 from keras import ops
 
 from zoo import specs
+from zoo.choices import FACTORIZED
 from zoo.keras3.base import ZooLayer
 from zoo.specs import AttentionResult
 from zoo.specs import clone_initializer
+from zoo.windows import local_geometry
 
 # Added to the float32 logits of masked positions: a fully masked row becomes uniform.
 MASK_BIAS = -1e9
@@ -70,13 +72,27 @@ class AttentionLayer(ZooLayer):
     the shapes follow from the inputs alone: `output` like the queries, `carry` and
     `probs` float32 `[B, N, T, S]`.
     """
-    del args, kwargs
+    del args
     value = query if value is None else value
     batch, length = query.shape[0], query.shape[1]
+    output = keras.KerasTensor(query.shape, dtype=self.compute_dtype)
+    if getattr(self, "attention_window", None) is not None:   # local attention: rows and blocks
+      geometry = local_geometry(self.attention_window, self.global_tokens,
+                               *(_grid(kwargs.get(name), size) for name, size in (
+                                   ("query_positions", length), ("key_positions", value.shape[1]))))
+      shapes = [(batch, self._num_heads(), geometry.global_tokens, value.shape[1]),
+                (batch, geometry.num_blocks, self._num_heads(), geometry.query_block,
+                 geometry.global_tokens + 3 * geometry.key_block)]
+      scores = tuple(keras.KerasTensor(shape, dtype="float32") for shape in shapes)
+      return AttentionResult(output=output, carry=scores, probs=tuple(
+          keras.KerasTensor(shape, dtype="float32") for shape in shapes))
     scores = (batch, self._num_heads(), length, value.shape[1])
-    return AttentionResult(output=keras.KerasTensor(query.shape, dtype=self.compute_dtype),
-                           carry=keras.KerasTensor(scores, dtype="float32"),
+    return AttentionResult(output=output, carry=keras.KerasTensor(scores, dtype="float32"),
                            probs=keras.KerasTensor(scores, dtype="float32"))
+
+
+def _grid(positions, length):
+  return np.arange(length, dtype=np.float64) if positions is None else np.asarray(positions, np.float64)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -125,8 +141,16 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, AttentionLayer):
 
   def call(self, query, value=None, attention_mask=None, attention_carry=None, layer_index=0,
            training=None):
+    if self.attention_window is not None:
+      return self._attend_local(query, value, attention_mask, attention_carry, layer_index, training)
     return self._attend(query, value, self._content_scores, attention_mask, attention_carry,
                         layer_index, training)
+
+  def _pair_scores(self, query_heads, key_heads, query_positions, key_positions, query_segment_ids,
+                   key_segment_ids, form, separate_cls):
+    """The scaled scores `[B, N, T, S]` (local attention's parts): the content term only."""
+    del query_positions, key_positions, query_segment_ids, key_segment_ids, form, separate_cls
+    return self._content_scores(query_heads, key_heads)
 
   def _content_scores(self, query_heads, key_heads):
     """`[B, T, N, H]`, `[B, S, N, H]` -> scaled scores `[B, N, T, S]`."""
@@ -160,5 +184,92 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, AttentionLayer):
     output = self.output_dense(context)     # [B, T, D]
     return AttentionResult(output=output, carry=carry, probs=probs)
 
+  def _attend_local(self, query, value, attention_mask, attention_carry, layer_index, training,
+                    query_positions=None, key_positions=None, query_segment_ids=None, key_segment_ids=None):
+    """Block-local attention with global tokens (`zoo.windows`; the tf_keras twin's docstring)."""
+    self._check_carry(attention_carry)
+    query = self._hidden(query)
+    value = query if value is None else self._hidden(value)
+    geometry = self._local_geometry(query_positions, key_positions, query.shape[1], value.shape[1])
+    g, length = geometry.global_tokens, geometry.query_length
+    query_heads = self.query_dense(query)   # [B, T, N, H]
+    key_heads = self.key_dense(value)       # [B, S, N, H]
+    value_heads = self.value_dense(value)   # [B, S, N, H]
+    blocks = lambda x: local_blocks(x, geometry)     # noqa: E731  [B, T, ...] -> [B, K, bq, ...]
+    windows = lambda x: local_windows(x, geometry)   # noqa: E731  [B, S, ...] -> [B, K, 3bk, ...]
+    fold = lambda x: None if x is None else ops.reshape(x, (-1, *x.shape[2:]))   # noqa: E731
+    key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
+    if query_segment_ids is not None:
+      query_segment_ids, key_segment_ids = (ops.convert_to_tensor(ids) for ids in (query_segment_ids,
+                                                                                   key_segment_ids))
+    head = lambda x, stop: None if x is None else x[:, :stop]   # noqa: E731
+    q_pos, k_pos = geometry.query_positions, geometry.key_positions
+    separate_cls = getattr(self, "separate_cls", False)
+
+    # The global parts in the factorized form (the shift form's table would span T distances).
+    rows = self._pair_scores(query_heads[:, :g], key_heads, q_pos[:g], k_pos, head(query_segment_ids, g),
+                             key_segment_ids, FACTORIZED, separate_cls)                        # [B, N, G, S]
+    columns = self._pair_scores(query_heads, key_heads[:, :g], q_pos, k_pos[:g], query_segment_ids,
+                                head(key_segment_ids, g), FACTORIZED, separate_cls)            # [B, N, T, G]
+    local = self._pair_scores(
+        fold(blocks(query_heads)), fold(windows(key_heads)), geometry.local_query_positions,
+        geometry.local_key_positions, fold(None if query_segment_ids is None else blocks(query_segment_ids)),
+        fold(None if key_segment_ids is None else windows(key_segment_ids)),
+        getattr(self, "position_encoding", FACTORIZED), False)                                # [BK, N, bq, 3bk]
+    local = ops.reshape(local, (-1, geometry.num_blocks, *local.shape[1:]))
+    columns = ops.transpose(blocks(ops.transpose(columns, (0, 2, 1, 3))), (0, 1, 3, 2, 4))  # [B, K, N, bq, G]
+    scores = ops.concatenate([ops.cast(columns, "float32"), ops.cast(local, "float32")], -1)
+    rows = ops.cast(rows, "float32")
+    if attention_carry is not None:
+      rows = rows + ops.cast(attention_carry[0], "float32")
+      scores = scores + ops.cast(attention_carry[1], "float32")
+    carry = (rows, scores)
+    if self.running_mean:
+      rows, scores = rows / float(layer_index + 1), scores / float(layer_index + 1)
+
+    if attention_mask is None:
+      key_mask = ops.ones(ops.shape(value)[:2], "float32")
+    elif len(attention_mask.shape) != 2:
+      raise ValueError(f"{self.name}: local attention takes a [batch, keys] padding mask, got rank "
+                       f"{len(attention_mask.shape)}")
+    else:
+      key_mask = ops.cast(attention_mask, "float32")
+    window_mask = (ops.expand_dims(ops.expand_dims(windows(key_mask), 2), 2)
+                   * ops.convert_to_tensor(geometry.local_allowed[:, None].astype("float32")))
+    global_mask = ops.reshape(key_mask[:, :g], (-1, 1, 1, 1, g)) * ops.ones_like(window_mask[..., :1])
+    rows_bias = (1.0 - ops.reshape(key_mask, (-1, 1, 1, key_mask.shape[1]))) * MASK_BIAS
+    rows_probs = ops.softmax(rows + rows_bias, axis=-1)
+    probs = ops.softmax(scores + (1.0 - ops.concatenate([global_mask, window_mask], -1)) * MASK_BIAS, axis=-1)
+    dropped_rows, dropped = rows_probs, probs
+    if training and self.seed_generator is not None:
+      dropped_rows = keras.random.dropout(rows_probs, self.attention_dropout, seed=self.seed_generator)
+      dropped = keras.random.dropout(probs, self.attention_dropout, seed=self.seed_generator)
+    dropped_rows, dropped = ops.cast(dropped_rows, self.compute_dtype), ops.cast(dropped, self.compute_dtype)
+
+    context = (ops.einsum("BKNQS,BKSNH->BKQNH", dropped[..., g:], windows(value_heads))
+               + ops.einsum("BKNQG,BGNH->BKQNH", dropped[..., :g], value_heads[:, :g]))
+    context = ops.reshape(context, (-1, geometry.num_blocks * geometry.query_block, *context.shape[3:]))
+    context = ops.concatenate([ops.einsum("BNGS,BSNH->BGNH", dropped_rows, value_heads), context[:, g:length]], 1)
+    return AttentionResult(output=self.output_dense(context), carry=carry, probs=(rows_probs, probs))
+
   def get_config(self):
     return {**super().get_config(), "seed": self.seed}
+
+
+def local_blocks(x, geometry):
+  """`[B, T, ...] -> [B, K, query_block, ...]`, padded with zeros after the last query."""
+  pad = geometry.num_blocks * geometry.query_block - geometry.query_length
+  x = ops.pad(x, [[0, 0], [0, pad]] + [[0, 0]] * (len(x.shape) - 2))
+  return ops.reshape(x, (-1, geometry.num_blocks, geometry.query_block, *x.shape[2:]))
+
+
+def local_windows(x, geometry):
+  """`[B, S, ...] -> [B, K, 3·key_block, ...]`: key blocks k - 1, k, k + 1 behind `geometry.lead` pad keys."""
+  lead, trail = geometry.lead, geometry.key_padding
+  if lead < 0:
+    x, lead = x[:, -lead:], 0
+  if trail < 0:
+    x, trail = x[:, :x.shape[1] + trail], 0
+  x = ops.pad(x, [[0, 0], [lead, trail]] + [[0, 0]] * (len(x.shape) - 2))
+  blocks = ops.reshape(x, (-1, geometry.num_blocks + 2, geometry.key_block, *x.shape[2:]))
+  return ops.concatenate([blocks[:, :-2], blocks[:, 1:-1], blocks[:, 2:]], axis=2)

@@ -59,34 +59,35 @@ class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHead
            query_segment_ids=None, key_segment_ids=None, attention_carry=None, layer_index=0,
            training=None):
     self._check_segments(query_segment_ids)
+    if self.attention_window is not None:
+      return self._attend_local(query, value, attention_mask, attention_carry, layer_index, training,
+                                query_positions, key_positions, query_segment_ids, key_segment_ids)
     key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
 
     def scores_fn(query_heads, key_heads):
-      scale = self._scale()
-      scores = ops.einsum("BTNH,BSNH->BNTS", (query_heads + self._cast(self.content_bias)) * scale,
-                          key_heads)
-      relative = self._position_scores(
-          (query_heads + self._cast(self.position_bias)) * scale, query_positions, key_positions,
-          query_length=query_heads.shape[1], key_length=key_heads.shape[1])
-      if self.use_segment_bias:
-        relative = relative + self._segment_scores(
-            (query_heads + self._cast(self.segment_bias)) * scale, query_segment_ids, key_segment_ids)
-      if self.separate_cls:   # a select with a static pattern
-        relative = ops.where(self._cls_pair_mask(relative), relative, ops.zeros_like(relative))
-      return scores + relative
+      return self._pair_scores(query_heads, key_heads, query_positions, key_positions, query_segment_ids,
+                               key_segment_ids, self.position_encoding, self.separate_cls)
 
     return self._attend(query, value, scores_fn, attention_mask, attention_carry, layer_index, training)
 
+  def _pair_scores(self, query_heads, key_heads, query_positions, key_positions, query_segment_ids,
+                   key_segment_ids, form, separate_cls):
+    """The scaled score `[B, N, T, S]`: content, position (in `form`) and segment terms, the terms of
+    pairs with the first query or key zeroed when `separate_cls`."""
+    scale = self._scale()
+    scores = ops.einsum("BTNH,BSNH->BNTS", (query_heads + self._cast(self.content_bias)) * scale, key_heads)
+    position_scores = (self._shift_position_scores if form == SHIFT else self._factorized_position_scores)
+    relative = position_scores((query_heads + self._cast(self.position_bias)) * scale, query_positions,
+                               key_positions, query_heads.shape[1], key_heads.shape[1])
+    if self.use_segment_bias:
+      relative = relative + self._segment_scores(
+          (query_heads + self._cast(self.segment_bias)) * scale, query_segment_ids, key_segment_ids)
+    if separate_cls:   # a select with a static pattern
+      relative = ops.where(self._cls_pair_mask(relative), relative, ops.zeros_like(relative))
+    return scores + relative
+
   def _cast(self, variable):
     return ops.cast(variable, self.compute_dtype)
-
-  def _position_scores(self, query_heads, query_positions, key_positions, query_length, key_length):
-    """`(q̂ + u)·W_r R(p_i - p_j)`: `[B, T, N, H] -> [B, N, T, S]`."""
-    if self.position_encoding == SHIFT:
-      return self._shift_position_scores(query_heads, query_positions, key_positions, query_length,
-                                         key_length)
-    return self._factorized_position_scores(query_heads, query_positions, key_positions, query_length,
-                                            key_length)
 
   def _factorized_position_scores(self, query_heads, query_positions, key_positions, query_length,
                                   key_length):

@@ -90,6 +90,12 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
     running_mean: divide the carry by `layer_index + 1` before the softmax (the
       paper's choice for models deeper than 24 layers). Needs `residual_attention`.
     kernel_initializer: initializer of the projection kernels.
+    attention_window: None for full attention, or W: block-local attention, each query attending
+      to the keys within W positions (in the keys' spacing) and to the global tokens, computed by
+      blocks with no `[T, S]` tensor (`zoo.windows`, DESIGN.md Section 9). Needs static lengths
+      (and, in the relative layer, static evenly spaced positions) and a `[B, S]` mask.
+    global_tokens: with `attention_window`, the leading queries and keys (>= 1: [cls]) that
+      attend to and are attended by every position.
 
   Call arguments:
     query: `[B, T, D]`.
@@ -103,7 +109,9 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
 
   Returns:
     An `AttentionResult`: `output [B, T, D]`, `carry` and `probs` (float32
-    `[B, N, T, S]`), whatever the flags.
+    `[B, N, T, S]`), whatever the flags. With `attention_window`, `carry` and `probs` are
+    pairs: the global queries' rows `[B, N, G, S]` and the blocks `[B, K, N, query_block,
+    G + 3·key_block]`; `zoo.windows.LocalGeometry.dense_probs` spreads them to `[B, N, T, S]`.
 
   Example:
     >>> x = tf.random.normal([2, 8, 32])

@@ -75,6 +75,13 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
       first layer at every depth), "attention" or "ffn" (the first layer's attention or
       feed-forward net in every layer) (the decoder's
       layers never are).
+    attention_window: block-local attention in every layer, decoder included (`zoo.windows`,
+      DESIGN.md Section 9): W tokens on each side of a query, counted in the block's own
+      sequence (so a window widens with every pooling); a pool-query-only layer counts W of its
+      unpooled keys. None (the default) for full attention. With `residual_attention` the carry
+      cannot be pooled: it needs `carry_at_pooling="reset"`.
+    global_tokens: with `attention_window`, the leading tokens of every layer's sequence ([cls]
+      at least) that attend to and are attended by every position.
 
   Example:
     >>> funnel = FunnelEncoder(vocab_size=100, hidden_size=32, block_sizes=(1, 1, 1), num_heads=4,

@@ -49,6 +49,12 @@ class TransformerEncoder(specs.TransformerEncoderSpec, EncoderModel):
     layer_sharing: cross-layer sharing (ALBERT, `zoo.choices.LAYER_SHARING`): "none", "all" (the
       first layer at every depth), "attention" or "ffn" (the first layer's attention or
       feed-forward net in every layer).
+    attention_window: block-local attention: each query attends to the keys at most this many
+      positions away, computed by blocks without a `[T, T]` tensor (`zoo.windows`, DESIGN.md
+      Section 9); None (the default) for full attention. Needs `seq_length`. Each layer's
+      `attention_probs` then is a pair: the global rows and the blocks.
+    global_tokens: with `attention_window`, the leading tokens ([cls] at least) that attend to and
+      are attended by every position.
 
   Example:
     >>> encoder = TransformerEncoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4,

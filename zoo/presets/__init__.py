@@ -11,6 +11,10 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
   (`layer_sharing="all"`), vocabulary 30,000.
 - Relative-attention Transformers, the Funnel paper's baselines (Sec. 4.1):
   `rel_transformer_base` (L12H768), `rel_transformer_large` (L24H1024).
+- Long inputs (T = 4096) with block-local attention and [cls] as the global token
+  (`attention_window=128`, `global_tokens=1`; `zoo.windows`): `realformer_base_long`
+  (absolute positions up to 4096) and `funnel_b4_4_4_long` (the window counts tokens of each
+  block's own sequence, so it widens with every pooling).
 - Funnel-Transformers (Funnel paper, Table 1 and 2): `funnel_b4_4_4`,
   `funnel_b6_3x2_3x2`, `funnel_b6_6_6` (H768), `funnel_b8_8_8`, `funnel_b10_10_10`
   (H1024), encoder only; the `_decoder` variants add the 2-layer decoder. They pool with the
@@ -59,6 +63,9 @@ _ALBERT_SIZES = {   # name: (layers, width, heads)
     "large": (24, 1024, 16),
 }
 FAMILIES = ("transformer", "funnel")
+# The long-input presets: their length and local-attention window (keys on each side of a query).
+LONG_LENGTH = 4096
+LONG_WINDOW = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +113,11 @@ def _presets():
         _transformer(layers, width, heads, vocab_size=ALBERT_VOCAB_SIZE, embedding_width=128,
                      layer_sharing="all", activation="gelu_approximate"),
         f"ALBERT {size} L{layers}/H{width}/A{heads}, E128, every layer shared")
+  # Long inputs (T = 4096): local attention, LONG_WINDOW keys on each side, [cls] global.
+  add("realformer_base_long", "transformer",
+      _transformer(12, 768, 12, residual_attention=True, max_sequence_length=LONG_LENGTH,
+                   seq_length=LONG_LENGTH, attention_window=LONG_WINDOW, global_tokens=1),
+      f"RealFormer L12/H768/A12 for {LONG_LENGTH} tokens: local attention (window {LONG_WINDOW}), [cls] global")
   for layout, (sizes, repeats, width) in _FUNNEL_LAYOUTS.items():
     heads = width // 64
     base = dict(vocab_size=VOCAB_SIZE, hidden_size=width, block_sizes=sizes, block_repeats=repeats,
@@ -114,6 +126,11 @@ def _presets():
     add(f"funnel_{layout}", "funnel", base, f"Funnel-Transformer B{shape}-H{width}, encoder only")
     add(f"funnel_{layout}_decoder", "funnel", dict(base, num_decoder_layers=2),
         f"Funnel-Transformer B{shape}-H{width} with its 2-layer decoder")
+  add("funnel_b4_4_4_long", "funnel", dict(
+      presets["funnel_b4_4_4"].config, seq_length=LONG_LENGTH, attention_window=LONG_WINDOW,
+      global_tokens=1),
+      f"Funnel-Transformer B4-4-4-H768 for {LONG_LENGTH} tokens: local attention (window {LONG_WINDOW} tokens "
+      "of each block's sequence), [cls] global")
   return presets
 
 

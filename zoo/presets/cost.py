@@ -5,7 +5,10 @@ pass of one sequence; the factorized relative attention is counted as implemente
 (one contraction over the model width per head).
 """
 
+import numpy as np
+
 from zoo.grids import block_lengths
+from zoo.windows import local_geometry
 
 
 def _head_width(config):
@@ -61,16 +64,30 @@ def parameter_count(family, config):
   return _embedding_parameters(config, absolute=False) + encoder + decoder + pooler
 
 
+def scored_pairs(config, queries, keys):
+  """The (query, key) pairs one attention layer scores: `queries · keys`, or with local attention
+  (`attention_window`) the blocks' windows and global keys plus the global rows (`zoo.windows`)."""
+  window = config.get("attention_window")
+  if window is None:
+    return queries * keys
+  ratio = 2 if keys > queries + 1 else 1   # a pool-query-only layer: queries at twice the keys' spacing
+  geometry = local_geometry(window, config.get("global_tokens", 1), np.arange(queries) * ratio,
+                            np.arange(keys))
+  return (geometry.num_blocks * geometry.query_block * (geometry.global_tokens + 3 * geometry.key_block)
+          + geometry.global_tokens * keys)
+
+
 def _layer_flops(config, queries, keys, relative):
   width, inner, heads_width = config["hidden_size"], config["intermediate_size"], _head_width(config)
   heads = config["num_heads"]
+  pairs = scored_pairs(config, queries, keys)
   flops = 2 * queries * width * heads_width * 2        # query and output projections
   flops += 2 * keys * width * heads_width * 2          # key and value projections
-  flops += 2 * queries * keys * heads_width * 2        # scores and context
+  flops += 2 * pairs * heads_width * 2                 # scores and context
   flops += 2 * queries * width * inner * 2             # feed-forward
   if relative:
     flops += 2 * queries * heads_width * width         # q̃ = (q̂ + u) W_rᵀ
-    flops += 2 * heads * queries * keys * width        # q̃ against the sinusoids
+    flops += 2 * heads * pairs * width                 # q̃ against the sinusoids
   return flops
 
 

@@ -36,7 +36,13 @@ def _segments(batch, length, seed):
 
 
 def _result(result):
-  return dict(output=result.output, carry=result.carry, probs=result.probs)
+  """The named outputs of an `AttentionResult`; a local layer's carry and probabilities are pairs."""
+  named = dict(output=result.output)
+  for key in ("carry", "probs"):
+    value = getattr(result, key)
+    named.update({f"{key}_{i}": part for i, part in enumerate(value)} if isinstance(value, tuple)
+                 else {key: value})
+  return named
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,6 +88,38 @@ def relative_case(form, segments, separate_cls, grid):
         query, value, attention_mask=mask, query_positions=query_positions.tolist(),
         key_positions=key_positions.tolist(), attention_carry=carry, layer_index=1, **kwargs))
   return case
+
+
+def local_case(form, window, global_tokens, grid):
+  """Local attention with global tokens (two residual calls, the second on the first's carry)."""
+  queries, keys, query_positions, key_positions = LOCAL_GRIDS[grid]
+
+  def case(lib):
+    query, value = _hidden(3, queries, 1), _hidden(3, keys, 2)
+    mask = (np.arange(keys)[None] < np.array([keys, keys // 2 + 1, 1])[:, None]).astype(np.int32)
+    arguments = dict(residual_attention=True, running_mean=True, attention_window=window,
+                     global_tokens=global_tokens, name="attention")
+    if form == "absolute":
+      layer, kwargs = lib.MultiHeadAttention(HEADS, HEAD_SIZE, **arguments), {}
+    else:
+      layer = lib.RelativeMultiHeadAttention(HEADS, HEAD_SIZE, position_encoding=form, use_segment_bias=True,
+                                             separate_cls=True, **arguments)
+      kwargs = dict(query_positions=query_positions.tolist(), key_positions=key_positions.tolist(),
+                    query_segment_ids=_segments(3, queries, 5), key_segment_ids=_segments(3, keys, 6))
+
+    def run():
+      first = layer(query, value, attention_mask=mask, **kwargs)
+      return _result(layer(query, value, attention_mask=mask, attention_carry=first.carry, layer_index=1,
+                           **kwargs))
+    return layer, run
+  return case
+
+
+# Local attention's grids: self-attention at a length off the block, a pool-query-only layer with [cls].
+LOCAL_GRIDS = {
+    "self": (13, 13, np.arange(13), np.arange(13)),
+    "pooled_cls": (8, 16, np.concatenate([[-1.0], np.arange(1.0, 15.0, 2.0)]), np.arange(16)),
+}
 
 
 def per_example_positions_case(lib):
@@ -166,7 +204,10 @@ def encoder_outputs(outputs):
   named = {key: value for key, value in outputs.items() if key not in ("encoder_outputs", "attention_probs")}
   for key in ("encoder_outputs", "attention_probs"):
     for index, value in enumerate(outputs.get(key, ())):
-      named[f"{key}_{index}"] = value
+      if isinstance(value, tuple):   # local attention: the global rows and the blocks
+        named.update({f"{key}_{index}_{part}": tensor for part, tensor in enumerate(value)})
+      else:
+        named[f"{key}_{index}"] = value
   return named
 
 
@@ -241,6 +282,10 @@ def layer_cases():
                                                      (4, False, True, 19), (1, True, True, 4)]:
     cases[f"upsampling-{stride}-{separate_cls}-{truncate_seq}-{length}"] = upsampling_case(
         stride, separate_cls, truncate_seq, length)
+  for form, window, global_tokens, grid in [("factorized", 2, 1, "self"), ("shift", 3, 2, "self"),
+                                             ("absolute", 1, 2, "self"), ("factorized", 2, 1, "pooled_cls"),
+                                             ("shift", 1, 1, "pooled_cls")]:
+    cases[f"local-{form}-w{window}-g{global_tokens}-{grid}"] = local_case(form, window, global_tokens, grid)
   for norm_first, encoding, cross, activation in [(False, "absolute", False, "gelu"),
                                                   (True, "absolute", False, "relu"),
                                                   (False, "factorized", True, "gelu_approximate"),
@@ -284,6 +329,12 @@ def encoder_cases(full_grid=False):
       "transformer-albert-shared": transformer_case(layer_sharing="all", embedding_width=8, num_layers=3),
       "funnel-shared-attention-residual": funnel_case(layer_sharing="attention", residual_attention=True),
       "funnel-shared-ffn": funnel_case(layer_sharing="ffn", block_sizes=(2, 1)),
+      # Local attention with global tokens: pooled blocks, pool-query-only, the decoder, the carry.
+      "funnel-local-reset": funnel_case(attention_window=2, residual_attention=True, carry_at_pooling="reset"),
+      "funnel-local-shift-qkv": funnel_case(attention_window=1, global_tokens=2, position_encoding="shift",
+                                            pool_q_only=False, separate_cls=False),
+      "transformer-local-realformer": transformer_case(attention_window=2, residual_attention=True,
+                                                       running_mean=True, num_layers=3),
   })
   return cases
 
@@ -314,6 +365,9 @@ def training_cases():
                                                                embedding_width=8)),
       "funnel-shared-attention": ("FunnelEncoder", dict(TINY_FUNNEL, layer_sharing="attention",
                                                         block_sizes=(2, 1))),
+      "transformer-local-relative": ("TransformerEncoder", dict(
+          TINY_TRANSFORMER, attention_window=2, global_tokens=2, residual_attention=True,
+          position_encoding="shift")),
   }
 
 

@@ -140,6 +140,8 @@ def test_config_errors():
     TransformerEncoder(**dict(SMALL, num_heads=3))
   with pytest.raises(ValueError, match="needs a static seq_length"):
     TransformerEncoder(**SMALL, position_encoding="shift")
+  with pytest.raises(ValueError, match="seq_length 1024 exceeds max_sequence_length 512"):
+    TransformerEncoder(**dict(SMALL, max_sequence_length=512), seq_length=1024)
 
 
 VARIANTS = {

@@ -1,0 +1,35 @@
+"""benchmarks.long_inputs: both attentions of one model timed in one process per length, memory per
+process, and the section it writes."""
+
+import json
+
+import pytest
+
+from benchmarks import long_inputs
+
+TINY = dict(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, attention_window=8)
+
+
+def test_the_full_model_is_the_local_one_without_its_window():
+  assert long_inputs._overrides("full", TINY, 64) == dict(TINY, attention_window=None, max_sequence_length=64)
+  assert long_inputs._overrides("local", TINY, 4096) == dict(TINY, max_sequence_length=4096)
+
+
+def test_the_section_states_the_ratios_and_whether_the_expectations_hold(tmp_path):
+  rows = [dict(seq_length=512, time=dict(full=1.0, local=0.5), memory=dict(full=400 * 2**20, local=100 * 2**20)),
+          dict(seq_length=4096, time=dict(full=20.0, local=4.0), memory=dict(full=3000 * 2**20, local=900 * 2**20))]
+  section = long_inputs.report(rows, 1, 3, TINY)
+  assert "| 4096 | 20.000 | 4.000 | 0.20× | 3000 | 900 | 0.30× | 8.0× (8×) |" in section
+  assert "0.20× full attention's step time (expected ≤ 0.33: met) and 0.30× its memory (expected ≤ 0.25: " \
+         "not met)" in section
+
+
+@pytest.mark.slow
+def test_a_tiny_run_measures_both_models_at_two_lengths(capsys):
+  """The command end to end at T = 64 and 128 (window 8): every cell measured, local below full in
+  memory at 128."""
+  assert long_inputs.main(["--lengths", "64,128", "--repeats", "1", "--overrides", json.dumps(TINY)]) == 0
+  section = capsys.readouterr().out
+  assert long_inputs.SECTION_TITLE in section
+  rows = [line for line in section.splitlines() if line.startswith("| 64 ") or line.startswith("| 128 ")]
+  assert len(rows) == 2 and all("nan" not in row for row in rows)
