@@ -23,6 +23,8 @@ Example:
 
 import numpy as np
 
+from zoo.windows import local_geometry
+
 _TINY = 1e-12
 
 
@@ -91,11 +93,22 @@ def attention_probabilities(encoder, inputs):
   """Numpy `[L, B, N, T, S]` probabilities of an encoder built with `output_attention_probs=True`.
 
   Works for encoders whose layers all see the same sequence length (Transformer
-  encoders); a Funnel's pooled layers have other shapes.
+  encoders); a Funnel's pooled layers have other shapes. With local attention
+  (`attention_window`) each layer's global rows and blocks are spread to the full map, 0
+  outside the window and the global tokens.
   """
   outputs = encoder(inputs, training=False)
   if "attention_probs" not in outputs:
     raise ValueError("the encoder returns no attention_probs: build it with output_attention_probs=True")
+  maps = []
+  for probs in outputs["attention_probs"]:
+    if isinstance(probs, (tuple, list)):   # local attention: the global rows and the blocks
+      config = encoder.get_config()
+      positions = np.arange(probs[0].shape[-1])
+      geometry = local_geometry(config["attention_window"], config["global_tokens"], positions, positions)
+      probs = geometry.dense_probs(*(np.asarray(part) for part in probs))
+    maps.append(probs)
+  outputs = dict(outputs, attention_probs=maps)
   shapes = {tuple(p.shape) for p in outputs["attention_probs"]}
   if len(shapes) != 1:
     raise ValueError(f"the layers' attention maps differ in shape ({sorted(shapes)}); "

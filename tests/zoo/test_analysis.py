@@ -60,3 +60,20 @@ def test_probabilities_of_an_encoder():
   # Padded keys get no probability, so no entropy exceeds ln(4 real tokens).
   assert max(e.max() for layer in entropy for e in layer) <= math.log(4) + 1e-6
   assert analysis.adjacent_layer_js_divergence(probs, inputs["input_mask"]).shape == (2, 2)
+
+
+def test_probabilities_of_a_local_attention_encoder_are_the_full_maps_inside_the_pattern():
+  """The global rows and blocks spread to `[T, S]` maps: rows of 1, 0 outside the window and the global
+  token and on padding (that the values are full attention's under that mask: test_local_attention)."""
+  config = dict(vocab_size=20, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+                output_attention_probs=True, seq_length=11, dropout=0.0, attention_dropout=0.0)
+  local = TransformerEncoder(attention_window=2, global_tokens=1, **config)
+  ids = np.array([[2, 5, 6, 3, 7, 8, 9, 4, 5, 0, 0]], np.int32)
+  inputs = dict(input_word_ids=ids, input_mask=(ids > 0).astype(np.int32), input_type_ids=0 * ids)
+  probs = analysis.attention_probabilities(local, inputs)
+  assert probs.shape == (2, 1, 2, 11, 11)
+  np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
+  i, j = np.indices((11, 11))
+  outside = (np.abs(i - j) > 2) & (i > 0) & (j > 0)
+  assert np.all(probs[..., outside] == 0) and np.all(probs[..., 4:, 9:] == 0)   # the window; padding
+  assert np.all(probs[..., 0, :9] > 0)   # [cls] attends to every real token

@@ -161,11 +161,15 @@ def _heads_settings(settings, encoder):
 
 
 def _sharing_problems(encoder, model):
+  problems = []
+  if encoder.get("attention_window") is not None:
+    problems.append(f"local attention (attention_window={encoder['attention_window']}): transformers' {model} "
+                    "attends to every token")
   sharing = encoder.get("layer_sharing", "none")
-  if sharing == "none":
-    return []
-  return [f"cross-layer sharing (layer_sharing={sharing!r}): transformers' {model} has weights of its own in "
-          "every layer"]
+  if sharing != "none":
+    problems.append(f"cross-layer sharing (layer_sharing={sharing!r}): transformers' {model} has weights of its "
+                    "own in every layer")
+  return problems
 
 
 def _is_albert(family, encoder):
@@ -229,6 +233,9 @@ def _transformer_problems(encoder, head, settings, albert=False):
   if encoder.get("position_encoding", ABSOLUTE) != ABSOLUTE:
     problems.append(f"the relative Transformer (position_encoding={encoder['position_encoding']!r}): BERT's "
                     "positions are absolute embeddings")
+  if encoder.get("attention_window") is not None:
+    problems.append(f"local attention (attention_window={encoder['attention_window']}): transformers' {model} "
+                    "attends to every token")
   sharing = encoder.get("layer_sharing", "none")
   if albert and sharing not in ("none", "all"):
     problems.append(f"layer_sharing={sharing!r}: transformers' ALBERT shares whole layers ('all') or none")
