@@ -753,12 +753,18 @@ def check_funnel_config(config):
                      f"{len(config['block_sizes'])} blocks (lengths {lengths})")
   applications = sum(s * r for s, r in zip(config["block_sizes"], config["block_repeats"], strict=True))
   check_local_attention(config["attention_window"], config["global_tokens"])
-  if (config["attention_window"] is not None and config["residual_attention"]
-      and config["carry_at_pooling"] == "pool" and len(config["block_sizes"]) > 1):
-    raise ValueError(
-        "local attention (attention_window) with residual_attention cannot pool the carry "
-        "(carry_at_pooling='pool'): a pooled block's window spans pairs of the block below that no window "
-        "scored, so the pooled carry would not be the full one; use carry_at_pooling='reset'")
+  if config["attention_window"] is not None and config["residual_attention"] and len(config["block_sizes"]) > 1:
+    if config["carry_at_pooling"] == "pool":
+      raise ValueError(
+          "local attention (attention_window) with residual_attention cannot pool the carry "
+          "(carry_at_pooling='pool'): a pooled block's window spans pairs of the block below that no window "
+          "scored, so the pooled carry would not be the full one; use carry_at_pooling='reset' (and "
+          "pool_q_only=False)")
+    if config["pool_q_only"]:
+      raise ValueError(
+          "local attention (attention_window) with residual_attention and pool_q_only: the pool-query-only "
+          "layer's carry (pooled queries, unpooled keys) would have to be pooled to the next layer's keys, "
+          "which spans pairs its windows never scored; use pool_q_only=False with carry_at_pooling='reset'")
   index = config["decoder_residual_layer"]
   if index is not None and not 0 <= index < applications:
     raise ValueError(f"decoder_residual_layer must be in [0, {applications}), got {index}")

@@ -79,7 +79,7 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
       DESIGN.md Section 9): W tokens on each side of a query, counted in the block's own
       sequence (so a window widens with every pooling); a pool-query-only layer counts W of its
       unpooled keys. None (the default) for full attention. With `residual_attention` the carry
-      cannot be pooled: it needs `carry_at_pooling="reset"`.
+      cannot be pooled: it needs `carry_at_pooling="reset"` and `pool_q_only=False`.
     global_tokens: with `attention_window`, the leading tokens of every layer's sequence ([cls]
       at least) that attend to and are attended by every position.
 

@@ -282,9 +282,8 @@ def layer_cases():
                                                      (4, False, True, 19), (1, True, True, 4)]:
     cases[f"upsampling-{stride}-{separate_cls}-{truncate_seq}-{length}"] = upsampling_case(
         stride, separate_cls, truncate_seq, length)
-  for form, window, global_tokens, grid in [("factorized", 2, 1, "self"), ("shift", 3, 2, "self"),
-                                             ("absolute", 1, 2, "self"), ("factorized", 2, 1, "pooled_cls"),
-                                             ("shift", 1, 1, "pooled_cls")]:
+  for form, window, global_tokens, grid in [("shift", 3, 2, "self"), ("absolute", 1, 2, "self"),
+                                             ("factorized", 2, 1, "pooled_cls")]:
     cases[f"local-{form}-w{window}-g{global_tokens}-{grid}"] = local_case(form, window, global_tokens, grid)
   for norm_first, encoding, cross, activation in [(False, "absolute", False, "gelu"),
                                                   (True, "absolute", False, "relu"),
@@ -330,9 +329,11 @@ def encoder_cases(full_grid=False):
       "funnel-shared-attention-residual": funnel_case(layer_sharing="attention", residual_attention=True),
       "funnel-shared-ffn": funnel_case(layer_sharing="ffn", block_sizes=(2, 1)),
       # Local attention with global tokens: pooled blocks, pool-query-only, the decoder, the carry.
-      "funnel-local-reset": funnel_case(attention_window=2, residual_attention=True, carry_at_pooling="reset"),
-      "funnel-local-shift-qkv": funnel_case(attention_window=1, global_tokens=2, position_encoding="shift",
-                                            pool_q_only=False, separate_cls=False),
+      "funnel-local-shift-reset": funnel_case(attention_window=1, global_tokens=2, position_encoding="shift",
+                                              residual_attention=True, carry_at_pooling="reset",
+                                              pool_q_only=False, separate_cls=False),
+      "funnel-local-qonly-authors": funnel_case(attention_window=3, pooling_semantics="authors",
+                                                truncate_seq=False),
       "transformer-local-realformer": transformer_case(attention_window=2, residual_attention=True,
                                                        running_mean=True, num_layers=3),
   })

@@ -141,6 +141,9 @@ def test_encoder_checks_with_local_attention(encoder_class, config, tmp_path):
 def test_combinations_local_attention_refuses_name_the_reason():
   with pytest.raises(ValueError, match="cannot pool the carry .* use carry_at_pooling='reset'"):
     FunnelEncoder(attention_window=2, residual_attention=True, block_sizes=(1, 1), seq_length=16, **SMALL)
+  with pytest.raises(ValueError, match="pool-query-only layer's carry .* use pool_q_only=False"):
+    FunnelEncoder(attention_window=2, residual_attention=True, carry_at_pooling="reset", block_sizes=(1, 1),
+                  seq_length=16, **SMALL)
   with pytest.raises(ValueError, match="needs a static seq_length"):
     TransformerEncoder(attention_window=2, num_layers=1, **SMALL)
   with pytest.raises(ValueError, match="global_tokens must be a whole number >= 1"):
