@@ -107,9 +107,12 @@ def _call(layer, form, grid, query, value, query_segments, key_segments, mask, c
   return layer(query, value, **kwargs)
 
 
-# Absolute attention (positions live in the embeddings) on the self-attention grids only.
-FORMS_AND_GRIDS = [pytest.param(form, grid, id=f"{grid[0]}-{form}") for grid in GRIDS
-                   for form in ("factorized", "shift", "absolute")
+# Absolute attention (positions live in the embeddings) on the self-attention grids only. `make test-fast`
+# runs FAST_CASES (each form, self-attention and a pooled grid with [cls]); the full suite all.
+FAST_CASES = ("self_13-factorized", "pooled_queries_cls-shift", "self_16-absolute", "offset-factorized")
+FORMS_AND_GRIDS = [pytest.param(form, grid, id=f"{grid[0]}-{form}",
+                                marks=() if f"{grid[0]}-{form}" in FAST_CASES else (pytest.mark.slow,))
+                   for grid in GRIDS for form in ("factorized", "shift", "absolute")
                    if form != "absolute" or grid[0].startswith("self")]
 
 
@@ -194,7 +197,7 @@ def test_no_tensor_spans_queries_and_keys_and_the_compiled_graph_has_no_gather(f
   assert "dot(" in hlo and " gather(" not in hlo
 
 
-@pytest.mark.parametrize("form", ["factorized", "shift"])
+@pytest.mark.parametrize("form", ["factorized", pytest.param("shift", marks=pytest.mark.slow)])
 def test_standard_layer_checks(form, tmp_path):
   """Config round trip (window and global tokens included), .keras and SavedModel reload, XLA and
   mixed_bfloat16 (the carry and probabilities float32), on a pool-query-only grid with padding."""
