@@ -115,7 +115,8 @@ def test_albert_parameter_counts_equal_the_albert_papers_tables(name, sharing, m
 def test_long_presets_add_only_the_longer_position_table_and_cut_the_attention_flops():
   assert _params("realformer_base_long") - _params("realformer_base") == (4096 - 512) * 768
   assert _params("funnel_b4_4_4_long") == _params("funnel_b4_4_4")
-  for name in ("realformer_base_long", "funnel_b4_4_4_long"):
+  assert _params("funnel_b4_4_4_decoder_long") == _params("funnel_b4_4_4_decoder")
+  for name in ("realformer_base_long", "funnel_b4_4_4_long", "funnel_b4_4_4_decoder_long"):
     preset = presets.get(name)
     assert preset.config["attention_window"] == 128 and preset.config["global_tokens"] == 1
     full = dict(preset.config, attention_window=None)
@@ -181,7 +182,7 @@ def _reduced_overrides(name):
   if preset.family == "funnel":
     small.update(block_sizes=(1,) * len(preset.config["block_sizes"]), seq_length=16)
   else:
-    small.update(num_layers=min(preset.config["num_layers"], 3), max_sequence_length=16)
+    small.update(num_layers=min(preset.config["num_layers"], 3), max_sequence_length=16, seq_length=16)
   return small
 
 
@@ -198,9 +199,10 @@ def _distinct_reduced_presets():
 def test_reduced_models_cover_every_structure():
   names = _distinct_reduced_presets()
   # Post-LN, Pre-LN, RealFormer, RealFormer with running mean, relative Transformer, ALBERT (shared
-  # layers, factorized embeddings), and the Funnel layouts with and without repeated layers and the decoder.
-  assert len(names) == 10 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder",
-                               "albert_base"} <= set(names)
+  # layers, factorized embeddings), the Funnel layouts with and without repeated layers and the decoder,
+  # and local attention (a RealFormer, a Funnel with and without the decoder).
+  assert len(names) == 13 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder",
+                               "albert_base", "realformer_base_long", "funnel_b4_4_4_decoder_long"} <= set(names)
 
 
 @pytest.mark.parametrize("name", _fast_or_slow(_distinct_reduced_presets()))

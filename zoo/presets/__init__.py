@@ -13,8 +13,8 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
   `rel_transformer_base` (L12H768), `rel_transformer_large` (L24H1024).
 - Long inputs (T = 4096) with block-local attention and [cls] as the global token
   (`attention_window=128`, `global_tokens=1`; `zoo.windows`): `realformer_base_long`
-  (absolute positions up to 4096) and `funnel_b4_4_4_long` (the window counts tokens of each
-  block's own sequence, so it widens with every pooling).
+  (absolute positions up to 4096), `funnel_b4_4_4_long` and `funnel_b4_4_4_decoder_long` (the
+  window counts tokens of each block's own sequence, so it widens with every pooling).
 - Funnel-Transformers (Funnel paper, Table 1 and 2): `funnel_b4_4_4`,
   `funnel_b6_3x2_3x2`, `funnel_b6_6_6` (H768), `funnel_b8_8_8`, `funnel_b10_10_10`
   (H1024), encoder only; the `_decoder` variants add the 2-layer decoder. They pool with the
@@ -126,11 +126,12 @@ def _presets():
     add(f"funnel_{layout}", "funnel", base, f"Funnel-Transformer B{shape}-H{width}, encoder only")
     add(f"funnel_{layout}_decoder", "funnel", dict(base, num_decoder_layers=2),
         f"Funnel-Transformer B{shape}-H{width} with its 2-layer decoder")
-  add("funnel_b4_4_4_long", "funnel", dict(
-      presets["funnel_b4_4_4"].config, seq_length=LONG_LENGTH, attention_window=LONG_WINDOW,
-      global_tokens=1),
-      f"Funnel-Transformer B4-4-4-H768 for {LONG_LENGTH} tokens: local attention (window {LONG_WINDOW} tokens "
-      "of each block's sequence), [cls] global")
+  for suffix, what in (("", "encoder only"), ("_decoder", "with its 2-layer decoder (for pre-training)")):
+    add(f"funnel_b4_4_4{suffix}_long", "funnel", dict(
+        presets[f"funnel_b4_4_4{suffix}"].config, seq_length=LONG_LENGTH, attention_window=LONG_WINDOW,
+        global_tokens=1),
+        f"Funnel-Transformer B4-4-4-H768 {what}, for {LONG_LENGTH} tokens: local attention (window "
+        f"{LONG_WINDOW} tokens of each block's sequence), [cls] global")
   return presets
 
 
