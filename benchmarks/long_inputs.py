@@ -79,7 +79,8 @@ def run(lengths, batch_size, repeats, overrides, progress=print):
                            json.dumps(_overrides(mode, overrides, seq_length))],
                           f"the memory process of the {mode}-attention model at T={seq_length}")
     rows.append(dict(seq_length=seq_length, time={mode: times[mode]["median"] for mode in MODES},
-                     memory={mode: memory[mode]["model_bytes"] for mode in MODES}))
+                     memory={mode: memory[mode]["model_bytes"] for mode in MODES},
+                     step_memory={mode: memory[mode]["step_bytes"] for mode in MODES}))
   return rows
 
 
@@ -94,17 +95,21 @@ def report(rows, batch_size, repeats, overrides):
            f"`{json.dumps(overrides)}` (local attention, window {window}, [cls] global) against the same "
            f"model with full attention; batch {batch_size}, median of {repeats} interleaved training steps "
            "(graph mode); memory: the peak over two steps less the runtime's size, each in a process of "
-           "its own. Machine: " + machine_description() + ".", ""]
+           "its own (the step's own: less the weights' and AdamW slots' too). Machine: "
+           + machine_description() + ".", ""]
   body = []
   for row in rows:
     full_time, local_time = row["time"]["full"], row["time"]["local"]
     full_memory, local_memory = row["memory"]["full"], row["memory"]["local"]
+    step_ratio = row["step_memory"]["local"] / row["step_memory"]["full"]
     body.append([row["seq_length"], f"{full_time:.3f}", f"{local_time:.3f}", f"{local_time / full_time:.2f}×",
                  f"{full_memory / MB:.0f}", f"{local_memory / MB:.0f}", f"{local_memory / full_memory:.2f}×",
-                 f"{local_time / first['time']['local']:.1f}× ({row['seq_length'] / first['seq_length']:.0f}×)"])
+                 f"{step_ratio:.2f}×",
+                 f"{local_time / first['time']['local']:.1f}× "
+                 f"({row['seq_length'] / first['seq_length']:.0f}×)"])
   lines.append(table(["T", "full step (s)", "local step (s)", "time local/full", "full peak (MB)",
-                      "local peak (MB)", "memory local/full", "local step vs T=" + str(first["seq_length"])
-                      + " (length ratio)"], body))
+                      "local peak (MB)", "memory local/full", "step's own memory local/full",
+                      "local step vs T=" + str(first["seq_length"]) + " (length ratio)"], body))
   at_4096 = next((row for row in rows if row["seq_length"] == 4096), None)
   if at_4096:
     time_ratio = at_4096["time"]["local"] / at_4096["time"]["full"]
@@ -116,11 +121,14 @@ def report(rows, batch_size, repeats, overrides):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m benchmarks.long_inputs", description=__doc__.split("\n\n")[0])
-  parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="comma-separated sequence lengths")
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.long_inputs",
+                                   description=__doc__.split("\n\n")[0])
+  parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)),
+                      help="comma-separated sequence lengths")
   parser.add_argument("--batch-size", type=int, default=1)
   parser.add_argument("--repeats", type=int, default=3, help="timed rounds per length (after a warm-up)")
-  parser.add_argument("--overrides", default=json.dumps(SMALL), help=f"encoder arguments over {PRESET}'s, as JSON")
+  parser.add_argument("--overrides", default=json.dumps(SMALL),
+                      help=f"encoder arguments over {PRESET}'s, as JSON")
   parser.add_argument("--out", help="write the section into this Markdown file (BENCHMARKS.md)")
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)

@@ -66,7 +66,8 @@ def main(argv=None):
   parser.add_argument("--mixed-bfloat16", action="store_true", help="train under the mixed_bfloat16 policy")
   parser.add_argument("--overrides", default="{}", help="encoder arguments over the preset's, as JSON")
   args = parser.parse_args(argv)
-  result = measure(args.preset, args.seq_length, args.batch_size, args.mixed_bfloat16, **json.loads(args.overrides))
+  result = measure(args.preset, args.seq_length, args.batch_size, args.mixed_bfloat16,
+                   **json.loads(args.overrides))
   json.dump(result, sys.stdout)
   print()
 

@@ -612,8 +612,8 @@ class TransformerEncoderSpec(EncoderSpec):
     if attention_window is not None and seq_length is None:
       raise ValueError("local attention (attention_window) needs a static seq_length")
     if position_encoding == ABSOLUTE and seq_length and seq_length > max_sequence_length:
-      raise ValueError(f"seq_length {seq_length} exceeds max_sequence_length {max_sequence_length}, the size of "
-                       "the absolute position table: raise max_sequence_length (the table grows, and a "
+      raise ValueError(f"seq_length {seq_length} exceeds max_sequence_length {max_sequence_length}, the size "
+                       "of the absolute position table: raise max_sequence_length (the table grows, and a "
                        "checkpoint's smaller table no longer fits) or use a relative position_encoding")
     if hidden_size % num_heads:
       raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_heads ({num_heads})")
@@ -753,7 +753,8 @@ def check_funnel_config(config):
                      f"{len(config['block_sizes'])} blocks (lengths {lengths})")
   applications = sum(s * r for s, r in zip(config["block_sizes"], config["block_repeats"], strict=True))
   check_local_attention(config["attention_window"], config["global_tokens"])
-  if config["attention_window"] is not None and config["residual_attention"] and len(config["block_sizes"]) > 1:
+  pooled = len(config["block_sizes"]) > 1
+  if config["attention_window"] is not None and config["residual_attention"] and pooled:
     if config["carry_at_pooling"] == "pool":
       raise ValueError(
           "local attention (attention_window) with residual_attention cannot pool the carry "

@@ -93,7 +93,8 @@ class LocalGeometry:
     self.local_key_positions = k_start + (slots - self.lead) * k_stride
     queries = np.arange(self.num_blocks)[:, None, None] * self.query_block + np.arange(
         self.query_block)[None, :, None]                                        # [K, bq, 1]
-    keys = np.arange(self.num_blocks)[:, None, None] * key_block + slots[None, None, :] - self.lead  # [K, 1, 3bk]
+    keys = (np.arange(self.num_blocks)[:, None, None] * key_block + slots[None, None, :]
+            - self.lead)                                                                 # [K, 1, 3bk]
     in_band = np.abs(c0 + ratio * queries - keys) <= window + 1e-9
     self.local_allowed = (in_band & (queries < self.query_length) & (keys >= global_tokens)
                           & (keys < self.key_length))
@@ -132,8 +133,8 @@ class LocalGeometry:
     g, t, s = self.global_tokens, self.query_length, self.key_length
     out = np.zeros([batch, heads, t, s], blocks.dtype)
     k, q, slot = np.nonzero(self.local_allowed)
-    out[:, :, k * self.query_block + q, k * self.key_block + slot - self.lead] = blocks[:, k, :, q, g + slot].transpose(
-        1, 2, 0)
+    rows_at, columns_at = k * self.query_block + q, k * self.key_block + slot - self.lead
+    out[:, :, rows_at, columns_at] = blocks[:, k, :, q, g + slot].transpose(1, 2, 0)
     flat = blocks.transpose(0, 2, 1, 3, 4).reshape(batch, heads, -1, blocks.shape[-1])[:, :, :t]
     out[:, :, :, :g] = flat[:, :, :, :g]
     out[:, :, :g] = rows
@@ -147,8 +148,8 @@ def _cached_geometry(window, global_tokens, query_positions, key_positions):
 
 def local_geometry(window, global_tokens, query_positions, key_positions):
   """A `LocalGeometry`, made once per setting and grids (every layer of an encoder shares its block's)."""
-  return _cached_geometry(int(window), int(global_tokens), tuple(np.asarray(query_positions, np.float64).tolist()),
-                          tuple(np.asarray(key_positions, np.float64).tolist()))
+  grids = (tuple(np.asarray(grid, np.float64).tolist()) for grid in (query_positions, key_positions))
+  return _cached_geometry(int(window), int(global_tokens), *grids)
 
 
 def _grid(positions, name):

@@ -47,7 +47,8 @@ def test_long_presets_pretrain_on_packed_4096_token_shards_of_long_documents(pro
   for model, overrides in (("realformer_base_long", dict(SMALL, num_layers=2)),
                            ("funnel_b4_4_4_decoder_long", dict(SMALL, block_sizes=(1, 1, 1)))):
     model_dir = tmp_path / model
-    config = TrainConfig(model=model, model_overrides=overrides, task="mlm", data=f"tfrecord:{records}/*.tfrecord",
+    config = TrainConfig(model=model, model_overrides=overrides, task="mlm",
+                         data=f"tfrecord:{records}/*.tfrecord",
                          vocab=vocab, model_dir=str(model_dir), seq_length=T, batch_size=2, steps=6,
                          max_predictions_per_seq=200, learning_rate=3e-3, warmup_steps=0, checkpoint_every=6,
                          export=False)

@@ -121,7 +121,8 @@ def test_long_presets_add_only_the_longer_position_table_and_cut_the_attention_f
     assert preset.config["attention_window"] == 128 and preset.config["global_tokens"] == 1
     full = dict(preset.config, attention_window=None)
     # Linear in the length: doubling it doubles the local model's FLOPs (to 10%), not the full one's.
-    local_growth = cost.flops(preset.family, preset.config, 8192) / cost.flops(preset.family, preset.config, 4096)
+    local_growth = (cost.flops(preset.family, preset.config, 8192)
+                    / cost.flops(preset.family, preset.config, 4096))
     assert local_growth < 2.2 < cost.flops(preset.family, full, 8192) / cost.flops(preset.family, full, 4096)
     assert cost.flops(preset.family, preset.config, 4096) < 0.6 * cost.flops(preset.family, full, 4096)
 
@@ -201,8 +202,8 @@ def test_reduced_models_cover_every_structure():
   # Post-LN, Pre-LN, RealFormer, RealFormer with running mean, relative Transformer, ALBERT (shared
   # layers, factorized embeddings), the Funnel layouts with and without repeated layers and the decoder,
   # and local attention (a RealFormer, a Funnel with and without the decoder).
-  assert len(names) == 13 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder",
-                               "albert_base", "realformer_base_long", "funnel_b4_4_4_decoder_long"} <= set(names)
+  assert len(names) == 13 and {"bert_base", "realformer_xlarge", "funnel_b6_3x2_3x2_decoder", "albert_base",
+                               "realformer_base_long", "funnel_b4_4_4_decoder_long"} <= set(names)
 
 
 @pytest.mark.parametrize("name", _fast_or_slow(_distinct_reduced_presets()))

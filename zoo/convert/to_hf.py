@@ -163,12 +163,12 @@ def _heads_settings(settings, encoder):
 def _sharing_problems(encoder, model):
   problems = []
   if encoder.get("attention_window") is not None:
-    problems.append(f"local attention (attention_window={encoder['attention_window']}): transformers' {model} "
-                    "attends to every token")
+    problems.append(f"local attention (attention_window={encoder['attention_window']}): transformers' "
+                    f"{model} attends to every token")
   sharing = encoder.get("layer_sharing", "none")
   if sharing != "none":
-    problems.append(f"cross-layer sharing (layer_sharing={sharing!r}): transformers' {model} has weights of its "
-                    "own in every layer")
+    problems.append(f"cross-layer sharing (layer_sharing={sharing!r}): transformers' {model} has weights of "
+                    "its own in every layer")
   return problems
 
 
@@ -234,8 +234,8 @@ def _transformer_problems(encoder, head, settings, albert=False):
     problems.append(f"the relative Transformer (position_encoding={encoder['position_encoding']!r}): BERT's "
                     "positions are absolute embeddings")
   if encoder.get("attention_window") is not None:
-    problems.append(f"local attention (attention_window={encoder['attention_window']}): transformers' {model} "
-                    "attends to every token")
+    problems.append(f"local attention (attention_window={encoder['attention_window']}): transformers' "
+                    f"{model} attends to every token")
   sharing = encoder.get("layer_sharing", "none")
   if albert and sharing not in ("none", "all"):
     problems.append(f"layer_sharing={sharing!r}: transformers' ALBERT shares whole layers ('all') or none")

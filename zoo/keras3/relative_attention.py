@@ -54,6 +54,7 @@ class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHead
   """
 
   _static_positions = staticmethod(static_positions)
+  _local_scores = MultiHeadAttention._local_scores_by_parts   # each part has positions of its own
 
   def call(self, query, value=None, attention_mask=None, query_positions=None, key_positions=None,
            query_segment_ids=None, key_segment_ids=None, attention_carry=None, layer_index=0,

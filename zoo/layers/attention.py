@@ -22,9 +22,9 @@ import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
 from zoo import specs
+from zoo.choices import FACTORIZED
 from zoo.layers import seeds
 from zoo.layers.base import ZooLayer
-from zoo.choices import FACTORIZED
 from zoo.specs import AttentionResult
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
@@ -200,28 +200,13 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
     query_heads = self.query_dense(query)   # [B, T, N, H]
     key_heads = self.key_dense(value)       # [B, S, N, H]
     value_heads = self.value_dense(value)   # [B, S, N, H]
-    blocks = lambda x: local_blocks(x, geometry)     # noqa: E731  [B, T, ...] -> [B, K, bq, ...]
-    windows = lambda x: local_windows(x, geometry)   # noqa: E731  [B, S, ...] -> [B, K, 3bk, ...]
-    fold = lambda x: None if x is None else tf.reshape(x, [-1, *x.shape[2:]])   # noqa: E731
-    head = lambda x, stop: None if x is None else x[:, :stop]                   # noqa: E731
     key_segment_ids = query_segment_ids if key_segment_ids is None else key_segment_ids
     if query_segment_ids is not None:
-      query_segment_ids, key_segment_ids = (tf.convert_to_tensor(ids) for ids in (query_segment_ids, key_segment_ids))
-    q_pos, k_pos = geometry.query_positions, geometry.key_positions
-
-    # The global parts in the factorized form (the shift form's table would span T distances).
-    rows = self._pair_scores(query_heads[:, :g], key_heads, q_pos[:g], k_pos, head(query_segment_ids, g),
-                             key_segment_ids, FACTORIZED, getattr(self, "separate_cls", False))                  # [B, N, G, S]
-    columns = self._pair_scores(query_heads, key_heads[:, :g], q_pos, k_pos[:g], query_segment_ids,
-                                head(key_segment_ids, g), FACTORIZED, getattr(self, "separate_cls", False))      # [B, N, T, G]
-    local = self._pair_scores(
-        fold(blocks(query_heads)), fold(windows(key_heads)), geometry.local_query_positions,
-        geometry.local_key_positions, fold(None if query_segment_ids is None else blocks(query_segment_ids)),
-        fold(None if key_segment_ids is None else windows(key_segment_ids)),
-        getattr(self, "position_encoding", FACTORIZED), False)                               # [BK, N, bq, 3bk]
-    local = tf.reshape(local, [-1, geometry.num_blocks, *local.shape[1:]])
-    columns = tf.transpose(blocks(tf.transpose(columns, [0, 2, 1, 3])), [0, 1, 3, 2, 4])   # [B, K, N, bq, G]
-    scores = tf.concat([tf.cast(columns, tf.float32), tf.cast(local, tf.float32)], -1)
+      query_segment_ids, key_segment_ids = (tf.convert_to_tensor(ids)
+                                            for ids in (query_segment_ids, key_segment_ids))
+    rows, scores = self._local_scores(query_heads, key_heads, geometry, query_segment_ids, key_segment_ids)
+    scores = tf.cast(scores, tf.float32)
+    windows = lambda x: local_windows(x, geometry)   # noqa: E731  [B, S, ...] -> [B, K, 3bk, ...]
     rows = tf.cast(rows, tf.float32)
     if attention_carry is not None:
       rows += tf.cast(attention_carry[0], tf.float32)
@@ -245,11 +230,49 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
         lambda: drop_attention_probs(p, self.attention_dropout), p, training=training)
     dropped_rows, dropped = (tf.cast(drop(p), self.compute_dtype) for p in (rows_probs, probs))
 
-    context = (tf.einsum("BKNQS,BKSNH->BKQNH", dropped[..., g:], windows(value_heads))
-               + tf.einsum("BKNQG,BGNH->BKQNH", dropped[..., :g], value_heads[:, :g]))
+    # The global values beside each block's window (small), so the probabilities are read whole.
+    global_values = tf.tile(value_heads[:, None, :g], [1, geometry.num_blocks, 1, 1, 1])
+    context = tf.einsum("BKNQS,BKSNH->BKQNH", dropped, tf.concat([global_values, windows(value_heads)], 2))
     context = tf.reshape(context, [-1, geometry.num_blocks * geometry.query_block, *context.shape[3:]])
     context = tf.concat([tf.einsum("BNGS,BSNH->BGNH", dropped_rows, value_heads), context[:, g:length]], 1)
     return AttentionResult(output=self.output_dense(context), carry=carry, probs=(rows_probs, probs))
+
+
+  def _local_scores(self, query_heads, key_heads, geometry, query_segment_ids, key_segment_ids):
+    """`(rows [B, N, G, S], blocks [B, K, N, query_block, G + 3·key_block])`: the scaled scores of the
+    global queries against every key, and of each block's queries against the global keys and their
+    window. Absolute attention: the content term alone, in one product per part (the global keys
+    placed beside each block's window keys, so no score-sized tensor is copied)."""
+    del query_segment_ids, key_segment_ids
+    g = geometry.global_tokens
+    global_keys = tf.tile(key_heads[:, None, :g], [1, geometry.num_blocks, 1, 1, 1])
+    keys = tf.concat([global_keys, local_windows(key_heads, geometry)], 2)   # [B, K, G + 3bk, N, H]
+    return (self._content_scores(query_heads[:, :g], key_heads),
+            tf.einsum("BKQNH,BKSNH->BKNQS", local_blocks(query_heads, geometry) * self._scale(), keys))
+
+  def _local_scores_by_parts(self, query_heads, key_heads, geometry, query_segment_ids, key_segment_ids):
+    """`_local_scores` from `_pair_scores` of three parts (relative attention: each part has its own
+    positions): the global rows, the global columns and the windows."""
+    g = geometry.global_tokens
+    blocks = lambda x: local_blocks(x, geometry)     # noqa: E731  [B, T, ...] -> [B, K, bq, ...]
+    windows = lambda x: local_windows(x, geometry)   # noqa: E731  [B, S, ...] -> [B, K, 3bk, ...]
+    fold = lambda x: None if x is None else tf.reshape(x, [-1, *x.shape[2:]])   # noqa: E731
+    head = lambda x, stop: None if x is None else x[:, :stop]                   # noqa: E731
+    q_pos, k_pos = geometry.query_positions, geometry.key_positions
+
+    # The global parts in the factorized form (the shift form's table would span T distances).
+    rows = self._pair_scores(query_heads[:, :g], key_heads, q_pos[:g], k_pos, head(query_segment_ids, g),
+                             key_segment_ids, FACTORIZED, self.separate_cls)   # [B, N, G, S]
+    columns = self._pair_scores(query_heads, key_heads[:, :g], q_pos, k_pos[:g], query_segment_ids,
+                                head(key_segment_ids, g), FACTORIZED, self.separate_cls)   # [B, N, T, G]
+    local = self._pair_scores(
+        fold(blocks(query_heads)), fold(windows(key_heads)), geometry.local_query_positions,
+        geometry.local_key_positions, fold(None if query_segment_ids is None else blocks(query_segment_ids)),
+        fold(None if key_segment_ids is None else windows(key_segment_ids)),
+        self.position_encoding, False)                                                   # [BK, N, bq, 3bk]
+    local = tf.reshape(local, [-1, geometry.num_blocks, *local.shape[1:]])
+    columns = tf.transpose(blocks(tf.transpose(columns, [0, 2, 1, 3])), [0, 1, 3, 2, 4])   # [B, K, N, bq, G]
+    return rows, tf.concat([columns, local], -1)
 
 
 def local_blocks(x, geometry):

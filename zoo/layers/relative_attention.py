@@ -71,6 +71,7 @@ class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHead
   """
 
   _static_positions = staticmethod(pos_lib.static_positions)
+  _local_scores = MultiHeadAttention._local_scores_by_parts   # each part has positions of its own
 
   def call(self,
            query,

@@ -117,7 +117,8 @@ def _presets():
   add("realformer_base_long", "transformer",
       _transformer(12, 768, 12, residual_attention=True, max_sequence_length=LONG_LENGTH,
                    seq_length=LONG_LENGTH, attention_window=LONG_WINDOW, global_tokens=1),
-      f"RealFormer L12/H768/A12 for {LONG_LENGTH} tokens: local attention (window {LONG_WINDOW}), [cls] global")
+      f"RealFormer L12/H768/A12 for {LONG_LENGTH} tokens: local attention (window {LONG_WINDOW}), "
+      "[cls] global")
   for layout, (sizes, repeats, width) in _FUNNEL_LAYOUTS.items():
     heads = width // 64
     base = dict(vocab_size=VOCAB_SIZE, hidden_size=width, block_sizes=sizes, block_repeats=repeats,

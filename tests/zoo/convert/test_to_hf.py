@@ -279,7 +279,8 @@ REFUSALS = [
      "masked-LM head's activation 'relu' differs"),
     (_settings("bert_small", activation="tanh"), "activation 'tanh'"),
     (_settings("bert_small", "contrastive"), "task 'contrastive' has no transformers class"),
-    (_settings("bert_small", attention_window=64), "local attention (attention_window=64): transformers' BERT"),
+    (_settings("bert_small", attention_window=64),
+     "local attention (attention_window=64): transformers' BERT"),
     (_settings("funnel_b4_4_4_long"), "local attention (attention_window=128): transformers' Funnel"),
 ]
 

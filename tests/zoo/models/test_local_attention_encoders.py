@@ -89,7 +89,8 @@ FAST_CASES = ("realformer_running_mean", "funnel_decoder")
 
 
 @pytest.mark.parametrize("name, encoder_class, window, global_tokens, config", [
-    pytest.param(*case, id=case[0], marks=() if case[0] in FAST_CASES else (pytest.mark.slow,)) for case in CASES])
+    pytest.param(*case, id=case[0], marks=() if case[0] in FAST_CASES else (pytest.mark.slow,))
+    for case in CASES])
 def test_local_encoder_equals_full_attention_under_the_pattern(banded, name, encoder_class, window,
                                                                global_tokens, config):
   config = dict(SMALL, **config)
