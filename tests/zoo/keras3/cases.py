@@ -332,8 +332,6 @@ def encoder_cases(full_grid=False):
       "funnel-local-shift-reset": funnel_case(attention_window=1, global_tokens=2, position_encoding="shift",
                                               residual_attention=True, carry_at_pooling="reset",
                                               pool_q_only=False, separate_cls=False),
-      "funnel-local-qonly-authors": funnel_case(attention_window=3, pooling_semantics="authors",
-                                                truncate_seq=False),
       "transformer-local-realformer": transformer_case(attention_window=2, residual_attention=True,
                                                        running_mean=True, num_layers=3),
   })

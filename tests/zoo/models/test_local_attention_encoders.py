@@ -123,17 +123,15 @@ def test_attention_probabilities_come_out_in_block_form():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("encoder_class, config", [
-    (TransformerEncoder, dict(num_layers=2, seq_length=20, residual_attention=True)),
-    (FunnelEncoder, dict(block_sizes=(1, 1), seq_length=20, num_decoder_layers=1)),
-], ids=["transformer", "funnel"])
-def test_encoder_checks_with_local_attention(encoder_class, config, tmp_path):
-  """Config round trip, .keras and SavedModel reload, XLA and mixed_bfloat16; the compiled encoder's
-  only gather is the word-embedding lookup."""
-  config = dict(SMALL, attention_window=3, global_tokens=2, **config)
+def test_encoder_checks_with_local_attention(tmp_path):
+  """A Funnel with local attention, pooling, the decoder and the carry (reset at pooling): config round
+  trip, .keras and SavedModel reload, XLA and mixed_bfloat16; the compiled encoder's only gather is the
+  word-embedding lookup."""
+  config = dict(SMALL, attention_window=3, global_tokens=2, block_sizes=(1, 1), seq_length=20,
+                num_decoder_layers=1, residual_attention=True, carry_at_pooling="reset", pool_q_only=False)
   inputs = _inputs(config["seq_length"])
-  run_encoder_checks(encoder_class, config, inputs, tmp_path)
-  encoder = encoder_class(**config)
+  run_encoder_checks(FunnelEncoder, config, inputs, tmp_path)
+  encoder = FunnelEncoder(**config)
   compiled = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=True)
   hlo = compiled.experimental_get_compiler_ir({k: tf.constant(v) for k, v in inputs.items()})(stage="hlo")
   assert hlo.count(" gather(") == 1
