@@ -106,6 +106,11 @@ def attention_probabilities(encoder, inputs):
       config = encoder.get_config()
       positions = np.arange(probs[0].shape[-1])
       geometry = local_geometry(config["attention_window"], config["global_tokens"], positions, positions)
+      expected = (geometry.num_blocks, probs[1].shape[2], geometry.query_block,
+                  geometry.global_tokens + 3 * geometry.key_block)
+      if tuple(probs[1].shape[1:]) != expected:   # a pooled (Funnel) layer: another grid
+        raise ValueError("the layers' local attention maps are not self-attention over the input length "
+                         "(a Funnel's pooled layers); analyse them one by one with zoo.windows.LocalGeometry")
       probs = geometry.dense_probs(*(np.asarray(part) for part in probs))
     maps.append(probs)
   outputs = dict(outputs, attention_probs=maps)

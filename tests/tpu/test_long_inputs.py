@@ -40,8 +40,9 @@ def test_long_presets_pretrain_on_packed_4096_token_shards_of_long_documents(pro
               for ids in tf.data.TFRecordDataset(str(path)).map(parse).as_numpy_iterator()]
   # Packed: full 4096-token examples, the corpus's tail apart.
   assert len(examples) >= 4 and sum(ids[-1] == 0 for ids in examples) <= 1
-  # Real long documents: a run of over 512 tokens without a document boundary ([SEP]).
-  longest = max(np.diff(np.flatnonzero(ids == sep)).max(initial=0) for ids in examples)
+  # Real long documents: a run of over 2,048 tokens without a document boundary ([SEP]), the example's
+  # ends counting as boundaries.
+  longest = max(np.diff(np.concatenate([[0], np.flatnonzero(ids == sep), [T]])).max() for ids in examples)
   assert longest > 2048
 
   for model, overrides in (("realformer_base_long", dict(SMALL, num_layers=2)),

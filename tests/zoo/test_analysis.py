@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from zoo import analysis
+from zoo.models import FunnelEncoder
 from zoo.models import TransformerEncoder
 
 
@@ -77,3 +78,10 @@ def test_probabilities_of_a_local_attention_encoder_are_the_full_maps_inside_the
   outside = (np.abs(i - j) > 2) & (i > 0) & (j > 0)
   assert np.all(probs[..., outside] == 0) and np.all(probs[..., 4:, 9:] == 0)   # the window; padding
   assert np.all(probs[..., 0, :9] > 0)   # [cls] attends to every real token
+  # A Funnel's pooled layers have other grids: refused with the reason, not an index error.
+  funnel = FunnelEncoder(vocab_size=20, hidden_size=16, block_sizes=(1, 1), num_heads=2, intermediate_size=32,
+                         seq_length=16, attention_window=1, output_attention_probs=True)
+  ids = np.arange(2, 18, dtype=np.int32)[None] % 20
+  inputs = dict(input_word_ids=ids, input_mask=np.ones_like(ids), input_type_ids=0 * ids)
+  with pytest.raises(ValueError, match="analyse them one by one"):
+    analysis.attention_probabilities(funnel, inputs)

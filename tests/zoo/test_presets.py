@@ -183,7 +183,9 @@ def _reduced_overrides(name):
   if preset.family == "funnel":
     small.update(block_sizes=(1,) * len(preset.config["block_sizes"]), seq_length=16)
   else:
-    small.update(num_layers=min(preset.config["num_layers"], 3), max_sequence_length=16, seq_length=16)
+    small.update(num_layers=min(preset.config["num_layers"], 3), max_sequence_length=16)
+  if preset.config.get("attention_window") is not None:   # several blocks at 16 tokens
+    small.update(attention_window=2, seq_length=16)
   return small
 
 

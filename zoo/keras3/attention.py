@@ -19,6 +19,7 @@ import numpy as np
 from keras import ops
 
 from zoo import specs
+from zoo.choices import ABSOLUTE
 from zoo.choices import FACTORIZED
 from zoo.keras3.base import ZooLayer
 from zoo.specs import AttentionResult
@@ -70,15 +71,17 @@ class AttentionLayer(ZooLayer):
 
     Relative positions arrive as Python lists, which JAX's shape inference would trace;
     the shapes follow from the inputs alone: `output` like the queries, `carry` and
-    `probs` float32 `[B, N, T, S]`.
+    `probs` float32 `[B, N, T, S]`, or with local attention the pairs of the global rows
+    `[B, N, G, S]` and the blocks (`zoo.windows`).
     """
     del args
     value = query if value is None else value
     batch, length = query.shape[0], query.shape[1]
     output = keras.KerasTensor(query.shape, dtype=self.compute_dtype)
     if getattr(self, "attention_window", None) is not None:   # local attention: rows and blocks
+      relative = getattr(self, "position_encoding", ABSOLUTE) != ABSOLUTE   # absolute: positions unused
       geometry = local_geometry(self.attention_window, self.global_tokens,
-                               *(_grid(kwargs.get(name), size) for name, size in (
+                               *(_grid(kwargs.get(name) if relative else None, size) for name, size in (
                                    ("query_positions", length), ("key_positions", value.shape[1]))))
       shapes = [(batch, self._num_heads(), geometry.global_tokens, value.shape[1]),
                 (batch, geometry.num_blocks, self._num_heads(), geometry.query_block,
@@ -218,7 +221,7 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, AttentionLayer):
     else:
       key_mask = ops.cast(attention_mask, "float32")
     window_mask = (ops.expand_dims(ops.expand_dims(windows(key_mask), 2), 2)
-                   * ops.convert_to_tensor(geometry.local_allowed[:, None].astype("float32")))
+                   * ops.cast(ops.convert_to_tensor(geometry.local_allowed[:, None]), "float32"))
     global_mask = ops.reshape(key_mask[:, :g], (-1, 1, 1, 1, g)) * ops.ones_like(window_mask[..., :1])
     rows_bias = (1.0 - ops.reshape(key_mask, (-1, 1, 1, key_mask.shape[1]))) * MASK_BIAS
     rows_probs = ops.softmax(rows + rows_bias, axis=-1)
@@ -288,11 +291,12 @@ def local_blocks(x, geometry):
 
 def local_windows(x, geometry):
   """`[B, S, ...] -> [B, K, 3·key_block, ...]`: key blocks k - 1, k, k + 1 behind `geometry.lead` pad keys."""
-  lead, trail = geometry.lead, geometry.key_padding
-  if lead < 0:
-    x, lead = x[:, -lead:], 0
-  if trail < 0:
-    x, trail = x[:, :x.shape[1] + trail], 0
-  x = ops.pad(x, [[0, 0], [lead, trail]] + [[0, 0]] * (len(x.shape) - 2))
+  total = (geometry.num_blocks + 2) * geometry.key_block
+  lead = geometry.lead
+  if lead < 0:   # keys before the first window: dropped
+    x, lead = x[:, min(-lead, x.shape[1]):], 0
+  lead = min(lead, total)
+  kept = max(0, min(x.shape[1], total - lead))   # keys after the last window: dropped
+  x = ops.pad(x[:, :kept], [[0, 0], [lead, total - lead - kept]] + [[0, 0]] * (len(x.shape) - 2))
   blocks = ops.reshape(x, (-1, geometry.num_blocks + 2, geometry.key_block, *x.shape[2:]))
   return ops.concatenate([blocks[:, :-2], blocks[:, 1:-1], blocks[:, 2:]], axis=2)

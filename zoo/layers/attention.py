@@ -219,10 +219,11 @@ class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
       key_mask = tf.ones(tf.shape(value)[:2], tf.float32)
     elif len(attention_mask.shape) != 2:
       raise ValueError(f"{self.name}: local attention takes a [batch, keys] padding mask, got rank "
-                       f"{attention_mask.shape.rank}")
+                       f"{len(attention_mask.shape)}")
     else:
       key_mask = tf.cast(attention_mask, tf.float32)
-    window_mask = windows(key_mask)[:, :, None, None, :] * geometry.local_allowed[:, None].astype("float32")
+    allowed = tf.cast(tf.constant(geometry.local_allowed[:, None]), tf.float32)   # bool: 1 B a pair
+    window_mask = windows(key_mask)[:, :, None, None, :] * allowed
     global_mask = key_mask[:, None, None, None, :g] * tf.ones_like(window_mask[..., :1])
     rows_probs = tf.nn.softmax(rows + (1.0 - key_mask[:, None, None, :]) * MASK_BIAS, axis=-1)
     probs = tf.nn.softmax(scores + (1.0 - tf.concat([global_mask, window_mask], -1)) * MASK_BIAS, axis=-1)
@@ -285,11 +286,12 @@ def local_blocks(x, geometry):
 def local_windows(x, geometry):
   """`[B, S, ...] -> [B, K, 3·key_block, ...]`: block k's window is key blocks k - 1, k, k + 1 of the key
   sequence behind `geometry.lead` pad keys (zeros), so pad keys read as padding."""
-  lead, trail = geometry.lead, geometry.key_padding
-  if lead < 0:
-    x, lead = x[:, -lead:], 0
-  if trail < 0:
-    x, trail = x[:, :x.shape[1] + trail], 0
-  x = tf.pad(x, [[0, 0], [lead, trail]] + [[0, 0]] * (x.shape.rank - 2))
+  total = (geometry.num_blocks + 2) * geometry.key_block
+  lead = geometry.lead
+  if lead < 0:   # keys before the first window: dropped
+    x, lead = x[:, min(-lead, x.shape[1]):], 0
+  lead = min(lead, total)
+  kept = max(0, min(x.shape[1], total - lead))   # keys after the last window: dropped
+  x = tf.pad(x[:, :kept], [[0, 0], [lead, total - lead - kept]] + [[0, 0]] * (x.shape.rank - 2))
   blocks = tf.reshape(x, [-1, geometry.num_blocks + 2, geometry.key_block, *x.shape[2:]])
   return tf.concat([blocks[:, :-2], blocks[:, 1:-1], blocks[:, 2:]], axis=2)

@@ -48,6 +48,8 @@ class TransformerBlock(specs.TransformerBlockSpec, ZooLayer):
     use_segment_bias, separate_cls, cls_segment_id: see `RelativeMultiHeadAttention`.
     residual_attention, running_mean: see `MultiHeadAttention`.
     kernel_initializer: initializer of all kernels.
+    attention_window, global_tokens: block-local attention with global tokens (see
+      `MultiHeadAttention`; None: full attention).
     shared_attention, shared_ffn: another block whose attention, or feed-forward dense
       layers, this block uses instead of its own (cross-layer sharing); that block must
       run first. Not part of the config: whoever shares passes them again (the encoders'

@@ -329,6 +329,7 @@ def encoder_cases(full_grid=False):
       "funnel-shared-attention-residual": funnel_case(layer_sharing="attention", residual_attention=True),
       "funnel-shared-ffn": funnel_case(layer_sharing="ffn", block_sizes=(2, 1)),
       # Local attention with global tokens: pooled blocks, pool-query-only, the decoder, the carry.
+      "funnel-local-qonly": funnel_case(attention_window=2),
       "funnel-local-shift-reset": funnel_case(attention_window=1, global_tokens=2, position_encoding="shift",
                                               residual_attention=True, carry_at_pooling="reset",
                                               pool_q_only=False, separate_cls=False),
