@@ -163,6 +163,13 @@ def write_section(path, section, title=SECTION_TITLE):
   write_atomically(path, text)
 
 
+def publish(section, out=None, title=SECTION_TITLE):
+  """Prints a benchmark's section and, with `out`, puts it into that Markdown file (`write_section`)."""
+  print(section)
+  if out:
+    write_section(out, section, title)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--preset", default="funnel_b4_4_4")
@@ -181,9 +188,7 @@ def main(argv=None):
                 progress=lambda message: print(message, file=sys.stderr))
   section = report(args.preset, args.seq_length, args.batch_size, args.repeats, results,
                    xla_flags=os.environ.get("XLA_FLAGS"))
-  print(section)
-  if args.out:
-    write_section(args.out, section)
+  publish(section, args.out)
   return 0
 
 

@@ -140,10 +140,8 @@ def main(argv=None):
   rows = run(lengths, args.batch_size, args.repeats, overrides,
              progress=lambda message: print(message, file=sys.stderr))
   section = report(rows, args.batch_size, args.repeats, overrides)
-  print(section)
-  if args.out:
-    from benchmarks.keras3 import write_section
-    write_section(args.out, section, SECTION_TITLE)
+  from benchmarks.keras3 import publish
+  publish(section, args.out, SECTION_TITLE)
   return 0
 
 

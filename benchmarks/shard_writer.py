@@ -265,10 +265,8 @@ def main(argv=None):
     if not args.keep:
       shutil.rmtree(folder, ignore_errors=True)
   section = report(rows)
-  print(section)
-  if args.out:
-    from benchmarks.keras3 import write_section
-    write_section(args.out, section, SECTION_TITLE)
+  from benchmarks.keras3 import publish
+  publish(section, args.out, SECTION_TITLE)
   return 0
 
 
