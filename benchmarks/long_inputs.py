@@ -68,9 +68,11 @@ def run(lengths, batch_size, repeats, overrides, progress=print):
   rows = []
   for index, seq_length in enumerate(lengths):
     progress(f"T={seq_length}: timing both models")
+    load_before = os.getloadavg()[0]
     times = _run(["benchmarks.long_inputs", "--worker", "--lengths", str(seq_length), "--batch-size",
                   str(batch_size), "--repeats", str(repeats), "--overrides", json.dumps(overrides)],
                  f"the timing process at T={seq_length}")
+    load = (load_before, os.getloadavg()[0])
     memory = {}
     for mode in (MODES if index % 2 == 0 else MODES[::-1]):
       progress(f"T={seq_length}: peak memory of the {mode}-attention model")
@@ -80,7 +82,7 @@ def run(lengths, batch_size, repeats, overrides, progress=print):
                           f"the memory process of the {mode}-attention model at T={seq_length}")
     rows.append(dict(seq_length=seq_length, time={mode: times[mode]["median"] for mode in MODES},
                      memory={mode: memory[mode]["model_bytes"] for mode in MODES},
-                     step_memory={mode: memory[mode]["step_bytes"] for mode in MODES}))
+                     step_memory={mode: memory[mode]["step_bytes"] for mode in MODES}, load=load))
   return rows
 
 
@@ -89,6 +91,7 @@ def report(rows, batch_size, repeats, overrides):
   from benchmarks.report import table
   from zoo import presets
   window = presets.get(PRESET).config["attention_window"]
+  xla_flags = json.dumps(os.environ["XLA_FLAGS"]) if os.environ.get("XLA_FLAGS") else "unset"
   first = rows[0]
   lines = [SECTION_TITLE, "",
            f"`python -m benchmarks.long_inputs --out BENCHMARKS.md`: `{PRESET}` with "
@@ -96,7 +99,8 @@ def report(rows, batch_size, repeats, overrides):
            f"model with full attention; batch {batch_size}, median of {repeats} interleaved training steps "
            "(graph mode); memory: the peak over two steps less the runtime's size, each in a process of "
            "its own (the step's own: less the weights' and AdamW slots' too). Machine: "
-           + machine_description() + ".", ""]
+           + machine_description() + f"; XLA_FLAGS {xla_flags}; the load column is the 1-minute load "
+           "average when each length's timing process began and ended.", ""]
   body = []
   for row in rows:
     full_time, local_time = row["time"]["full"], row["time"]["local"]
@@ -106,10 +110,11 @@ def report(rows, batch_size, repeats, overrides):
                  f"{full_memory / MB:.0f}", f"{local_memory / MB:.0f}", f"{local_memory / full_memory:.2f}×",
                  f"{step_ratio:.2f}×",
                  f"{local_time / first['time']['local']:.1f}× "
-                 f"({row['seq_length'] / first['seq_length']:.0f}×)"])
+                 f"({row['seq_length'] / first['seq_length']:.0f}×)",
+                 " → ".join(f"{value:.1f}" for value in row.get("load", ()))])
   lines.append(table(["T", "full step (s)", "local step (s)", "time local/full", "full peak (MB)",
                       "local peak (MB)", "memory local/full", "step's own memory local/full",
-                      "local step vs T=" + str(first["seq_length"]) + " (length ratio)"], body))
+                      "local step vs T=" + str(first["seq_length"]) + " (length ratio)", "load"], body))
   at_4096 = next((row for row in rows if row["seq_length"] == 4096), None)
   if at_4096:
     time_ratio = at_4096["time"]["local"] / at_4096["time"]["full"]

@@ -20,9 +20,10 @@ def test_the_section_states_the_ratios_and_whether_the_expectations_hold(tmp_pat
   rows = [dict(seq_length=512, time=dict(full=1.0, local=0.5), memory=dict(full=400 * mb, local=100 * mb),
                step_memory=dict(full=300, local=90)),
           dict(seq_length=4096, time=dict(full=20.0, local=4.0), memory=dict(full=3000 * mb, local=900 * mb),
-               step_memory=dict(full=2900, local=800))]
+               step_memory=dict(full=2900, local=800), load=(0.5, 1.25))]
   section = long_inputs.report(rows, 1, 3, TINY)
-  assert "| 4096 | 20.000 | 4.000 | 0.20× | 3000 | 900 | 0.30× | 0.28× | 8.0× (8×) |" in section
+  assert "| 4096 | 20.000 | 4.000 | 0.20× | 3000 | 900 | 0.30× | 0.28× | 8.0× (8×) | 0.5 → 1.2 |" in section
+  assert "XLA_FLAGS unset" in section or "XLA_FLAGS \"" in section
   assert "0.20× full attention's step time (expected ≤ 0.33: met) and 0.30× its memory (expected ≤ 0.25: " \
          "not met)" in section
 
@@ -35,4 +36,4 @@ def test_a_tiny_run_measures_both_models(capsys):
   section = capsys.readouterr().out
   assert long_inputs.SECTION_TITLE in section
   rows = [line for line in section.splitlines() if line.startswith("| 64 ")]
-  assert len(rows) == 1 and rows[0].count("×") == 5 and "nan" not in rows[0]
+  assert len(rows) == 1 and rows[0].count("×") == 5 and "nan" not in rows[0] and "→" in rows[0]
