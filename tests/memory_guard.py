@@ -3,7 +3,7 @@
 Each test process (the pytest-xdist workers, or the single process without them) notes its own
 peak resident memory (VmHWM) before and after every test, and the peak of the processes its
 tests started and waited for (`RUSAGE_CHILDREN`: the largest of them, counted from the fork, so
-at least what the test process held then). At the end of the run the peaks are printed per
+at least what the test process held then; the test that started the largest is named). At the end of the run the peaks are printed per
 process; above the limit the run fails, naming the tests during which the peak grew most and
 those that left the most memory behind (resident memory after the test minus before it: what a
 fixture, cache or compiled function kept).
@@ -21,7 +21,7 @@ LIMIT_BYTES = float(os.environ.get("ZOO_TEST_MEMORY_LIMIT_GB", "4")) * 1e9
 NAMED = 5   # tests named per list in a report over the limit
 SHOWN = 3   # tests named per process within the limit
 MEANINGFUL = 10e6   # bytes of growth worth naming
-_STATE = {"peak_growth": {}, "kept": {}, "first": None}
+_STATE = {"peak_growth": {}, "kept": {}, "children_growth": {}, "first": None}
 
 
 def _status(field):
@@ -61,12 +61,14 @@ def _gb(size):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-  peak, held = _peak(), resident()
+  peak, held, children = _peak(), resident(), _children_peak()
   if _STATE["first"] is None:
     _STATE["first"] = held
   yield
   _STATE["peak_growth"][item.nodeid] = _peak() - peak
   _STATE["kept"][item.nodeid] = resident() - held
+  if _children_peak() > children:   # a process this test started is the largest so far
+    _STATE["children_growth"][item.nodeid] = _children_peak()
 
 
 def _top(values):
@@ -76,6 +78,7 @@ def _top(values):
 
 def _summary(name):
   return dict(name=name, peak=_peak(), children_peak=_children_peak(), first=_STATE["first"] or 0,
+              largest_child=_top(_STATE["children_growth"])[:1],
               peak_growth=_top(_STATE["peak_growth"]), kept=_top(_STATE["kept"]))
 
 
@@ -116,7 +119,9 @@ def pytest_terminal_summary(terminalreporter, config):
   terminalreporter.section("peak resident memory per test process")
   for summary in summaries:
     write(f"{summary['name']}: {_gb(summary['peak'])} ({_gb(summary['first'])} before its first test); "
-          f"the processes it started, at most: {_gb(summary['children_peak'])} (limit {_gb(LIMIT_BYTES)})")
+          f"the processes it started, at most: {_gb(summary['children_peak'])}"
+          + "".join(f" (started by {name})" for name, _ in summary.get("largest_child", []))
+          + f" (limit {_gb(LIMIT_BYTES)})")
     if not _over(summary):
       write("  grew most during: " + ("; ".join(f"{name} (+{_gb(size)})" for name, size in
                                                 summary["peak_growth"][:SHOWN]) or "none"))
