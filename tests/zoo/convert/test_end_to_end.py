@@ -94,19 +94,21 @@ def test_hf_funnel_with_its_tokenizer_files(tmp_path):
 
 @pytest.fixture
 def hf_bert(tmp_path):
+  """`(model, tokenizer, folder)`: a random BertModel and its tokenizer, saved to `folder` as transformers
+  publishes them (safetensors, config, vocabulary)."""
   config = transformers.BertConfig(**{**BERT_TINY, "vocab_size": 40, "hidden_act": "gelu_new"})
   torch.manual_seed(1)
   model = transformers.BertModel(config).eval()
   tokenizer = transformers.BertTokenizer(vocab_file(str(tmp_path), BERT_SPECIAL, 40), do_lower_case=True)
-  return model, tokenizer
+  src = tmp_path / "bert"
+  model.save_pretrained(src, safe_serialization=True)
+  tokenizer.save_pretrained(src)
+  return model, tokenizer, src
 
 
 @pytest.mark.slow
 def test_hf_bert(tmp_path, hf_bert):
-  model, tokenizer = hf_bert
-  src = tmp_path / "bert"
-  model.save_pretrained(src, safe_serialization=True)
-  tokenizer.save_pretrained(src)
+  model, tokenizer, src = hf_bert
   out = str(tmp_path / "converted")
   assert main(["hf-bert", str(src), "--out", out, "--seq-length", str(LENGTH)]) == 0
   encode = fine_tune_and_export(tmp_path, out)
@@ -115,7 +117,7 @@ def test_hf_bert(tmp_path, hf_bert):
 
 @pytest.mark.slow
 def test_tf1_bert(tmp_path, hf_bert):
-  model, tokenizer = hf_bert
+  model, tokenizer, _ = hf_bert
   src = write_tf1(model, str(tmp_path / "uncased_L-2_H-32_A-4"))
   vocab_file(src, BERT_SPECIAL, 40)
   out = str(tmp_path / "converted")
@@ -158,10 +160,7 @@ def convert_from_hub_cache(tmp_path, source_format, repo_id, src, cached_id=None
 
 @pytest.mark.slow
 def test_a_hub_id_converts_from_the_cache_offline(tmp_path, hf_bert):
-  model, tokenizer = hf_bert
-  src = tmp_path / "bert"
-  model.save_pretrained(src, safe_serialization=True)
-  tokenizer.save_pretrained(src)
+  _, _, src = hf_bert
   result, out, commit = convert_from_hub_cache(tmp_path, "hf-bert", "someone/tiny-bert", src)
   assert result.returncode == 0, result.stderr
   source = ModelDir(out).read_source()
