@@ -3,10 +3,10 @@
 Each test process (the pytest-xdist workers, or the single process without them) notes its own
 peak resident memory (VmHWM) before and after every test, and the peak of the processes its
 tests started and waited for (`RUSAGE_CHILDREN`: the largest of them, counted from the fork, so
-at least what the test process held then; the test that started the largest is named). At the end of the run the peaks are printed per
-process; above the limit the run fails, naming the tests during which the peak grew most and
-those that left the most memory behind (resident memory after the test minus before it: what a
-fixture, cache or compiled function kept).
+at least what the test process held then), with the test that started the largest. At the end of
+the run the peaks are printed per process; above the limit the run fails, naming the tests during
+which the peak grew most and those that left the most memory behind (resident memory after the
+test minus before it: what a fixture, cache or compiled function kept).
 
 `ZOO_TEST_MEMORY_LIMIT_GB` sets another limit (e.g. to find the growth on a smaller budget).
 """

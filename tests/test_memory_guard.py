@@ -10,6 +10,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TESTS = textwrap.dedent("""
+    import subprocess
+    import sys
+
     HELD = []
 
     def test_small():
@@ -21,6 +24,9 @@ TESTS = textwrap.dedent("""
     def test_peaks_then_frees():
       block = bytearray(300_000_000)
       del block
+
+    def test_starts_a_large_process():
+      subprocess.run([sys.executable, "-c", "block = bytearray(500_000_000)"], check=True)
     """)
 
 
@@ -37,7 +43,7 @@ def _run(tmp_path, limit_gb, *options):
 def test_a_process_over_the_budget_fails_the_run_naming_the_tests_that_grew_it(tmp_path, options):
   over = _run(tmp_path, 0.3, *options)
   assert over.returncode == 1, over.stdout + over.stderr
-  assert "3 passed" in over.stdout
+  assert "4 passed" in over.stdout
   [line] = [line for line in over.stdout.splitlines() if line.startswith("FAILED memory budget")]
   assert ("gw0" if "-n" in options else "pytest") + " reached" in line and "above 0.30 GB" in line
   grew = next(line for line in over.stdout.splitlines() if "peak grew most" in line)
@@ -45,6 +51,10 @@ def test_a_process_over_the_budget_fails_the_run_naming_the_tests_that_grew_it(t
   assert grew.index("test_holds_memory") < grew.index("test_peaks_then_frees")   # +0.40 GB, then +0.30 GB
   assert "test_holds_memory (+0.4" in kept
   assert "test_peaks_then_frees" not in kept and "test_small" not in kept
+  # The process a test started: its peak, and the test named.
+  [started] = [line for line in over.stdout.splitlines() if "the processes it started" in line]
+  assert "(started by test_growth.py::test_starts_a_large_process)" in started, started
+  assert float(started.split("at most: ")[1].split(" GB")[0]) >= 0.5
 
   within = _run(tmp_path, 4, *options)
   assert within.returncode == 0, within.stdout + within.stderr
