@@ -8,6 +8,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # tests start inherit it.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# TensorFlow's oneDNN kernels pay a set-up per operation and shape that the suite's small models
+# never earn back: without them a test file of encoder checks took 44-48 CPU-s instead of 51-55,
+# and one of training jobs and exports 40 instead of 41-46 (alternating runs). The tests' tolerances
+# hold either way; the processes the tests start inherit it.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # Without it, `import tensorflow` loads Keras 3 (and scikit-learn with it) for TensorFlow's own
 # Keras attribute, which the project never uses (tests/test_project.py forbids it): 1.4 s of CPU
 # in each of the ~60 TensorFlow processes of a run. The Keras 3 tests import `keras` itself,
