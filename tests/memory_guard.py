@@ -21,7 +21,7 @@ LIMIT_BYTES = float(os.environ.get("ZOO_TEST_MEMORY_LIMIT_GB", "4")) * 1e9
 NAMED = 5   # tests named per list in a report over the limit
 SHOWN = 3   # tests named per process within the limit
 MEANINGFUL = 10e6   # bytes of growth worth naming
-_STATE = {"peak_growth": {}, "kept": {}, "children_growth": {}, "first": None}
+_STATE = {"peak_growth": {}, "kept": {}, "largest_child": None, "first": None}
 
 
 def _status(field):
@@ -68,7 +68,7 @@ def pytest_runtest_protocol(item, nextitem):
   _STATE["peak_growth"][item.nodeid] = _peak() - peak
   _STATE["kept"][item.nodeid] = resident() - held
   if _children_peak() > children:   # a process this test started is the largest so far
-    _STATE["children_growth"][item.nodeid] = _children_peak()
+    _STATE["largest_child"] = item.nodeid
 
 
 def _top(values):
@@ -78,7 +78,7 @@ def _top(values):
 
 def _summary(name):
   return dict(name=name, peak=_peak(), children_peak=_children_peak(), first=_STATE["first"] or 0,
-              largest_child=_top(_STATE["children_growth"])[:1],
+              largest_child=_STATE["largest_child"],
               peak_growth=_top(_STATE["peak_growth"]), kept=_top(_STATE["kept"]))
 
 
@@ -120,7 +120,7 @@ def pytest_terminal_summary(terminalreporter, config):
   for summary in summaries:
     write(f"{summary['name']}: {_gb(summary['peak'])} ({_gb(summary['first'])} before its first test); "
           f"the processes it started, at most: {_gb(summary['children_peak'])}"
-          + "".join(f" (started by {name})" for name, _ in summary.get("largest_child", []))
+          + (f" (started by {summary['largest_child']})" if summary.get("largest_child") else "")
           + f" (limit {_gb(LIMIT_BYTES)})")
     if not _over(summary):
       write("  grew most during: " + ("; ".join(f"{name} (+{_gb(size)})" for name, size in
