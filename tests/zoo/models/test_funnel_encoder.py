@@ -39,15 +39,21 @@ def test_block_lengths():
   assert block_lengths(512, 3, separate_cls=False) == [512, 256, 128]
 
 
-@pytest.mark.parametrize("decoder", [0, 2], ids=["no_decoder", "decoder"])
-@pytest.mark.parametrize("flags", [
-    dict(),
-    dict(pool_q_only=False, pooling_type="max"),
-    dict(separate_cls=False),
-    dict(truncate_seq=False, block_repeats=(2, 1, 2)),
-    dict(residual_attention=True),
-    dict(residual_attention=True, carry_at_pooling="reset", pool_q_only=False),
-], ids=["default", "pool_all_max", "joint_cls", "no_truncate_repeats", "residual", "residual_reset"])
+SHAPE_FLAGS = {
+    "default": dict(),
+    "pool_all_max": dict(pool_q_only=False, pooling_type="max"),
+    "joint_cls": dict(separate_cls=False),
+    "no_truncate_repeats": dict(truncate_seq=False, block_repeats=(2, 1, 2)),
+    "residual": dict(residual_attention=True),
+    "residual_reset": dict(residual_attention=True, carry_at_pooling="reset", pool_q_only=False),
+}
+
+
+# `make test-fast` runs every flag set without the decoder and the default one with it.
+@pytest.mark.parametrize("flags, decoder", [
+    pytest.param(flags, decoder, id=f"{name}-{'decoder' if decoder else 'no_decoder'}",
+                 marks=pytest.mark.slow if decoder and name != "default" else ())
+    for decoder in (0, 2) for name, flags in SHAPE_FLAGS.items()])
 def test_shapes_and_factorized_equals_shift(flags, decoder):
   config = dict(SMALL, block_sizes=(1, 1, 1), num_decoder_layers=decoder, **flags)
   factorized = FunnelEncoder(**config)

@@ -153,7 +153,7 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", [
-    pytest.param(name, marks=pytest.mark.slow if name in ("post_ln", "pre_ln") else ()) for name in VARIANTS])
+    pytest.param(name, marks=() if name == "realformer_mean" else pytest.mark.slow) for name in VARIANTS])
 def test_save_reload_xla_and_mixed_precision(variant, tmp_path):
   config = dict(SMALL, **VARIANTS[variant])
   run_encoder_checks(TransformerEncoder, config, _inputs(), tmp_path)
