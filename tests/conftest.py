@@ -31,7 +31,6 @@ for _flag in XLA_TEST_FLAGS:
     os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), _flag]))
 
 import pytest  # noqa: E402
-import tf_keras as keras  # noqa: E402
 
 # Fails a run whose test processes exceed the memory budget, naming the tests that grew them.
 pytest_plugins = ["tests.memory_guard"]
@@ -54,6 +53,10 @@ def _float32_policy():
   counts of Python objects, not bytes: a test that builds a large model from a few objects
   (the full-width presets: hundreds of MB each) would otherwise leave it in memory for many
   tests after it (a worker reached 15 GB). What the collection frees goes back to the system."""
+  # Imported here, not with this module: pytest-xdist's controlling process loads this module but
+  # runs no test, and would spend about 4 s before starting the test processes.
+  import tf_keras as keras
+
   from tests import memory_guard  # the plugin, imported by pytest_plugins
   keras.mixed_precision.set_global_policy("float32")
   keras.backend.clear_session()

@@ -39,7 +39,8 @@ def _run(tmp_path, limit_gb, *options):
                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("options", [("-p", "no:xdist"), ("-n", "1")], ids=["one process", "xdist worker"])
+@pytest.mark.parametrize("options", [("-p", "no:xdist"), pytest.param(("-n", "1"), marks=pytest.mark.slow)],
+                         ids=["one process", "xdist worker"])
 def test_a_process_over_the_budget_fails_the_run_naming_the_tests_that_grew_it(tmp_path, options):
   over = _run(tmp_path, 0.3, *options)
   assert over.returncode == 1, over.stdout + over.stderr

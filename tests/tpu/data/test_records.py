@@ -252,6 +252,7 @@ def test_the_record_pipeline_holds_core_ops_only(records, tmp_path):
   assert result.stdout.strip() == "", f"ops outside core TensorFlow: {result.stdout}"
 
 
+@pytest.mark.slow
 def test_masking_is_dynamic_and_seeded(records, tmp_path):
   source = data.load(f"tfrecord:{records}/*.tfrecord")
   config = _config(tmp_path, records).validate()

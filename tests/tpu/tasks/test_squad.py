@@ -65,12 +65,15 @@ def _write_json(path, content):
 
 @pytest.fixture(scope="module")
 def lowercase_vocab(prose_vocab):
+  """The prose vocabulary, lower-cased. Learning it takes about 13 CPU-s, so the tests that read it
+  are marked slow: `make test-fast` keeps the metrics and span tests, which need no vocabulary."""
   return prose_vocab(True)
 
 
 # ---------------------------------------------------------------------------------------------
 # Windows.
 
+@pytest.mark.slow
 def test_windows_match_model_gardens_squad_features(tmp_path, lowercase_vocab):
   """Ids, types, mask, answer positions and maximum context of every window, against
   `official.nlp.data.squad_lib.convert_examples_to_features` with BERT's reference tokenizer."""
@@ -107,6 +110,7 @@ def test_windows_match_model_gardens_squad_features(tmp_path, lowercase_vocab):
   assert sum(feature.start_position > 0 for feature in expected) > 50
 
 
+@pytest.mark.slow
 def test_answer_positions_map_back_to_the_answer_text(lowercase_vocab):
   """Characters -> tokens -> bytes: the span of the answer tokens is the answer, accents and all."""
   encoder = TextEncoder(lowercase_vocab, seq_length=32)
@@ -150,6 +154,7 @@ def test_window_spans_are_the_best_valid_spans():
     assert null[window] == pytest.approx(start_logits[window, 0] + end_logits[window, 0])
 
 
+@pytest.mark.slow
 def test_serving_answers_equal_evaluation_answers(lowercase_vocab):
   """`answers_of` (TensorFlow, serving) and `decode` (evaluation) pick the same spans of the same logits."""
   content = squad_json(20, seed=2, lines_per_context=(4, 12))

@@ -206,6 +206,7 @@ def test_seeds_reproduce_and_differ():
   np.testing.assert_array_equal(first["input_type_ids"], features["input_type_ids"])   # passed through
 
 
+@pytest.mark.slow
 def test_tf_data_map_with_per_batch_seeds_and_tf_function():
   encoder = TextEncoder(VOCAB, seq_length=16)
   masker = MaskedLMMasker.from_encoder(encoder, max_predictions_per_seq=4)
