@@ -36,6 +36,12 @@ import pytest  # noqa: E402
 pytest_plugins = ["tests.memory_guard"]
 
 
+def fast_or_slow(values, fast):
+  """`values` as parameters of a test, marked slow unless they are in `fast`: `make test-fast` runs
+  those, the full suite all of them."""
+  return [pytest.param(value, marks=() if value in fast else pytest.mark.slow) for value in values]
+
+
 # Growth of resident memory during a test past which the test's garbage is collected at its end,
 # and the resident memory past which it is, whatever the test's own growth.
 COLLECT_AFTER_GROWTH_BYTES = 200e6

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from tests.conftest import fast_or_slow
 from tests.conftest import shared_file
 from zoo import presets
 from zoo.presets import __main__ as presets_cli
@@ -154,11 +155,7 @@ def _depth_override(preset, depth):
 FAST_PRESETS = ("bert_small", "funnel_b4_4_4", "realformer_base")
 
 
-def _fast_or_slow(names):
-  return [pytest.param(name, marks=() if name in FAST_PRESETS else (pytest.mark.slow,)) for name in names]
-
-
-@pytest.mark.parametrize("name", _fast_or_slow(presets.names()))
+@pytest.mark.parametrize("name", fast_or_slow(presets.names(), FAST_PRESETS))
 def test_every_preset_builds_at_full_width_with_the_counted_parameters(name, built):
   """Parameters are linear in depth, so two full-width depths fix the full-size count."""
   preset = presets.get(name)
@@ -208,7 +205,7 @@ def test_reduced_models_cover_every_structure():
                                "realformer_base_long", "funnel_b4_4_4_decoder_long"} <= set(names)
 
 
-@pytest.mark.parametrize("name", _fast_or_slow(_distinct_reduced_presets()))
+@pytest.mark.parametrize("name", fast_or_slow(_distinct_reduced_presets(), FAST_PRESETS))
 def test_reduced_preset_trains_a_step(name):
   keras.utils.set_random_seed(0)
   encoder = presets.build(name, **_reduced_overrides(name))

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import fast_or_slow
 from tests.layer_checks import run_layer_checks
 from tests.zoo.layers import reference
 from zoo.layers import AttentionResult
@@ -146,8 +147,7 @@ VARIANTS = {
 FAST_VARIANTS = ("realformer_running_mean", "funnel_factorized")
 
 
-@pytest.mark.parametrize("variant", [
-    pytest.param(name, marks=() if name in FAST_VARIANTS else pytest.mark.slow) for name in VARIANTS])
+@pytest.mark.parametrize("variant", fast_or_slow(VARIANTS, FAST_VARIANTS))
 def test_standard_layer_checks(variant, tmp_path):
   options = VARIANTS[variant]
   x, mask = _inputs()

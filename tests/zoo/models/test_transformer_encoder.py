@@ -7,6 +7,7 @@ import tf_keras as keras
 from official.nlp.modeling import models as nlp_models
 from official.nlp.modeling import networks
 
+from tests.conftest import fast_or_slow
 from tests.layer_checks import run_encoder_checks
 from tests.zoo.layers import reference
 from zoo.models import TransformerEncoder
@@ -152,8 +153,7 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("variant", [
-    pytest.param(name, marks=() if name == "realformer_mean" else pytest.mark.slow) for name in VARIANTS])
+@pytest.mark.parametrize("variant", fast_or_slow(VARIANTS, ("realformer_mean",)))
 def test_save_reload_xla_and_mixed_precision(variant, tmp_path):
   config = dict(SMALL, **VARIANTS[variant])
   run_encoder_checks(TransformerEncoder, config, _inputs(), tmp_path)

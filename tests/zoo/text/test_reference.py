@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 from official.nlp.tools import tokenization
 
+from tests.conftest import fast_or_slow
 from zoo.text import normalize
 from zoo.text.tokenizer import TextEncoder
 from zoo.text.vocab import SPECIAL_TOKENS
@@ -148,7 +149,7 @@ def test_stdlib_prose_matches_the_reference(prose_vocab, lower_case):
   assert fraction >= 0.999, different[:5]
 
 
-@pytest.mark.parametrize("lower_case", [pytest.param(True, marks=pytest.mark.slow), False])
+@pytest.mark.parametrize("lower_case", fast_or_slow([True, False], (False,)))
 def test_offsets_give_the_ids_of_tokenize_and_the_words_they_come_from(tmp_path, lower_case):
   """`tokenize_with_offsets`: the same ids as `tokenize`; each token's byte range holds its word.
 
