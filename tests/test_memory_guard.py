@@ -25,8 +25,12 @@ TESTS = textwrap.dedent("""
       block = bytearray(300_000_000)
       del block
 
-    def test_starts_a_large_process():
-      subprocess.run([sys.executable, "-c", "block = bytearray(500_000_000)"], check=True)
+    def test_starts_a_process_smaller_than_this_one():   # 0.5 GB, held a second: read while it runs
+      subprocess.run([sys.executable, "-c", "import time; block = bytearray(500_000_000); time.sleep(1)"],
+                     check=True)
+
+    def test_starts_a_tiny_process():   # its `ru_maxrss` starts at this process's 0.75 GB
+      subprocess.run([sys.executable, "-c", "pass"], check=True)
     """)
 
 
@@ -44,7 +48,7 @@ def _run(tmp_path, limit_gb, *options):
 def test_a_process_over_the_budget_fails_the_run_naming_the_tests_that_grew_it(tmp_path, options):
   over = _run(tmp_path, 0.3, *options)
   assert over.returncode == 1, over.stdout + over.stderr
-  assert "4 passed" in over.stdout
+  assert "5 passed" in over.stdout
   [line] = [line for line in over.stdout.splitlines() if line.startswith("FAILED memory budget")]
   assert ("gw0" if "-n" in options else "pytest") + " reached" in line and "above 0.30 GB" in line
   grew = next(line for line in over.stdout.splitlines() if "peak grew most" in line)
@@ -52,10 +56,12 @@ def test_a_process_over_the_budget_fails_the_run_naming_the_tests_that_grew_it(t
   assert grew.index("test_holds_memory") < grew.index("test_peaks_then_frees")   # +0.40 GB, then +0.30 GB
   assert "test_holds_memory (+0.4" in kept
   assert "test_peaks_then_frees" not in kept and "test_small" not in kept
-  # The process a test started: its peak, and the test named.
+  # The largest process a test started: its own peak (not the test process's, which every child's
+  # `ru_maxrss` starts from), and the test named.
   [started] = [line for line in over.stdout.splitlines() if "the processes it started" in line]
-  assert "(started by test_growth.py::test_starts_a_large_process)" in started, started
-  assert float(started.split("at most: ")[1].split(" GB")[0]) >= 0.5
+  assert "(started by test_growth.py::test_starts_a_process_smaller_than_this_one)" in started, started
+  process, own = (float(started.split(marker)[1].split(" GB")[0]) for marker in ("at most: ", ": "))
+  assert 0.5 <= process < 0.6 and own >= 0.7, started
 
   within = _run(tmp_path, 4, *options)
   assert within.returncode == 0, within.stdout + within.stderr
