@@ -17,14 +17,33 @@ POSITION_ENCODINGS = (ABSOLUTE, *RELATIVE_POSITION_ENCODINGS)
 
 # Funnel pooling of hidden states (Funnel paper, Sec. 2.2).
 POOLING_TYPES = ("mean", "max")
-# What a pooling window does with padding. "zoo": a window is real if any of its tokens
-# is, and mean/max read only its real tokens (outputs never depend on padding). "authors":
-# the window's mask is the minimum of its tokens' and mean/max run over every token of the
-# window, padding included (the published checkpoints were trained so: the authors' code
-# and Hugging Face's port).
+# What a pooling window does with padding (DESIGN.md, "Masks"):
+# - "zoo": a window is real if any of its tokens is, and mean/max read only its real
+#   tokens, so outputs at real positions never depend on padding.
+# - "huggingface": a window is real only if every token of it is (the minimum of a mask
+#   that is 1 for real tokens), and mean/max run over the whole window, padding included:
+#   Hugging Face's port, and what its Funnel checkpoints compute.
+# - "funnel_authors": a window is real if any of its tokens is (their code takes the
+#   minimum of a mask that is 1 for padding), and mean/max run over the whole window,
+#   padding included: the authors' TensorFlow and PyTorch code, with which the paper's
+#   checkpoints were trained and evaluated.
 ZOO_POOLING = "zoo"
-AUTHORS_POOLING = "authors"
-POOLING_SEMANTICS = (ZOO_POOLING, AUTHORS_POOLING)
+HF_POOLING = "huggingface"
+AUTHORS_POOLING = "funnel_authors"
+POOLING_SEMANTICS = (ZOO_POOLING, HF_POOLING, AUTHORS_POOLING)
+# Names configurations recorded before: "authors" was Hugging Face's semantics (taken for the
+# authors' until their own code showed otherwise).
+RECORDED_POOLING_NAMES = {"authors": HF_POOLING}
+
+# Where the relative terms put [cls] and pooled tokens when `separate_cls` is off (with it,
+# the two agree). "window_start": a pooled token sits at the first token of its window and
+# token 0 has position and segment terms like any other (Hugging Face; the authors' PyTorch
+# code). "authors_tf": the authors' TensorFlow code, which zeroes token 0's position and
+# segment terms anyway and, in the shift form, places block b's pooled queries at
+# 1 - 2^b + 2^b·i.
+WINDOW_START_POSITIONS = "window_start"
+AUTHORS_TF_POSITIONS = "authors_tf"
+POSITION_RULES = (WINDOW_START_POSITIONS, AUTHORS_TF_POSITIONS)
 
 # The feed-forward activations ("gelu_approximate" is the tanh form, which Hugging Face
 # calls "gelu_new"); each edition maps them to its Keras' functions.
@@ -36,6 +55,21 @@ LAYER_SHARING = ("none", "all", "attention", "ffn")
 
 # What a Funnel encoder does with the residual-attention carry at a block boundary.
 CARRY_AT_POOLING = ("pool", "reset")
+
+
+def recorded_pooling_semantics(value):
+  """The pooling semantics a recorded configuration means (`RECORDED_POOLING_NAMES`), else `value`."""
+  return RECORDED_POOLING_NAMES.get(value, value)
+
+
+def check_pooling_semantics(name, value):
+  """`check_choice` for pooling semantics, saying what the old name "authors" became."""
+  if value in RECORDED_POOLING_NAMES:
+    raise ValueError(
+        f"{name}={value!r} is ambiguous: it named Hugging Face's semantics, which is {HF_POOLING!r} now "
+        f"(what a configuration recorded with {value!r} loads as); the authors' own code's is "
+        f"{AUTHORS_POOLING!r}. Choose one of {POOLING_SEMANTICS}")
+  check_choice(name, value, POOLING_SEMANTICS)
 
 
 def check_choice(name, value, choices):

@@ -27,6 +27,13 @@ def pool_positions(positions, separate_cls=True, truncate_seq=True):
   return np.concatenate([[pooled[0] - 2 * stride], pooled])
 
 
+def authors_tf_positions(length, block):
+  """Positions of block `block`'s `length` tokens as the authors' TensorFlow code's shift form places them
+  (`rel_shift_pos_enc`: `1 - 2^b + 2^b·i`, whether or not [cls] is separate)."""
+  stride = 2 ** block
+  return (1 - stride + stride * np.arange(length)).astype(np.float64)
+
+
 def covered_length(length, steps, separate_cls=True, truncate_seq=True):
   """How many leading positions of a length-`length` sequence survive `steps` poolings.
 

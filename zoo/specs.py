@@ -29,17 +29,22 @@ import numpy as np
 
 from zoo.choices import ABSOLUTE
 from zoo.choices import ACTIVATION_NAMES
-from zoo.choices import AUTHORS_POOLING
+from zoo.choices import AUTHORS_TF_POSITIONS
 from zoo.choices import CARRY_AT_POOLING
 from zoo.choices import FACTORIZED
+from zoo.choices import HF_POOLING
 from zoo.choices import LAYER_SHARING
-from zoo.choices import POOLING_SEMANTICS
 from zoo.choices import POOLING_TYPES
 from zoo.choices import POSITION_ENCODINGS
+from zoo.choices import POSITION_RULES
 from zoo.choices import RELATIVE_POSITION_ENCODINGS
 from zoo.choices import SHIFT
+from zoo.choices import WINDOW_START_POSITIONS
 from zoo.choices import ZOO_POOLING
 from zoo.choices import check_choice
+from zoo.choices import check_pooling_semantics
+from zoo.choices import recorded_pooling_semantics
+from zoo.grids import authors_tf_positions
 from zoo.grids import block_lengths
 from zoo.grids import covered_length
 from zoo.grids import pool_positions
@@ -449,21 +454,22 @@ class FunnelPoolingSpec(LayerSpec):
     # under mixed precision, and masks and ids stay integers.
     super().__init__(autocast=False, **kwargs)
     check_choice("pooling_type", pooling_type, POOLING_TYPES)
-    check_choice("semantics", semantics, POOLING_SEMANTICS)
+    check_pooling_semantics("semantics", semantics)
     self.pooling_type = pooling_type
     self.separate_cls = separate_cls
     self.truncate_seq = truncate_seq
     self.semantics = semantics
 
   def call(self, inputs, input_mask=None, axis=1, mode=None):
-    if self.semantics == AUTHORS_POOLING:
+    if self.semantics != ZOO_POOLING:
       input_mask = None   # every token of a window counts, padding included
     return self._pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls,
                                self.truncate_seq, input_mask=input_mask)
 
   def pool_mask(self, input_mask):
-    """`[B, T]` mask -> `[B, T']`: a window is real if any (zoo) or every (authors) token of it is."""
-    return self(input_mask, mode="all" if self.semantics == AUTHORS_POOLING else "any")
+    """`[B, T]` mask -> `[B, T']`: a window is real if every token of it is (Hugging Face's semantics),
+    else if any is."""
+    return self(input_mask, mode="all" if self.semantics == HF_POOLING else "any")
 
   def pool_ids(self, ids):
     """`[B, T]` ids (e.g. segment ids) -> `[B, T']`, the first id of each window."""
@@ -478,6 +484,14 @@ class FunnelPoolingSpec(LayerSpec):
     config.update(pooling_type=self.pooling_type, separate_cls=self.separate_cls,
                   truncate_seq=self.truncate_seq, semantics=self.semantics)
     return config
+
+  @classmethod
+  def from_config(cls, config):
+    """A recorded config; "authors" there means Hugging Face's semantics (`zoo.choices`)."""
+    config = dict(config)
+    if "semantics" in config:
+      config["semantics"] = recorded_pooling_semantics(config["semantics"])
+    return super().from_config(config)
 
 
 class FunnelUpsamplingSpec(LayerSpec):
@@ -576,7 +590,10 @@ class EncoderSpec:
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
-    return cls(**cls._edition_arguments(config))
+    arguments = cls._edition_arguments(config)
+    if "pooling_semantics" in arguments:   # "authors" recorded there means Hugging Face's
+      arguments["pooling_semantics"] = recorded_pooling_semantics(arguments["pooling_semantics"])
+    return cls(**arguments)
 
 
 class TransformerEncoderSpec(EncoderSpec):
@@ -713,6 +730,7 @@ class FunnelEncoderSpec(EncoderSpec):
                separate_cls=True,
                truncate_seq=True,
                position_encoding=FACTORIZED,
+               position_rules=WINDOW_START_POSITIONS,
                use_segment_bias=True,
                num_decoder_layers=0,
                decoder_residual_layer=None,
@@ -737,7 +755,8 @@ class FunnelEncoderSpec(EncoderSpec):
 def check_funnel_config(config):
   """The `FunnelEncoder` argument checks."""
   check_choice("pooling_type", config["pooling_type"], POOLING_TYPES)
-  check_choice("pooling_semantics", config["pooling_semantics"], POOLING_SEMANTICS)
+  check_pooling_semantics("pooling_semantics", config["pooling_semantics"])
+  check_choice("position_rules", config["position_rules"], POSITION_RULES)
   check_choice("carry_at_pooling", config["carry_at_pooling"], CARRY_AT_POOLING)
   check_choice("position_encoding", config["position_encoding"], RELATIVE_POSITION_ENCODINGS)
   check_choice("layer_sharing", config["layer_sharing"], LAYER_SHARING)
@@ -779,6 +798,10 @@ def funnel_graph(config, kit):
   decoder_residual_layer = c.decoder_residual_layer
   if decoder_residual_layer is None:
     decoder_residual_layer = c.block_sizes[0] * c.block_repeats[0] - 1
+  authors_tf = c.position_rules == AUTHORS_TF_POSITIONS
+  # The attention layers zero the relative terms of token 0's pairs with separate_cls, and always
+  # under the authors' TensorFlow rules.
+  cls_terms_zeroed = c.separate_cls or authors_tf
 
   # Layers.
   def transformer_block(name, residual, **shared):
@@ -786,7 +809,7 @@ def funnel_graph(config, kit):
         c.num_heads, head_size, c.intermediate_size, activation=c.activation, dropout=c.dropout,
         attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
         layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
-        use_segment_bias=c.use_segment_bias, separate_cls=c.separate_cls,
+        use_segment_bias=c.use_segment_bias, separate_cls=cls_terms_zeroed,
         residual_attention=residual, running_mean=c.running_mean and residual,
         kernel_initializer=initializer, attention_window=c.attention_window, global_tokens=c.global_tokens,
         name=name, **shared, **kit.options)
@@ -844,6 +867,8 @@ def funnel_graph(config, kit):
         pooled_mask = pooling.pool_mask(mask)
         pooled_segments = None if segments is None else pooling.pool_ids(segments)
         pooled_positions = pool_positions(positions, c.separate_cls, c.truncate_seq)
+        if authors_tf and c.position_encoding == SHIFT:
+          pooled_positions = authors_tf_positions(pooled_positions.shape[0], b)
         if carry is not None:                                          # [B, N, T, T] -> [B, N, T', T]
           carry = pooling(carry, input_mask=mask, axis=2)
         if c.pool_q_only:   # pooled queries attend to the unpooled keys

@@ -138,9 +138,9 @@ def test_mlm_pretraining_then_fine_tuning_from_it(tmp_path):
   # Without --model the encoder is the init checkpoint's; a --model that builds other weights is refused.
   inherited = prepare(tiny_config(tmp_path / "inherit", model="", model_overrides={},
                                   init_checkpoint=str(pretrain_dir))).config
-  # The init directory records the pooling semantics its run had (the preset's, the authors').
-  assert (inherited.model, inherited.model_overrides) == ("funnel_b4_4_4_decoder",
-                                                          {**TINY_DECODER, "pooling_semantics": "authors"})
+  # The init directory records the pooling semantics its run had (the preset's, Hugging Face's).
+  assert (inherited.model, inherited.model_overrides) == (
+      "funnel_b4_4_4_decoder", {**TINY_DECODER, "pooling_semantics": "huggingface"})
   wide = tiny_config(tmp_path / "other", model="funnel_b4_4_4_decoder", init_checkpoint=str(pretrain_dir),
                      model_overrides=dict(TINY_DECODER, hidden_size=64))
   with pytest.raises(ValueError, match=r"does not match: hidden_size: 32 in the checkpoint, 64 here"):

@@ -42,15 +42,24 @@ Their TensorFlow layer norm uses epsilon 1e-8 (`ops.layer_norm_op`; not in the c
 the converted encoder does too.
 """
 
+import os
 import re
 
 import numpy as np
 
+from zoo.choices import AUTHORS_POOLING
+from zoo.choices import AUTHORS_TF_POSITIONS
 from zoo.convert import releases
+from zoo.convert import tokenizer_files
 from zoo.convert.errors import ConversionError
 
 CONFIG_FILE = "net_config.json"
 CHECKPOINT = "model.ckpt"
+# The vocabulary beside the checkpoint: the archives ship vocab.uncased.txt (their README,
+# scripts/finetune.sh); a cased one, or one renamed to vocab.txt, is read too.
+UNCASED_VOCAB_FILE = "vocab.uncased.txt"
+CASED_VOCAB_FILE = "vocab.cased.txt"
+VOCAB_FILES = (UNCASED_VOCAB_FILE, CASED_VOCAB_FILE, "vocab.txt")
 LAYER_NORM_EPSILON = 1e-8
 ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}   # theirs -> Hugging Face's hidden_act
 ATTENTION_TYPES = {"factorized": "factorized", "rel_shift": "relative_shift"}
@@ -192,6 +201,58 @@ def paths(src, config=None):
 
 def read_net_config(path):
   return releases.read_json(path, f"the authors' {CONFIG_FILE} (or pass --config)")
+
+
+def zoo_arguments(hf_config, seq_length, with_decoder, source=CONFIG_FILE):
+  """`FunnelEncoder` arguments that compute what the authors' TensorFlow code computes with a release.
+
+  Hugging Face's fields map as `hf_funnel.zoo_config` maps them, but for three rules of their code:
+  a pooled window is real if any of its tokens is (`pooling_semantics="funnel_authors"`); their TF
+  code's position rules (`position_rules="authors_tf"`, which only differ without `separate_cls`); and
+  the decoder adds the output of the last application of block 0 (`hiddens[cum_num_layer - 1]` in
+  their `bridge_layer`), the zoo's default `decoder_residual_layer`.
+  """
+  from zoo.convert import hf_funnel
+  arguments = hf_funnel.zoo_config(hf_config, seq_length, with_decoder, source=source)
+  arguments.update(pooling_semantics=AUTHORS_POOLING, position_rules=AUTHORS_TF_POSITIONS,
+                   decoder_residual_layer=None)
+  return arguments
+
+
+def what_it_computes(hf_config):
+  """In words, for `source.json`: which code of the authors the converted encoder follows, and where
+  their TensorFlow and PyTorch code (or their TF code on and off TPU) would compute otherwise."""
+  form = "factorized" if hf_config["attention_type"] == "factorized" else "rel_shift"
+  words = (f"the authors' TensorFlow code (modeling.py) with rel_attn_type={form!r}: a pooled window is real "
+           "if any of its tokens is, mean/max pool the whole window")
+  if hf_config["separate_cls"]:
+    return words + ("; with separate_cls their PyTorch code, and their TF code on or off TPU (off TPU it "
+                    "switches factorized to rel_shift), compute the same")
+  words += "; without separate_cls token 0's position and segment terms are zeroed"
+  if form == "rel_shift":
+    return words + (" and block b's pooled queries sit at 1 - 2^b + 2^b*i. Their PyTorch code (and "
+                    "Hugging Face) would do neither")
+  return words + (". Their PyTorch code (and Hugging Face) would not zero them, and their TF code off TPU "
+                  "(rel_shift, which their loader switches to without --use_tpu) places the pool-query-only "
+                  "layer's queries 2^(b-1) earlier")
+
+
+def read_vocab(folder):
+  """`(path, tokens, special token names)` of the release's vocabulary (`VOCAB_FILES`, first found).
+
+  Raises:
+    FileNotFoundError: none of `VOCAB_FILES` is in `folder`.
+  """
+  for name in VOCAB_FILES:
+    path = os.path.join(folder, name)
+    if os.path.isfile(path):
+      with open(path, encoding="utf-8") as file:
+        vocab = [line.rstrip("\n").rstrip("\r") for line in file]
+      funnel = tokenizer_files.FUNNEL_NAMES
+      names = funnel if funnel["cls"] in vocab else tokenizer_files.BERT_NAMES
+      return path, vocab, names
+  raise FileNotFoundError(f"{folder}: no vocabulary; the release's must be beside its checkpoint as one of "
+                          f"{', '.join(VOCAB_FILES)}")
 
 
 def hf_weights(prefix, config):

@@ -13,10 +13,12 @@ reproduce Hugging Face's outputs at real tokens:
 - The decoder input adds `hidden_states[block_sizes[0]]` of the encoder, i.e. layer
   application `block_sizes[0] - 1` (0-based, counting repeats), not the last of
   block 0: `decoder_residual_layer=block_sizes[0] - 1`.
-- The published checkpoints were trained with the authors' padding semantics (a pooling
-  window is real only if all its tokens are; mean and max run over the whole window,
-  padding included): the converted encoder keeps them, `pooling_semantics="authors"`,
-  so it equals Hugging Face's on every input, at any number of real tokens.
+- Hugging Face's padding semantics (a pooling window is real only if all its tokens are;
+  mean and max run over the whole window, padding included): the converted encoder keeps
+  them, `pooling_semantics="huggingface"`, so it equals Hugging Face's on every input, at
+  any number of real tokens. (The authors' own code, which trained the paper's
+  checkpoints, makes a window real if any of its tokens is: `zoo.convert.funnel_tf`
+  converts their release with theirs.)
 - Hugging Face reads missing token types as all 0; the zoo always takes
   `input_type_ids` and gives the first token ([cls]) type 2, which is what Hugging
   Face's tokenizer does. With `separate_cls` the [cls] pairs carry no segment term in
@@ -37,7 +39,7 @@ import os
 
 import numpy as np
 
-from zoo.choices import AUTHORS_POOLING
+from zoo.choices import HF_POOLING
 from zoo.convert import weights as weight_formats
 from zoo.convert.errors import ConversionError
 from zoo.convert.rules import flat
@@ -155,8 +157,8 @@ def zoo_config(hf_config, seq_length=512, with_decoder=False, source=CONFIG_FILE
       attention_dropout=hf_config["attention_dropout"],
       activation_dropout=hf_config["activation_dropout"],
       pooling_type=hf_config["pooling_type"],
-      # The checkpoint was trained with the authors' padding semantics: keep them.
-      pooling_semantics=AUTHORS_POOLING,
+      # What Hugging Face's Funnel computes with the checkpoint.
+      pooling_semantics=HF_POOLING,
       pool_q_only=hf_config["pool_q_only"],
       separate_cls=hf_config["separate_cls"],
       truncate_seq=hf_config["truncate_seq"],

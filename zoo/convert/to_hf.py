@@ -59,8 +59,11 @@ import numpy as np
 from zoo import presets
 from zoo.choices import ABSOLUTE
 from zoo.choices import AUTHORS_POOLING
+from zoo.choices import AUTHORS_TF_POSITIONS
 from zoo.choices import FACTORIZED
+from zoo.choices import HF_POOLING
 from zoo.choices import SHIFT
+from zoo.choices import ZOO_POOLING
 from zoo.convert.errors import ConversionError
 from zoo.convert.rules import exported
 from zoo.convert.rules import flat
@@ -113,7 +116,8 @@ class Plan:
   `family` and `encoder` (constructor arguments) describe the zoo encoder; `head` is None
   or a key of `TASK_HEADS`' values; `with_decoder` whether the export keeps the Funnel
   decoder; `architecture` the transformers class; `hf_config` its config.json; `left_out`
-  what of the zoo model the export does not carry, in words.
+  what of the zoo model the export does not carry, in words; `changed` what the export
+  computes otherwise, as the user asked (`change_pooling`).
   """
   family: str
   encoder: dict
@@ -122,6 +126,7 @@ class Plan:
   architecture: str
   hf_config: dict
   left_out: list
+  changed: list = dataclasses.field(default_factory=list)
 
 
 def _head_of(settings, roots):
@@ -179,16 +184,38 @@ def _is_albert(family, encoder):
                                       or encoder.get("embedding_width") not in (None, encoder["hidden_size"]))
 
 
-def _funnel_problems(encoder, head, settings):
+# What transformers' Funnel (Hugging Face's pooling semantics) computes otherwise than a Funnel with other
+# pooling semantics, and on which inputs.
+_MIXED_WINDOWS = ("padded inputs whose last real token shares a pooling window with padding (with "
+                  "separate_cls and truncate_seq: an odd number of real tokens after [cls]), while inputs "
+                  "without padding, or padded in whole windows, compute the same")
+POOLING_DIFFERENCES = {
+    ZOO_POOLING: "the zoo's pooling semantics (pooling_semantics='zoo': a pooled window is real when any of "
+                 "its tokens is, and pools its real tokens only): transformers' Funnel makes such a window "
+                 "padding (all its tokens must be real) and pools the padding with it, so outputs differ on "
+                 + _MIXED_WINDOWS,
+    AUTHORS_POOLING: "the Funnel authors' pooling semantics (pooling_semantics='funnel_authors', what their "
+                     "code and the paper's checkpoints compute: a pooled window is real when any of its "
+                     "tokens is): transformers' Funnel makes such a window padding (all its tokens must be "
+                     "real), so outputs differ on " + _MIXED_WINDOWS,
+}
+
+
+def _funnel_problems(encoder, head, settings, change_pooling=False):
   problems = []
   if encoder.get("residual_attention"):
     problems.append("RealFormer residual attention (residual_attention=True): transformers' Funnel adds no "
                     "previous layer's scores to the attention")
-  if encoder.get("pooling_semantics", AUTHORS_POOLING) != AUTHORS_POOLING:
-    problems.append(f"the zoo's pooling semantics (pooling_semantics={encoder['pooling_semantics']!r}: a "
-                    "pooled window is real when any of its tokens is, and pools its real tokens only): "
-                    "transformers' Funnel pools with the authors' (a window is real when all its tokens are, "
-                    "and pools all of them), which gives other outputs on padded inputs")
+  semantics = encoder.get("pooling_semantics", HF_POOLING)
+  if semantics != HF_POOLING and not change_pooling:
+    problems.append(POOLING_DIFFERENCES[semantics] + " (pass --change-pooling to export it with "
+                    "transformers' semantics anyway, and the model card says so)")
+  if encoder.get("position_rules") == AUTHORS_TF_POSITIONS and not encoder["separate_cls"]:
+    shifted = ", pooled queries at 1 - 2^b + 2^b·i" if encoder.get("position_encoding") == SHIFT else ""
+    problems.append("the authors' TensorFlow position rules without separate_cls (position_rules="
+                    "'authors_tf': token 0's position and segment terms zeroed" + shifted
+                    + "): transformers' Funnel gives token 0 those terms, so every input, padded or not, "
+                    "computes otherwise")
   if encoder.get("embedding_width") not in (None, encoder["hidden_size"]):
     problems.append(f"factorized embeddings (embedding_width={encoder['embedding_width']}): transformers' "
                     "Funnel embeds at the model width")
@@ -304,9 +331,10 @@ def _albert_config(encoder):
       position_embedding_type="absolute")
 
 
-def plan(settings, roots=()):
+def plan(settings, roots=(), change_pooling=False):
   """The `Plan` of exporting a model directory whose config.json holds `settings` and whose
-  checkpoint has the roots `roots`.
+  checkpoint has the roots `roots`. A Funnel pooling with other semantics than Hugging Face's is
+  refused unless `change_pooling`; the plan's `changed` then says what the export computes otherwise.
 
   Raises:
     ConversionError: what transformers cannot express, every reason named.
@@ -316,7 +344,7 @@ def plan(settings, roots=()):
   head = _head_of(settings, roots)
   albert = _is_albert(family, encoder)
   if family == "funnel":
-    problems = _funnel_problems(encoder, head, settings)
+    problems = _funnel_problems(encoder, head, settings, change_pooling)
   else:
     problems = _transformer_problems(encoder, head, settings, albert)
   if encoder["activation"] not in HF_ACTIVATIONS:
@@ -327,11 +355,16 @@ def plan(settings, roots=()):
 
   decoder_layers = int(encoder.get("num_decoder_layers") or 0)
   with_decoder = family == "funnel" and bool(decoder_layers) and head != "sequence"
-  left_out = []
+  left_out, changed = [], []
   if family == "funnel":
     kind = head or ("encoder" if with_decoder else "base")
     architecture = ARCHITECTURES["funnel"][kind]
     hf_config = _funnel_config(encoder)
+    if encoder.get("pooling_semantics", HF_POOLING) != HF_POOLING:
+      changed.append("pooling: trained with " + POOLING_DIFFERENCES[encoder["pooling_semantics"]]
+                     + ". Exported as asked (--change-pooling).")
+    if decoder_layers and not with_decoder:   # AutoModel (FunnelModel) then builds no untrained decoder
+      hf_config["num_decoder_layers"] = 0
     if head != "sequence":
       left_out.append("the pooler (transformers' Funnel has none; only its sequence classifier has one)")
     if decoder_layers and not with_decoder:
@@ -350,7 +383,7 @@ def plan(settings, roots=()):
   if head == "discriminator":
     left_out.append("the ELECTRA generator (transformers' pre-training class holds the discriminator)")
   hf_config.update(architectures=[architecture], **_label_fields(settings, head))
-  return Plan(family, arguments, head, with_decoder, architecture, hf_config, left_out)
+  return Plan(family, arguments, head, with_decoder, architecture, hf_config, left_out, changed)
 
 
 # The model: rebuilt from config.json and restored from the checkpoint.
@@ -644,13 +677,29 @@ def _model_card(model_dir, settings, plan_, dtype, command):
           "discriminator": "AutoModelForPreTraining", "sequence": "AutoModelForSequenceClassification",
           "token": "AutoModelForTokenClassification", "span": "AutoModelForQuestionAnswering"}
   kind = plan_.head or ("encoder" if plan_.with_decoder or plan_.family != "funnel" else "base")
+  length = settings.get("seq_length")
   lines += ["## Use", "", "```python", f"from transformers import AutoTokenizer, {auto[kind]}",
             "tokenizer = AutoTokenizer.from_pretrained(PATH)", f"model = {auto[kind]}.from_pretrained(PATH)",
-            f'inputs = tokenizer(["..."], padding="max_length", max_length={settings.get("seq_length")}, '
-            'truncation=True, return_tensors="pt")', "outputs = model(**inputs)", "```", "",
-            "## Conversion", "", f"Written by `{command}` on {datetime.date.today().isoformat()}.", ""]
+            f'inputs = tokenizer(["..."], padding="max_length", max_length={length}, '
+            'truncation=True, return_tensors="pt")', "outputs = model(**inputs)", "```", ""]
+  if plan_.head == "span":
+    lines += ["transformers 5 has no `question-answering` pipeline: the answer is the span between the "
+              "argmax of `outputs.start_logits` and of `outputs.end_logits` over the context's tokens.", ""]
+  if plan_.family == "funnel":
+    lines += [f"Pad to {length} tokens, as above. A Funnel pools pairs of tokens, and transformers' Funnel "
+              "treats a pooled pair that holds a pad as padding, so its outputs depend on how far a batch "
+              f"is padded: padded to {length} they are the zoo model's (and its SavedModel's). Pipelines pad "
+              "to the longest text of a batch and compute other outputs, which can change a short text's "
+              "label; give them the same padding:", ""]
+    if plan_.head == "sequence":
+      lines += ["```python", "from transformers import pipeline",
+                'classifier = pipeline("text-classification", model=PATH)',
+                f'classifier(["..."], padding="max_length", max_length={length}, truncation=True)', "```", ""]
+  lines += ["## Conversion", "", f"Written by `{command}` on {datetime.date.today().isoformat()}.", ""]
   if plan_.left_out:
     lines += ["Not carried over:", ""] + [f"- {what}" for what in plan_.left_out] + [""]
+  if plan_.changed:
+    lines += ["Computed otherwise than the zoo model:", ""] + [f"- {what}" for what in plan_.changed] + [""]
   return "\n".join(lines)
 
 
@@ -662,7 +711,7 @@ def _source_config(model_dir):
   return {key: value for key, value in config.items() if key not in BOOKKEEPING_FIELDS}
 
 
-def to_hf(model_dir, out, dtype="float32", command=None):
+def to_hf(model_dir, out, dtype="float32", command=None, change_pooling=False):
   """Writes the model directory `model_dir` as a Hugging Face checkpoint directory `out`; returns the `Plan`.
 
   `out` must not exist or be empty; it appears complete or not at all (written beside it
@@ -684,7 +733,7 @@ def to_hf(model_dir, out, dtype="float32", command=None):
     raise ValueError(f"{out} exists and is not empty: choose a new --out")
   settings = directory.read_config()
   prefix = directory.latest_checkpoint()
-  plan_ = plan(settings, checkpoint_roots(prefix) if prefix else ())   # refusals first
+  plan_ = plan(settings, checkpoint_roots(prefix) if prefix else (), change_pooling)   # refusals first
   if prefix is None:
     raise FileNotFoundError(f"{directory.path} holds no checkpoint in {directory.checkpoint_dir}")
   vocab = directory.read_vocab()

@@ -80,5 +80,5 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
 
   `zoo.models.FunnelEncoder` for Keras 3; see its docstring for the arguments (blocks
   and repeats, pooling type and semantics, pool-query-only, `separate_cls`,
-  `truncate_seq`, the decoder, residual attention across blocks).
+  `truncate_seq`, position rules, the decoder, residual attention across blocks).
   """

@@ -1,8 +1,8 @@
 """Funnel-Transformer pooling and decoder upsampling (Dai et al., 2020, Sec. 2), in Keras 3.
 
 The Keras 3 twin of `zoo.layers.funnel_pooling` (its module docstring and `DESIGN.md`,
-Section 5, describe the windows, `separate_cls`, `truncate_seq`, the zoo's and the
-authors' padding semantics and the pooled positions). Axes: B batch, T length before
+Section 5, describe the windows, `separate_cls`, `truncate_seq`, the three padding
+semantics and the pooled positions). Axes: B batch, T length before
 pooling, T' after, D model width; a residual-attention carry `[B, N, T, S]` pools along
 axis 2 or 3.
 """

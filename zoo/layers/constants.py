@@ -10,9 +10,11 @@ import tf_keras as keras
 from zoo.choices import ABSOLUTE  # noqa: F401
 from zoo.choices import AUTHORS_POOLING  # noqa: F401
 from zoo.choices import FACTORIZED  # noqa: F401
+from zoo.choices import HF_POOLING  # noqa: F401
 from zoo.choices import POOLING_SEMANTICS  # noqa: F401
 from zoo.choices import POOLING_TYPES  # noqa: F401
 from zoo.choices import POSITION_ENCODINGS  # noqa: F401
+from zoo.choices import POSITION_RULES  # noqa: F401
 from zoo.choices import RELATIVE_POSITION_ENCODINGS  # noqa: F401
 from zoo.choices import SHIFT  # noqa: F401
 from zoo.choices import ZOO_POOLING  # noqa: F401

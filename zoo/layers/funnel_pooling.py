@@ -14,13 +14,18 @@ Padding (`semantics`, `constants.POOLING_SEMANTICS`):
 - "zoo" (the default): a pooled token is real when **any** token of its window is
   real, and mean/max pooling read only the real tokens of a window. Outputs at real
   positions therefore never depend on padding.
-- "authors": a pooled token is real only when **every** token of its window is (the
-  mask's minimum), and mean/max run over the whole window, padding included: what the
-  authors' code and Hugging Face's port compute, so what the published checkpoints
-  were trained with.
+- "huggingface": a pooled token is real only when **every** token of its window is
+  (the minimum of a mask that is 1 for real tokens), and mean/max run over the whole
+  window, padding included: Hugging Face's port, and what its Funnel checkpoints compute.
+- "funnel_authors": a pooled token is real when **any** token of its window is (the
+  authors' code takes the minimum of a mask that is 1 for padding), and mean/max run
+  over the whole window, padding included: the authors' TensorFlow and PyTorch code,
+  which trained and evaluated the paper's checkpoints.
 
-The two agree when padding is aligned to the windows (every window wholly real or
-wholly padding); they differ where a window holds the last real token and a pad.
+All three agree when padding is aligned to the windows (every window wholly real or
+wholly padding); they differ where a window holds the last real token and a pad. A
+config recorded with "authors" (the name Hugging Face's semantics had before) loads as
+"huggingface" (`FunnelPooling.from_config`).
 
 Positions: a pooled token sits at the position of the first token of its window;
 with `separate_cls`, [cls] keeps its place on the new grid, one stride before the
@@ -97,7 +102,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
       token of the window is).
     input_mask: optional `[B, T]` mask of real tokens; "mean", "max" and "any" then
       read only the real tokens of a window (a window with none pools to 0). Leave it
-      out for the authors' semantics (every token of the window counts).
+      out for Hugging Face's and the authors' semantics (every token of the window counts).
 
   Returns:
     The pooled tensor, `axis` shortened to `T'`.
@@ -144,13 +149,13 @@ class FunnelPooling(specs.FunnelPoolingSpec, ZooLayer):
     pooling_type: "mean" or "max" (`constants.POOLING_TYPES`).
     separate_cls: keep [cls] out of the pooling.
     truncate_seq: with `separate_cls`, drop the last token so lengths halve exactly.
-    semantics: what a window does with padding, "zoo" or "authors"
+    semantics: what a window does with padding, "zoo", "huggingface" or "funnel_authors"
       (`constants.POOLING_SEMANTICS`, see the module docstring).
 
   Call arguments:
     inputs: tensor to pool.
     input_mask: optional `[B, T]` mask (1 = real); with the zoo's semantics the pooling
-      reads real tokens only, with the authors' it is not used.
+      reads real tokens only, with the others it is not used.
     axis: the sequence axis of `inputs` (default 1).
     mode: overrides `pooling_type` for this call: "any" for masks, "first" for ids
       (what `pool_mask` and `pool_ids` use).

@@ -31,12 +31,15 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
   runs through the encoder: at a block boundary the carry is pooled with the hidden
   states (`carry_at_pooling="pool"`) or restarted (`"reset"`).
 
-  Padding (`pooling_semantics`): with the zoo's (the default) a pooled token is real
-  when any token of its window is, and mean and max pooling read only the real
-  tokens, so outputs at real positions do not depend on padding. With the authors'
-  (what published checkpoints were trained with, and what `zoo.convert` writes) a
-  pooled token is real only when every token of its window is, and pooling runs over
-  the whole window; the residual-attention carry is pooled the same way.
+  Padding (`pooling_semantics`, `zoo.choices`): with the zoo's (the default) a pooled
+  token is real when any token of its window is, and mean and max pooling read only the
+  real tokens, so outputs at real positions do not depend on padding. With Hugging
+  Face's ("huggingface": its port, its Funnel checkpoints, the presets) a pooled token is
+  real only when every token of its window is, and pooling runs over the whole window.
+  With the authors' ("funnel_authors": their TensorFlow and PyTorch code, the paper's
+  checkpoints as `zoo.convert funnel-tf` converts them) a pooled token is real when any
+  token of its window is, and pooling runs over the whole window. The residual-attention
+  carry is pooled the same way.
 
   Inputs are Model Garden's dict of int32 `[B, seq_length]` tensors; outputs a dict:
   `sequence_output` (decoder output `[B, T, D]` with a decoder, else the last block's
@@ -54,13 +57,20 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
     dropout, attention_dropout, activation_dropout: dropout rates.
     embedding_width: embedding width, projected to D when different (default D).
     pooling_type: "mean" or "max" (`zoo.layers.constants.POOLING_TYPES`).
-    pooling_semantics: what a pooling window does with padding, "zoo" or "authors"
-      (`zoo.layers.constants.POOLING_SEMANTICS`; `zoo.layers.FunnelPooling`).
+    pooling_semantics: what a pooling window does with padding, "zoo", "huggingface" or
+      "funnel_authors" (`zoo.layers.constants.POOLING_SEMANTICS`; `zoo.layers.FunnelPooling`).
+      A recorded config's "authors" (the name Hugging Face's semantics had before) loads as
+      "huggingface"; passed here it is refused as ambiguous.
     pool_q_only: pool only the queries of a pooled block's first layer.
     separate_cls: keep [cls] out of the pooling (and out of the relative terms).
     truncate_seq: drop the last token before pooling, so lengths halve exactly.
     position_encoding: "factorized" or "shift"
       (`zoo.layers.constants.RELATIVE_POSITION_ENCODINGS`).
+    position_rules: where the relative terms place token 0 and pooled tokens without
+      `separate_cls` (with it both agree; `zoo.choices.POSITION_RULES`): "window_start" (a
+      pooled token at its window's first token; Hugging Face, the authors' PyTorch code) or
+      "authors_tf" (the authors' TensorFlow code: token 0's position and segment terms are
+      zeroed, and the shift form places block b's pooled queries at 1 - 2^b + 2^b·i).
     use_segment_bias: the relative segment term.
     num_decoder_layers: full-length layers after upsampling; 0 for no decoder.
     decoder_residual_layer: 0-based index of the encoder layer application (counting

@@ -17,10 +17,13 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
   window counts tokens of each block's own sequence, so it widens with every pooling).
 - Funnel-Transformers (Funnel paper, Table 1 and 2): `funnel_b4_4_4`,
   `funnel_b6_3x2_3x2`, `funnel_b6_6_6` (H768), `funnel_b8_8_8`, `funnel_b10_10_10`
-  (H1024), encoder only; the `_decoder` variants add the 2-layer decoder. They pool with the
-  authors' padding semantics (`pooling_semantics="authors"`), as every published Funnel
-  checkpoint and Hugging Face's Funnel do, so a Funnel trained here exports to
-  `transformers` (`python -m zoo.convert to-hf`).
+  (H1024), encoder only; the `_decoder` variants add the 2-layer decoder. They pool with
+  Hugging Face's padding semantics (`pooling_semantics="huggingface"`), what its Funnel and
+  the checkpoints it hosts compute, so a Funnel trained here exports to `transformers`
+  unchanged (`python -m zoo.convert to-hf`) and a hosted checkpoint fine-tunes with the
+  semantics it has. The authors' release converts with their own semantics
+  (`zoo.convert funnel-tf`: `"funnel_authors"`), and `"zoo"` is the one whose outputs do not
+  depend on padding; both are an override away.
 
 Model directories (`zoo.model_dir`) record a preset and its overrides. A setting whose
 default changed is always recorded by whoever writes a directory (`recorded`), and a
@@ -37,8 +40,9 @@ pooling semantics stays one.
 import copy
 import dataclasses
 
-from zoo.choices import AUTHORS_POOLING
+from zoo.choices import HF_POOLING
 from zoo.choices import ZOO_POOLING
+from zoo.choices import recorded_pooling_semantics
 
 VOCAB_SIZE = 30522   # BERT's uncased WordPiece vocabulary, used by both papers
 
@@ -122,7 +126,7 @@ def _presets():
   for layout, (sizes, repeats, width) in _FUNNEL_LAYOUTS.items():
     heads = width // 64
     base = dict(vocab_size=VOCAB_SIZE, hidden_size=width, block_sizes=sizes, block_repeats=repeats,
-                num_heads=heads, intermediate_size=4 * width, pooling_semantics=AUTHORS_POOLING)
+                num_heads=heads, intermediate_size=4 * width, pooling_semantics=HF_POOLING)
     shape = "-".join(f"{s}x{r}" if r > 1 else f"{s}" for s, r in zip(sizes, repeats, strict=True))
     add(f"funnel_{layout}", "funnel", base, f"Funnel-Transformer B{shape}-H{width}, encoder only")
     add(f"funnel_{layout}_decoder", "funnel", dict(base, num_decoder_layers=2),
@@ -167,7 +171,8 @@ def build(name, **overrides):
 
 # Settings whose default changed, by family, with the value a model directory that records
 # none means (it was written before the change): the Funnel presets pooled with the zoo's
-# padding semantics before they took the authors'.
+# padding semantics before they took Hugging Face's (then named "authors", which such a
+# directory's config.json may hold: `as_written` reads it as "huggingface").
 RECORDED = {"funnel": {"pooling_semantics": ZOO_POOLING}}
 
 
@@ -190,7 +195,10 @@ def as_written(name, overrides):
     >>> as_written("funnel_b4_4_4", {"pooling_semantics": "authors"}) == recorded("funnel_b4_4_4", {})
     True
   """
-  return {**RECORDED.get(get(name).family, {}), **overrides}
+  values = {**RECORDED.get(get(name).family, {}), **overrides}
+  if "pooling_semantics" in values:
+    values["pooling_semantics"] = recorded_pooling_semantics(values["pooling_semantics"])
+  return values
 
 
 def encoder_arguments(settings, **overrides):

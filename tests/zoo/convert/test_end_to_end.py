@@ -85,7 +85,7 @@ def test_hf_funnel_with_its_tokenizer_files(tmp_path):
   assert converted.tokenizer["special_tokens"] == dict(pad="<pad>", unk="<unk>", cls="<cls>", sep="<sep>",
                                                        mask="<mask>")
   assert converted.tokenizer["cls_type_id"] == 2
-  assert converted.model_overrides["pooling_semantics"] == "authors"
+  assert converted.model_overrides["pooling_semantics"] == "huggingface"
   encode = fine_tune_and_export(tmp_path, out)
   # Every number of real tokens, 2 ([CLS] [SEP]) to LENGTH: padding splits the pooling windows every way.
   texts = [" ".join(["dog", "film", "good"][i % 3] for i in range(words)) for words in range(LENGTH)]

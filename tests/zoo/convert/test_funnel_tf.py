@@ -3,8 +3,9 @@
 The tests write each release in the authors' layout (`model.ckpt.*` in their variable
 names and shapes, their `net_config.json`, a vocabulary) from a random Hugging Face
 `FunnelModel` / `FunnelBaseModel`, with the optimizer's slots, ELECTRA's generator and
-pre-training heads beside the encoder as the full releases hold them, and compare the
-converted encoder with that Hugging Face model at every number of real tokens.
+pre-training heads beside the encoder as the full releases hold them: the names every
+weight maps to, and what a release that does not convert is told. What the converted
+encoder computes is checked against the authors' own code in `test_funnel_authors.py`.
 """
 
 import json
@@ -93,39 +94,18 @@ def hf_model(decoder=True, **overrides):
   return (transformers.FunnelModel if decoder else transformers.FunnelBaseModel)(config).eval()
 
 
-@pytest.mark.parametrize("decoder, flags", [
-    pytest.param(True, dict(attention_type="factorized", separate_cls=True, pool_q_only=True,
-                            pooling_type="mean"), id="decoder-factorized"),
-    pytest.param(True, dict(attention_type="relative_shift", separate_cls=False, pool_q_only=False,
-                            pooling_type="max"), id="decoder-shift-nocls", marks=pytest.mark.slow),
-    pytest.param(False, dict(attention_type="factorized", separate_cls=True, pool_q_only=False,
-                             pooling_type="mean"), id="base-factorized", marks=pytest.mark.slow),
-])
-def test_the_authors_checkpoint_equals_hugging_face_at_every_padding(decoder, flags, tmp_path):
-  reference = hf_model(decoder, **flags)
-  release = write_release(tmp_path / "release", reference)
-  converted = read_checkpoint("funnel-tf", release, seq_length=LENGTH)
-  assert set(converted.source["dropped"]) == set(EXTRAS)
-  encoder = converted.encoder
-  assert encoder.get_config()["num_decoder_layers"] == (BLOCKS["num_decoder_layers"] if decoder else 0)
-  inputs = make_inputs(flags["separate_cls"])
-  expected = hf_reference(reference, inputs).last_hidden_state
-  actual = encoder(inputs, training=False)["sequence_output"]
-  assert max_difference(actual, expected, inputs["input_mask"], reference.config) < TOLERANCE
-
-
 @pytest.mark.slow
 def test_the_command_writes_a_model_directory_that_exports_to_hugging_face(tmp_path, capsys):
-  reference = hf_model(True)
+  reference = hf_model(True, block_repeats=[1, 1, 2])   # block 0 unrepeated: Hugging Face's decoder residual
   release = write_release(tmp_path / "release", reference)
   out = tmp_path / "converted"
   assert main(["funnel-tf", release, "--out", str(out), "--seq-length", str(LENGTH)]) == 0
   settings = ModelDir(str(out)).read_config()
-  assert settings["model_overrides"]["pooling_semantics"] == "authors"
+  assert settings["model_overrides"]["pooling_semantics"] == "funnel_authors"
   tokenizer = settings["tokenizer"]
   assert tokenizer["special_tokens"]["cls"] == "<cls>" and tokenizer["cls_type_id"] == 2
-  # Out again: the same tensors as the Hugging Face model the release was written from.
-  assert main(["to-hf", str(out), "--out", str(tmp_path / "hf")]) == 0
+  # Out again, with Hugging Face's pooling as asked: the tensors of the model the release was written from.
+  assert main(["to-hf", str(out), "--out", str(tmp_path / "hf"), "--change-pooling"]) == 0
   exported = transformers.FunnelModel.from_pretrained(str(tmp_path / "hf")).eval()
   inputs = make_inputs(True)
   difference = max_difference(hf_reference(exported, inputs).last_hidden_state,

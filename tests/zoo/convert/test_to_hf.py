@@ -268,6 +268,9 @@ REFUSALS = [
     (_settings("funnel_b4_4_4", layer_sharing="all"), "cross-layer sharing (layer_sharing='all')"),
     (_settings("funnel_b4_4_4", pooling_semantics="zoo"), "the zoo's pooling semantics"),
     (dict(_settings("funnel_b4_4_4"), model_overrides={}), "the zoo's pooling semantics"),   # written before
+    (_settings("funnel_b4_4_4", pooling_semantics="funnel_authors"), "the Funnel authors' pooling semantics"),
+    (_settings("funnel_b4_4_4", position_rules="authors_tf", separate_cls=False),
+     "the authors' TensorFlow position rules without separate_cls"),
     (_settings("funnel_b4_4_4", residual_attention=True), "RealFormer residual attention"),
     (_settings("funnel_b4_4_4", position_encoding="absolute"), "position_encoding='absolute'"),
     (_settings("funnel_b6_3x2_3x2_decoder", block_sizes=[1, 1, 1], block_repeats=[2, 1, 1]),
@@ -309,11 +312,28 @@ def test_a_refusal_writes_nothing_and_names_every_reason(tmp_path, capsys):
   assert [path.name for path in (tmp_path / "taken").iterdir()] == ["keep.txt"]
 
 
-def test_funnel_presets_pool_as_the_authors_and_old_directories_keep_the_zoos(tmp_path):
-  assert presets.get("funnel_b4_4_4").config["pooling_semantics"] == "authors"
+def test_pooling_semantics_are_refused_by_name_unless_the_change_is_asked_for():
+  for semantics, words in (("zoo", "the zoo's pooling semantics"), ("funnel_authors", "authors'")):
+    settings = _settings("funnel_b4_4_4", pooling_semantics=semantics)
+    with pytest.raises(ConversionError, match="last real token shares a pooling window") as error:
+      plan(settings)
+    assert words in str(error.value) and "--change-pooling" in str(error.value)
+    changed = plan(settings, change_pooling=True).changed
+    assert len(changed) == 1 and words in changed[0] and "--change-pooling" in changed[0]
+  assert plan(_settings("funnel_b4_4_4")).changed == []
+
+
+def test_funnel_presets_pool_as_hugging_face_and_old_directories_keep_what_they_recorded(tmp_path):
+  assert presets.get("funnel_b4_4_4").config["pooling_semantics"] == "huggingface"
   small = presets.build("funnel_b4_4_4", hidden_size=16, num_heads=2, intermediate_size=16,
                         block_sizes=(1, 1), block_repeats=(1, 1))
-  assert small.get_config()["pooling_semantics"] == "authors"
+  assert small.get_config()["pooling_semantics"] == "huggingface"
+  # A directory that recorded "authors", the name Hugging Face's semantics had, reads as Hugging Face's.
+  named = ModelDir(str(tmp_path / "named"))
+  named.write_config(dict(model="funnel_b4_4_4", model_overrides={"pooling_semantics": "authors"},
+                          task="classify", seq_length=16, vocab_size=10, num_classes=2))
+  assert TrainConfig.from_model_dir(named).model_overrides == {"pooling_semantics": "huggingface"}
+  assert presets.encoder_arguments(named.read_config())[1]["pooling_semantics"] == "huggingface"
   # A directory written before the default changed records nothing and keeps the zoo's semantics; new
   # ones record the value, and a resume keeps whatever the directory says.
   old = ModelDir(str(tmp_path / "old"))
@@ -325,7 +345,7 @@ def test_funnel_presets_pool_as_the_authors_and_old_directories_keep_the_zoos(tm
   assert resumed.model_overrides == {"pooling_semantics": "zoo"}
   required = dict(data="demo", model_dir=str(tmp_path / "new"), seq_length=16)
   fresh = TrainConfig(model="funnel_b4_4_4", task="mlm", **required).validate()
-  assert fresh.recorded().model_overrides == {"pooling_semantics": "authors"}
+  assert fresh.recorded().model_overrides == {"pooling_semantics": "huggingface"}
   # The heads of a Funnel pre-training run default to what transformers' Funnel classes hold (ELECTRA's
   # generator is narrower than the embeddings: its head keeps the transform).
   assert (fresh.mlm_transform, fresh.head_activation) == (False, "gelu_approximate")

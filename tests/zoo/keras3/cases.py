@@ -235,7 +235,7 @@ def funnel_flag_grid():
   """`{name: flags}` for every combination of the Funnel flags (64)."""
   grid = {}
   for values in itertools.product(("factorized", "shift"), (True, False), (True, False), (True, False),
-                                  ("mean", "max"), ("zoo", "authors")):
+                                  ("mean", "max"), ("zoo", "huggingface")):
     flags = dict(zip(FUNNEL_FLAGS, values, strict=True))
     name = "-".join([values[0], "cls" if values[1] else "nocls", "trunc" if values[2] else "notrunc",
                      "qonly" if values[3] else "qkv", values[4], values[5]])
@@ -249,7 +249,7 @@ def _pairwise_funnel_flags():
   rows = [(0, 0, 0, 0, 0, 0), (0, 0, 1, 1, 1, 1), (0, 1, 0, 1, 1, 0), (0, 1, 1, 0, 0, 1),
           (1, 0, 0, 1, 0, 1), (1, 0, 1, 0, 1, 0), (1, 1, 0, 0, 1, 1), (1, 1, 1, 1, 0, 0)]
   choices = (("factorized", "shift"), (True, False), (True, False), (True, False), ("mean", "max"),
-             ("zoo", "authors"))
+             ("zoo", "huggingface"))
   names = {tuple(flags.values()): name for name, flags in funnel_flag_grid().items()}
   picked = {}
   for row in rows:
@@ -272,9 +272,10 @@ def layer_cases():
     cases[name] = relative_case(form, segments, separate_cls, grid)
   # Every pair of values of the pooling flags.
   for pooling_type, separate_cls, truncate_seq, semantics in [
-      ("mean", True, True, "zoo"), ("mean", True, False, "authors"), ("mean", False, True, "authors"),
-      ("mean", False, False, "zoo"), ("max", True, True, "authors"), ("max", True, False, "zoo"),
-      ("max", False, True, "zoo"), ("max", False, False, "authors")]:
+      ("mean", True, True, "zoo"), ("mean", True, False, "huggingface"), ("mean", False, True, "huggingface"),
+      ("mean", False, False, "zoo"), ("max", True, True, "huggingface"), ("max", True, False, "zoo"),
+      ("max", False, True, "zoo"), ("max", False, False, "huggingface"),
+      ("mean", True, True, "funnel_authors"), ("max", False, True, "funnel_authors")]:
     name = (f"pooling-{pooling_type}-{'cls' if separate_cls else 'nocls'}-"
             f"{'trunc' if truncate_seq else 'notrunc'}-{semantics}")
     cases[name] = pooling_case(pooling_type, separate_cls, truncate_seq, semantics)
@@ -310,7 +311,13 @@ def encoder_cases(full_grid=False):
       "funnel-residual-pool": funnel_case(residual_attention=True, running_mean=True,
                                           block_repeats=(2, 1, 1)),
       "funnel-residual-reset-qkv-authors": funnel_case(residual_attention=True, carry_at_pooling="reset",
-                                                       pool_q_only=False, pooling_semantics="authors"),
+                                                       pool_q_only=False, pooling_semantics="funnel_authors"),
+      # The authors' TensorFlow rules without separate_cls, in both relative forms.
+      "funnel-authors-tf-nocls-shift": funnel_case(pooling_semantics="funnel_authors",
+                                                   position_rules="authors_tf", separate_cls=False,
+                                                   position_encoding="shift"),
+      "funnel-authors-tf-nocls-factorized": funnel_case(pooling_semantics="funnel_authors",
+                                                        position_rules="authors_tf", separate_cls=False),
       "funnel-residual-shift-max": funnel_case(residual_attention=True, position_encoding="shift",
                                                pooling_type="max", decoder_residual_layer=0,
                                                block_sizes=(2, 1), block_repeats=(1, 2)),
@@ -355,7 +362,8 @@ def training_cases():
   """`{name: (encoder class name, arguments)}`: encoders trained one step in both editions (dropout off)."""
   return {
       "funnel-residual-decoder": ("FunnelEncoder", dict(TINY_FUNNEL, residual_attention=True)),
-      "funnel-authors-max-shift": ("FunnelEncoder", dict(TINY_FUNNEL, pooling_semantics="authors",
+      "funnel-authors-max-shift": ("FunnelEncoder", dict(TINY_FUNNEL, pooling_semantics="funnel_authors",
+                                                         position_rules="authors_tf", separate_cls=False,
                                                          pooling_type="max", position_encoding="shift")),
       "transformer-postln": ("TransformerEncoder", dict(TINY_TRANSFORMER)),
       "transformer-realformer-relative": ("TransformerEncoder", dict(

@@ -233,7 +233,7 @@ def _layers_model(keras, lib):
                                use_segment_bias=True, separate_cls=True, residual_attention=True,
                                name="block")
   first = block(hidden, attention_mask=mask, query_segment_ids=segments)
-  pooling = lib.FunnelPooling("max", semantics="authors", name="pooling")
+  pooling = lib.FunnelPooling("max", semantics="funnel_authors", name="pooling")
   positions = list(range(cases.LENGTH))
   pooled_positions = pooling.pool_positions(positions).tolist()
   shift = lib.RelativeMultiHeadAttention(cases.HEADS, cases.HEAD_SIZE, position_encoding="shift",

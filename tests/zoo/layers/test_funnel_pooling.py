@@ -183,30 +183,37 @@ def test_masked_max_ignores_a_larger_pad_token():
   np.testing.assert_array_equal(output[0, :, 0], [0.0, -5.0, 0.0])
 
 
-def _pool_min_mask_reference(mask, separate_cls, truncate_seq):
-  """The authors' pooled mask: real only when every token of the window is."""
+def _pooled_mask_reference(mask, separate_cls, truncate_seq, rule):
+  """A pooled mask from its windows: real when `rule` (`all` for Hugging Face's, `any` for the authors')
+  holds of the window's tokens."""
   windows = _windows(mask.shape[1], separate_cls, truncate_seq)
-  return np.array([[int(all(row[i] for i in window)) for window in windows] for row in mask])
+  return np.array([[int(rule(row[i] for i in window)) for window in windows] for row in mask])
 
 
 @pytest.mark.parametrize("length", [8, 9, 7])
 @pytest.mark.parametrize("flags", FLAGS, ids=FLAG_IDS)
 @pytest.mark.parametrize("pooling_type", ["mean", "max"])
-def test_authors_semantics_pool_whole_windows_and_take_the_mask_minimum(pooling_type, flags, length):
-  """The published checkpoints' pooling: padding inside a window is averaged (or maxed) in."""
+@pytest.mark.parametrize("semantics, rule", [("huggingface", all), ("funnel_authors", any)])
+def test_whole_window_semantics_pool_padding_in_and_keep_their_mask_rule(semantics, rule, pooling_type, flags,
+                                                                         length):
+  """Hugging Face's and the authors' pooling: padding inside a window is averaged (or maxed) in; a window
+  is real when every (Hugging Face's) or any (the authors') of its tokens is."""
   mask = _masks(length)
   hidden = _hidden(mask.shape[0], length)
-  layer = FunnelPooling(pooling_type, *flags, semantics="authors")
+  layer = FunnelPooling(pooling_type, *flags, semantics=semantics)
   output = layer(hidden, input_mask=mask).numpy()   # the mask does not change the values
   np.testing.assert_allclose(output, _pool_reference(hidden, 1, pooling_type, *flags), atol=1e-6, rtol=0)
   pooled_mask = layer.pool_mask(tf.constant(mask)).numpy()
-  np.testing.assert_array_equal(pooled_mask, _pool_min_mask_reference(mask, *flags))
+  expected_mask = _pooled_mask_reference(mask, *flags, rule)
+  np.testing.assert_array_equal(pooled_mask, expected_mask)
+  # The masks hold windows that mix real tokens and padding, where the two rules disagree.
+  assert (expected_mask != _pooled_mask_reference(mask, *flags, any if rule is all else all)).any()
   # The carry (float32 [B, N, T, S]) follows the same rule along either axis.
   carry = np.random.default_rng(3).normal(size=(mask.shape[0], 2, length, length)).astype(np.float32)
   for axis in (2, 3):
     np.testing.assert_allclose(layer(carry, input_mask=mask, axis=axis).numpy(),
                                _pool_reference(carry, axis, pooling_type, *flags), atol=1e-6, rtol=0)
-  # Both semantics agree when every window is wholly real or wholly padding.
+  # The three semantics agree when every window is wholly real or wholly padding.
   aligned = np.ones_like(mask)
   zoo = FunnelPooling(pooling_type, *flags)
   np.testing.assert_array_equal(zoo(hidden, input_mask=aligned).numpy(),
@@ -215,8 +222,16 @@ def test_authors_semantics_pool_whole_windows_and_take_the_mask_minimum(pooling_
 
 
 def test_unknown_semantics_name_the_choices():
-  with pytest.raises(ValueError, match=r"semantics must be one of \('zoo', 'authors'\), got 'hf'"):
+  with pytest.raises(ValueError, match=r"semantics must be one of \('zoo', 'huggingface', "
+                                       r"'funnel_authors'\), got 'hf'"):
     FunnelPooling("mean", semantics="hf")
+
+
+def test_the_old_name_is_refused_as_ambiguous_and_a_recorded_one_loads_as_hugging_faces():
+  with pytest.raises(ValueError, match="'authors' is ambiguous.*'huggingface'.*'funnel_authors'"):
+    FunnelPooling("mean", semantics="authors")
+  recorded = dict(FunnelPooling("mean", semantics="huggingface").get_config(), semantics="authors")
+  assert FunnelPooling.from_config(recorded).semantics == "huggingface"
 
 
 # --- 3. Masks, ids, positions ----------------------------------------------------------
@@ -415,7 +430,8 @@ def test_unknown_pooling_mode():
 # Flags vary so that a config missing one of them changes the outputs.
 @pytest.mark.parametrize("pooling_type,separate_cls,truncate_seq,semantics",
                          [("mean", True, True, "zoo"), ("max", True, False, "zoo"),
-                          ("max", False, True, "zoo"), ("mean", True, True, "authors")])
+                          ("max", False, True, "zoo"), ("mean", True, True, "huggingface"),
+                          ("max", True, False, "funnel_authors")])
 def test_funnel_pooling_standard_checks(pooling_type, separate_cls, truncate_seq, semantics, tmp_path):
   x = np.random.default_rng(11).normal(size=(2, 8, 16)).astype(np.float32)
   m = np.array([[1] * 8, [1] * 5 + [0] * 3], np.int32)

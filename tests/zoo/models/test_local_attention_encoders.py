@@ -80,7 +80,7 @@ CASES = [
           carry_at_pooling="reset", position_encoding="shift")),
     ("funnel_authors_untruncated", FunnelEncoder, 2, 1,
      dict(block_sizes=(1, 2), block_repeats=(1, 2), seq_length=21, truncate_seq=False,
-          pooling_semantics="authors")),
+          pooling_semantics="funnel_authors")),
 ]
 
 

@@ -13,12 +13,17 @@ def _arguments(parser):
   parser.add_argument("--out", required=True, metavar="DIR", help="the directory to write (new or empty)")
   parser.add_argument("--dtype", choices=DTYPES, default="float32",
                       help="the weights' type in model.safetensors (default: %(default)s)")
+  parser.add_argument("--change-pooling", action="store_true",
+                      help="export a Funnel that pools with the zoo's or the Funnel authors' padding "
+                           "semantics with transformers' (Hugging Face's) anyway: its outputs then differ on "
+                           "padded inputs whose last real token shares a pooling window with padding (the "
+                           "model card says so)")
 
 
 def run(args):
   from zoo.convert.to_hf import to_hf
   command = " ".join(["python -m zoo.convert", *(args.argv if args.argv is not None else sys.argv[1:])])
-  plan = to_hf(args.src, args.out, dtype=args.dtype, command=command)
+  plan = to_hf(args.src, args.out, dtype=args.dtype, command=command, change_pooling=args.change_pooling)
   return f"wrote {args.out} ({plan.architecture})"
 
 
