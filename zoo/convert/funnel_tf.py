@@ -2,10 +2,13 @@
 
 The paper's released models are TensorFlow checkpoints (`model.ckpt.*`) with the
 authors' `net_config.json`, in the variable names of their TensorFlow code
-(`model/encoder/layer_L/rel_attn/q/kernel`, ...). `convert_funnel_tf(src)` reads them
-with TensorFlow's checkpoint reader and maps every name onto Hugging Face's Funnel
-names (`hf_weights`), so the rest is `zoo.convert.hf_funnel`'s conversion, checked the
-same way.
+(`model/encoder/layer_L/rel_attn/q/kernel`, ...), and their vocabulary
+`vocab.uncased.txt`. `python -m zoo.convert funnel-tf` reads them with TensorFlow's
+checkpoint reader and maps every name onto Hugging Face's Funnel names (`hf_weights`),
+so the weights go in as `zoo.convert.hf_funnel`'s do. What the encoder computes is the
+authors' TensorFlow code's, not Hugging Face's port (`zoo_arguments`): their padding
+semantics, their position rules and their decoder residual, checked against fixtures
+their own code wrote (`tests/zoo/convert/test_funnel_authors.py`).
 
 Axes: V vocabulary, D model width, E embedding width, N heads, H head width, F
 feed-forward width.

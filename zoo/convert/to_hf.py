@@ -754,7 +754,7 @@ def to_hf(model_dir, out, dtype="float32", command=None, change_pooling=False):
                      eos_token_id=vocab.index(text["special_tokens"]["sep"]))
   if plan_.family != "funnel" and "pad_token_id" not in source_config:
     # A Funnel's config names no pad token: transformers' Funnel zeroes the embedding of `pad_token_id`
-    # when it loads, and the authors' pooling mixes padded positions into real ones, so the row must
+    # when it loads, and its whole-window pooling mixes padded positions into real ones, so the row must
     # stay as trained (BERT's loads as written).
     hf_config["pad_token_id"] = vocab.index(text["special_tokens"]["pad"])
   if plan_.family == "funnel":

@@ -15,7 +15,7 @@ BERT does:
     keras_hub.models.Backbone.from_preset("funnel_small_base_en")    # a registered preset (`PUBLISHED`)
 
 - The config maps through `zoo.convert.hf_funnel.zoo_config`, as `python -m zoo.convert
-  hf-funnel` maps it: the authors' pooling semantics, the decoder's residual, ... The
+  hf-funnel` maps it: Hugging Face's pooling semantics, the decoder's residual, ... The
   decoder is built for `FunnelModel` and the task models on it (masked LM, pre-training,
   token classification, question answering), not for `FunnelBaseModel` and the sequence
   classification and multiple-choice models on it. The static length is the config's

@@ -3,7 +3,7 @@
 Each case builds a tiny random `FunnelModel` / `FunnelBaseModel`, saves it with
 `save_pretrained`, converts the directory and compares the zoo model's
 `sequence_output` with Hugging Face's `last_hidden_state` at real positions, for every
-real length from 1 to T in one batch (the converted encoder keeps the authors'
+real length from 1 to T in one batch (the converted encoder keeps Hugging Face's
 padding semantics).
 """
 

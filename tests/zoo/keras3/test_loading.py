@@ -3,7 +3,7 @@
 A random-weight `FunnelModel` with its FunnelTokenizer files is written here, converted by
 `zoo.convert` into a model directory, loaded into a Keras 3 encoder under JAX in a process
 of its own, and compared with Hugging Face's model at every real position of inputs padded
-to every length (the converted directory keeps the authors' pooling semantics).
+to every length (the converted directory keeps Hugging Face's pooling semantics).
 """
 
 import numpy as np
