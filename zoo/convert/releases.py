@@ -13,13 +13,16 @@ from zoo.convert.errors import ConversionError
 
 def paths(src, checkpoint, config_file, config=None):
   """`(config path, checkpoint prefix)` of a release `src`: its directory (the prefix `checkpoint` in
-  it, else its latest checkpoint) or its checkpoint prefix (the config beside it). `config` names
-  another config file."""
+  it, else its latest checkpoint, else its only one) or its checkpoint prefix (the config beside it).
+  `config` names another config file."""
   if os.path.isdir(src):
     prefix = os.path.join(src, checkpoint)
     if not os.path.exists(prefix + ".index"):
       import tensorflow as tf
-      prefix = tf.train.latest_checkpoint(src) or prefix
+      # A step-numbered checkpoint (`model.ckpt-1000000.*`) with or without TensorFlow's state file.
+      indexes = sorted(name[:-len(".index")] for name in os.listdir(src) if name.endswith(".index"))
+      alone = os.path.join(src, indexes[0]) if len(indexes) == 1 else None
+      prefix = tf.train.latest_checkpoint(src) or alone or prefix
     folder = src
   else:
     prefix, folder = src, os.path.dirname(src)

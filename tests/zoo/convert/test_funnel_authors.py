@@ -139,3 +139,13 @@ def test_a_release_without_its_vocabulary_names_the_files_it_looks_for(tmp_path)
   with pytest.raises(FileNotFoundError, match="vocab.uncased.txt, vocab.cased.txt, vocab.txt"):
     read_checkpoint("funnel-tf", str(release), seq_length=16)
   assert funnel_tf.VOCAB_FILES[0] == "vocab.uncased.txt"
+
+
+def test_a_step_numbered_checkpoint_without_a_state_file_is_found(tmp_path):
+  release, flags, recorded = fixture("rel_shift_nocls")
+  renamed = tmp_path / "release"
+  renamed.mkdir()
+  for name in os.listdir(release):
+    shutil.copy(os.path.join(release, name), renamed / name.replace("model.ckpt.", "model.ckpt-1000000."))
+  converted = read_checkpoint("funnel-tf", str(renamed), seq_length=16, truncate_seq=flags["truncate_seq"])
+  assert max(differences(converted.encoder, recorded).values()) < TOLERANCE

@@ -245,8 +245,25 @@ def test_bfloat16_weights_and_the_model_card(prose_vocab, tmp_path):
   card = (tmp_path / "bf16" / "README.md").read_text()
   for fact in ("library_name: transformers", "pipeline_tag: text-classification", "funnel_b4_4_4_decoder",
                "| task | classify |", "| training steps | 1 (checkpoint `ckpt-1`) |", "| accuracy | 0.75 |",
-               "| weights | bfloat16 |", "--dtype bfloat16", "the 1-layer decoder"):
+               "| weights | bfloat16 |", "--dtype bfloat16", "the 1-layer decoder", "Pipelines pad",
+               f'classifier(["..."], padding="max_length", max_length={LENGTH}, truncation=True)'):
     assert fact in card, fact
+  # The card's pipeline call computes what the model computes on inputs padded as the zoo's.
+  texts = ["a", "the cast was charming and the story felt truly wonderful"]
+  classifier = transformers.pipeline("text-classification", model=str(tmp_path / "f32"))
+  scores = classifier(texts, padding="max_length", max_length=LENGTH, truncation=True, top_k=None)
+  f32_model = transformers.AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "f32"))
+  tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "f32"))
+  with torch.no_grad():
+    logits = f32_model(**tokenizer(texts, padding="max_length", max_length=LENGTH, truncation=True,
+                                   return_tensors="pt")).logits
+  for row, text_scores in zip(torch.softmax(logits, -1).numpy(), scores, strict=True):
+    by_label = {item["label"]: item["score"] for item in text_scores}
+    np.testing.assert_allclose([by_label[label] for label in CLASSES], row, atol=1e-5)
+  # The classifier reads the encoder's output: its config asks AutoModel for no (untrained) decoder.
+  assert json.loads((tmp_path / "f32" / "config.json").read_text())["num_decoder_layers"] == 0
+  _, info = transformers.AutoModel.from_pretrained(str(tmp_path / "f32"), output_loading_info=True)
+  assert info["missing_keys"] == [] or info["missing_keys"] == set(), info
 
 
 def _settings(model, task=None, **overrides):

@@ -142,6 +142,8 @@ def test_works_as_model_garden_bert_classifier_network():
     (dict(block_repeats=(1, 2)), "must have one entry per block"),
     (dict(seq_length=4, block_sizes=(1, 1, 1, 1)), "too short"),
     (dict(decoder_residual_layer=7), r"decoder_residual_layer must be in \[0, 3\)"),
+    (dict(position_rules="tf"), r"position_rules must be one of \('window_start', 'authors_tf'\)"),
+    (dict(pooling_semantics="authors"), "'authors' is ambiguous: it named Hugging Face's semantics"),
 ])
 def test_config_errors(bad, message):
   with pytest.raises(ValueError, match=message):
@@ -151,10 +153,35 @@ def test_config_errors(bad, message):
 @pytest.mark.parametrize("flags", [
     pytest.param(dict(num_decoder_layers=1, block_repeats=(1, 2)), marks=pytest.mark.slow),
     dict(position_encoding="shift", residual_attention=True, embedding_width=8),
-], ids=["decoder_repeats", "shift_residual"])
+    pytest.param(dict(pooling_semantics="funnel_authors", position_rules="authors_tf", separate_cls=False,
+                      position_encoding="shift", num_decoder_layers=1), marks=pytest.mark.slow),
+], ids=["decoder_repeats", "shift_residual", "authors_tf_nocls"])
 def test_save_reload_xla_and_mixed_precision(flags, tmp_path):
   config = dict(SMALL, block_sizes=(1, 1), **flags)
   run_encoder_checks(FunnelEncoder, config, _inputs(), tmp_path)
+
+
+def test_a_config_recorded_with_the_old_name_loads_as_hugging_faces_semantics():
+  config = dict(SMALL, block_sizes=(1, 1), pooling_semantics="huggingface")
+  current = FunnelEncoder(**config)
+  recorded = dict(current.get_config(), pooling_semantics="authors")
+  loaded = _same_weights(FunnelEncoder.from_config(recorded), current)
+  assert loaded.get_config()["pooling_semantics"] == "huggingface"
+  inputs = _inputs()
+  np.testing.assert_array_equal(loaded(inputs)["sequence_output"].numpy(),
+                                current(inputs)["sequence_output"].numpy())
+
+
+def test_the_position_rules_only_differ_without_separate_cls():
+  inputs = _inputs(padded=False)
+  cases = ((True, "shift", False), (False, "factorized", True), (False, "shift", True))
+  for separate_cls, form, differs in cases:
+    config = dict(SMALL, block_sizes=(1, 1), separate_cls=separate_cls, position_encoding=form)
+    window_start = FunnelEncoder(**config)
+    authors_tf = _same_weights(FunnelEncoder(**config, position_rules="authors_tf"), window_start)
+    difference = np.abs(window_start(inputs)["sequence_output"].numpy()
+                        - authors_tf(inputs)["sequence_output"].numpy()).max()
+    assert (difference > 1e-3) if differs else (difference < 1e-5), (separate_cls, form, difference)
 
 
 def test_building_an_encoder_converts_none_of_the_zoos_layers_with_autograph(monkeypatch):
