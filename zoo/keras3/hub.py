@@ -31,6 +31,7 @@ import keras
 import keras_hub
 from keras import ops
 
+from zoo.choices import recorded_pooling_semantics
 from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.encoders import TransformerEncoder
 from zoo.keras3.encoders import dtype_policy
@@ -67,6 +68,8 @@ class ZooBackbone(keras_hub.models.Backbone):
     for key in ("block_sizes", "block_repeats"):
       if encoder_config.get(key) is not None:
         encoder_config[key] = tuple(encoder_config[key])
+    if "pooling_semantics" in encoder_config:   # a preset saved when "authors" named Hugging Face's
+      encoder_config["pooling_semantics"] = recorded_pooling_semantics(encoder_config["pooling_semantics"])
     policy = dtype_policy(dtype)   # the encoder's layers are built with it
     encoder = self.encoder_class(**encoder_config, dtype=policy, word_embeddings=word_embeddings,
                                  name="encoder")
