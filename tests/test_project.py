@@ -82,39 +82,71 @@ def test_docstring_examples_run(module_name):
   assert result.failed == 0, f"{result.failed} docstring example(s) failed in {module_name}"
 
 
-# --- Every repository path that a README, docstring or comment names exists. ---
+# --- Every repository path that a README, notebook, docstring or comment names exists. ---
 
 # Bare file names checked at the top level (or beside the naming file): these name repository files.
 TOP_LEVEL_FILE = re.compile(
     r"^(?:[A-Z][A-Z0-9_-]*\.md|Makefile|pyproject\.toml|requirements(?:-[\w-]+)?\.txt)$")
+# A bare module or notebook name (`train.py`) names a tracked file of that name somewhere, unless it
+# is one of the files of other projects that the docs cite.
+BARE_CODE_FILE = re.compile(r"^[\w-]+\.(?:py|ipynb)$")
+OTHER_PROJECTS_FILES = {
+    "create_pretraining_data.py", "run_squad.py", "tokenization.py",   # Google's BERT, Model Garden
+    "modeling.py", "modify_ckpt.py", "ops.py",                          # the Funnel authors' code
+}
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 # A candidate is a run of characters that can appear in a path (and in the placeholders and
 # globs it is told apart from); quotes, backticks, brackets, commas and `=` end it.
 PATH_CANDIDATE = re.compile(r"[^\s`'\"()\[\],;|=]+")
-LINE_SUFFIX = re.compile(r"(?:::[\w\[\]-]+|(?::\d+)+)$")   # file.py::test_x, file.py:12, file.py:12:3
+LINE_SUFFIX = re.compile(r"(?:::[\w\[\]-]+|(?::\d+)+)$")   # MODULE::test_x, MODULE:12, MODULE:12:3
 PLACEHOLDER_CHARS = set("*?<>{}$~%[]")
-SKIPPED_DIRS = {".venv", ".git", "__pycache__", "node_modules"}
+
+
+def _tracked(root=ROOT):
+  """The files git tracks (relative POSIX paths) and every folder holding one: what a clone has, not
+  what a run left in the working tree (`runs/`, `.venv`)."""
+  import subprocess
+  listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+  files = {name for name in listed.decode().split("\0") if name}
+  folders = {str(pathlib.PurePosixPath(name).parents[i]) for name in files
+             for i in range(len(pathlib.PurePosixPath(name).parents) - 1)}
+  return files, folders
+
+
+TRACKED_FILES, TRACKED_FOLDERS = _tracked()
+TRACKED_NAMES = {pathlib.PurePosixPath(name).name for name in TRACKED_FILES}
+
+
+def _exists(path):
+  """Whether `path` (absolute, or relative to the root) is a tracked file or folder."""
+  path = pathlib.Path(path)
+  try:
+    relative = (path if path.is_absolute() else ROOT / path).resolve().relative_to(ROOT).as_posix()
+  except ValueError:
+    return False
+  return relative in TRACKED_FILES or relative in TRACKED_FOLDERS or relative == "."
 
 
 def _top_level_dirs():
   """The repository's own top-level folders (not hidden, holding code, docs or notebooks)."""
-  return {d.name for d in ROOT.iterdir()
-          if d.is_dir() and not d.name.startswith(".") and d.name not in SKIPPED_DIRS
-          and any(f.suffix in (".py", ".md", ".ipynb") for f in d.iterdir())}
+  return {name.split("/")[0] for name in TRACKED_FILES
+          if "/" in name and not name.startswith(".") and name.endswith((".py", ".md", ".ipynb"))}
 
 
-def _is_skipped(path):
-  parts = path.relative_to(ROOT).parts
-  return any(p in SKIPPED_DIRS or p.startswith(".") or p.endswith(".egg-info") for p in parts[:-1])
+def _tracked_files(suffix):
+  return sorted(ROOT / name for name in TRACKED_FILES if name.endswith(suffix))
 
 
 def _markdown_files():
-  return sorted(p for p in ROOT.rglob("*.md") if not _is_skipped(p))
+  return _tracked_files(".md")
 
 
 def _python_files():
-  return sorted(p for folder in _top_level_dirs() for p in (ROOT / folder).rglob("*.py")
-                if not _is_skipped(p))
+  return _tracked_files(".py")
+
+
+def _notebook_files():
+  return _tracked_files(".ipynb")
 
 
 def _python_prose(source):
@@ -135,6 +167,17 @@ def _python_prose(source):
       yield token.start[0], token.string
 
 
+def _notebook_lines(path):
+  """`(cell N line M, text)` of a notebook's Markdown cells and its code cells' comments."""
+  import json
+  cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+  for index, cell in enumerate(cells, start=1):
+    for number, text in enumerate("".join(cell["source"]).splitlines(), start=1):
+      if cell["cell_type"] == "markdown" or "#" in text:
+        text = text if cell["cell_type"] == "markdown" else text[text.index("#"):]
+        yield f"cell {index} line {number}", text
+
+
 def _candidate_paths(text):
   """Path-like tokens of one line of prose, cleaned of punctuation, anchors and line numbers."""
   for match in PATH_CANDIDATE.finditer(text):
@@ -142,8 +185,10 @@ def _candidate_paths(text):
     token = LINE_SUFFIX.sub("", token.split("#")[0]).rstrip(".:")
     if not token or ":" in token or token.startswith(("-", ".", "/")):
       continue   # URLs, gs:// and data specs (tfds:, text:), flags, relative or absolute paths
-    if PLACEHOLDER_CHARS & set(token) or "/" not in token and not TOP_LEVEL_FILE.match(token):
-      continue   # globs and placeholders (BASE/<version>, $(DEMO_DIR)), plain words
+    if PLACEHOLDER_CHARS & set(token):
+      continue   # globs and placeholders (BASE/<version>, $(DEMO_DIR))
+    if "/" not in token and not TOP_LEVEL_FILE.match(token) and not BARE_CODE_FILE.match(token):
+      continue   # plain words and data file names (config.json, a.txt)
     yield token
 
 
@@ -154,11 +199,17 @@ def _named_path_problem(token, folder, top_level):
   or `README.md`), then at the repository root. Only paths starting with a top-level folder of
   the repository, or with a folder beside the naming file, are checked: `official/nlp/...`
   (an installed package) and `MODEL_DIR/config.json` (a placeholder) are not repository paths.
+  A bare module or notebook name must be a tracked file's name somewhere (`OTHER_PROJECTS_FILES`
+  aside). Existing means tracked by git: what a run writes into the working tree does not count.
   """
+  if "/" not in token and BARE_CODE_FILE.match(token):
+    if token in TRACKED_NAMES or token in OTHER_PROJECTS_FILES:
+      return None
+    return f"missing file {token} (no tracked file has this name)"
   first = token.split("/")[0]
-  if "/" in token and first not in top_level and not (folder / first).is_dir():
+  if "/" in token and first not in top_level and not _exists(folder / first):
     return None
-  if (folder / token).exists() or (ROOT / token).exists():
+  if _exists(folder / token) or _exists(ROOT / token):
     return None
   return f"missing path {token}"
 
@@ -171,7 +222,7 @@ def _link_problem(target, folder):
   if not path or PLACEHOLDER_CHARS & set(path):
     return None
   resolved = ROOT / path.lstrip("/") if path.startswith("/") else folder / path
-  return None if resolved.exists() else f"missing path {target} (a link)"
+  return None if _exists(resolved) else f"missing path {target} (a link)"
 
 
 def _path_problems(path, lines, top_level):
@@ -179,7 +230,7 @@ def _path_problems(path, lines, top_level):
   folder, name = path.parent, path.relative_to(ROOT)
   for number, text in lines:
     problems = []
-    if path.suffix == ".md":
+    if path.suffix in (".md", ".ipynb"):
       problems += [_link_problem(target, folder) for target in MARKDOWN_LINK.findall(text)]
       text = MARKDOWN_LINK.sub("]()", text)
     problems += [_named_path_problem(token, folder, top_level) for token in _candidate_paths(text)]
@@ -188,15 +239,38 @@ def _path_problems(path, lines, top_level):
 
 def test_named_repository_paths_exist():
   top_level = _top_level_dirs()
-  assert {"zoo", "tpu", "export", "tests"} <= top_level, top_level
-  markdown, python = _markdown_files(), _python_files()
+  assert {"zoo", "tpu", "export", "tests", "notebooks"} <= top_level, top_level
+  markdown, python, notebooks = _markdown_files(), _python_files(), _notebook_files()
   assert ROOT / "README.md" in markdown and ROOT / "zoo" / "layers" / "attention.py" in python
+  assert ROOT / "notebooks" / "03_layer_reuse.ipynb" in notebooks
   problems = []
   for path in markdown:
     problems += _path_problems(path, enumerate(path.read_text().splitlines(), start=1), top_level)
   for path in python:
     problems += _path_problems(path, _python_prose(path.read_text()), top_level)
+  for path in notebooks:
+    problems += _path_problems(path, _notebook_lines(path), top_level)
   assert not problems, "files name paths that are not in the repository:\n" + "\n".join(problems)
+
+
+def test_the_path_check_reads_what_git_tracks_not_what_runs_leave(tmp_path):
+  # `make demo` writes runs/demo; a README naming runs/sst2 names no repository path either way.
+  (ROOT / "runs" / "check-untracked").mkdir(parents=True, exist_ok=True)
+  try:
+    assert _named_path_problem("runs/check-untracked", ROOT, _top_level_dirs()) is None   # not a repo folder
+    assert not _exists(ROOT / "runs" / "check-untracked") and "runs" not in _top_level_dirs()
+  finally:
+    (ROOT / "runs" / "check-untracked").rmdir()
+  assert _exists(ROOT / "zoo" / "layers") and _exists("README.md") and not _exists(ROOT / ".venv")
+  # The stale names the check exists for: a module that became a package, a moved module.
+  assert _named_path_problem("tasks.py", ROOT / "tpu", _top_level_dirs()) is not None
+  assert _named_path_problem("tpu/demo_data.py", ROOT / "notebooks", _top_level_dirs()) is not None
+  assert _named_path_problem("modify_ckpt.py", ROOT / "zoo", _top_level_dirs()) is None   # the authors'
+  notebook = tmp_path / "n.ipynb"
+  notebook.write_text('{"cells": [{"cell_type": "code", "source": ["x = 1  # see tpu/demo_data.py\\n"]},'
+                      ' {"cell_type": "markdown", "source": ["Run [it](tpu/none.md)."]}]}')
+  assert list(_notebook_lines(notebook)) == [("cell 1 line 1", "# see tpu/demo_data.py"),
+                                             ("cell 2 line 1", "Run [it](tpu/none.md).")]
 
 
 def test_the_path_check_tells_paths_from_placeholders():
@@ -220,3 +294,39 @@ def test_the_path_check_tells_paths_from_placeholders():
                                  [(3, "[a](missing.md) and zoo/none.py")], top_level))
   assert problems == ["zoo/text/README.md:3: missing path missing.md (a link)",
                       "zoo/text/README.md:3: missing path zoo/none.py"]
+
+
+# --- DESIGN.md's layout names every module of the packages. ---
+
+LAYOUT_PACKAGES = ("zoo", "tpu", "export", "benchmarks")
+
+
+def _layout_modules(design):
+  """The module paths (`zoo/layers/attention.py`) DESIGN.md's Layout block names: a line at the left margin
+  opens a package, an indented line starting `folder/` a folder of it, deeper lines continue."""
+  block = design.split("### Layout", 1)[1].split("```", 2)[1]
+  named, package, folder = set(), None, None
+  for line in block.splitlines()[1:]:
+    words = line.split()
+    if not words:
+      continue
+    indent = len(line) - len(line.lstrip())
+    if indent == 0:
+      package, folder, words = words[0].rstrip("/"), None, words[1:]
+    elif indent <= 4:
+      folder = words[0].rstrip("/") if words[0].endswith("/") else None
+      words = words[1:] if folder else words
+    for module in re.findall(r"\b\w+\.py\b", " ".join(words)):
+      named.add("/".join(filter(None, (package, folder, module))))
+  return named
+
+
+def test_the_layout_names_every_module():
+  named = _layout_modules((ROOT / "DESIGN.md").read_text())
+  modules = {name for name in TRACKED_FILES if name.split("/")[0] in LAYOUT_PACKAGES
+             and name.endswith(".py") and not name.endswith("__init__.py")}
+  assert len(modules) > 100 and "zoo/convert/formats/to_hf.py" in named
+  assert sorted(modules - named) == [], "DESIGN.md's Layout does not name these modules"
+  unknown = sorted(name for name in named - modules if name.split("/")[0] in LAYOUT_PACKAGES
+                   and not name.endswith("__init__.py"))
+  assert unknown == [], "DESIGN.md's Layout names modules that do not exist"
