@@ -1,7 +1,9 @@
-# Set-up and checks. `make test` and `make demo` create .venv on first use.
+# Set-up and checks. `make test` and `make demo` create .venv on first use: the demo installs the zoo
+# and its runtime stack, the tests add every extra and the test tools.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONPATH := $(CURDIR)
@@ -13,22 +15,32 @@ CORES := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 PYTEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 PYTEST_FAST_WORKERS ?= $(CORES)
 DEMO_DIR ?= runs/demo
+EXTRAS := requirements-keras3.txt requirements-torch.txt requirements-beam.txt requirements-test.txt
 
-.PHONY: install demo test test-fast lint clean
+.PHONY: install install-runtime demo test test-fast lint clean
 
-# Reinstalls only when a requirements file changes.
-$(STAMP): requirements.txt requirements-test.txt
+# The zoo itself (`pip install -e .`: zoo, tpu and export with the runtime stack of requirements.txt
+# and the zoo-* commands), all the demo needs. Reinstalls only when its files change.
+$(RUNTIME_STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-test.txt
+	$(PY) -m pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+# The test stack on top: every extra (Keras 3 and keras-hub, PyTorch and transformers, Beam) and the
+# test tools.
+$(STAMP): $(RUNTIME_STAMP) $(EXTRAS)
+	$(PY) -m pip install --quiet $(addprefix -r ,$(EXTRAS))
 	touch $(STAMP)
+
+install-runtime: $(RUNTIME_STAMP)
 
 install: $(STAMP)
 
 # The main job on the synthetic demo data, on CPU in a few minutes: learn a vocabulary, train a
 # small Funnel-Transformer classifier, evaluate it, export a SavedModel, then load that SavedModel
 # in a fresh process and classify raw sentences.
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	rm -rf $(DEMO_DIR)
 	$(PY) -m tpu.train --config tpu/configs/demo.json --model-dir $(DEMO_DIR)
 	@echo "== predictions of the exported SavedModel ($(DEMO_DIR)/export), loaded in a new process:"

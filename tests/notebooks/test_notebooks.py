@@ -194,14 +194,17 @@ def test_install_cell_installs_the_tpu_stack_where_there_are_tpu_chips(name, mon
   assert _assigned_names(notebook.cells[_parameters_index(notebook)].source)[0] == "ZOO_REPO"
   assert _parameters_index(notebook) < notebook.cells.index(_cell(notebook, "install"))
   checkout = str(ROOT)
+  path = list(sys.path)
   commands, namespace = _run_install_cell(name, checkout, ["/dev/vfio/0"], monkeypatch)
-  assert namespace["ZOO_DIR"] == checkout and sys.path[0] == checkout
+  # The zoo is installed as a Colab user installs a package, not put on sys.path.
+  assert namespace["ZOO_DIR"] == checkout and sys.path == path
+  install_zoo = f"{sys.executable} -m pip install -q --no-deps {checkout}"
   if name in KERAS3_NOTEBOOKS:   # JAX drives the TPU: nothing of TensorFlow's TPU build
-    assert commands == [f"cd {checkout} && {sys.executable} -m pip install -q -r requirements.txt "
-                        '"keras-hub==0.32.*" "matplotlib==3.*"']
+    assert commands == [install_zoo, f"cd {checkout} && {sys.executable} -m pip install -q -r "
+                                     'requirements.txt "keras-hub==0.32.*" "matplotlib==3.*"']
   else:
-    assert commands == [f"cd {checkout} && {sys.executable} -m pip install -q -r requirements-tpu.txt "
-                        '"matplotlib==3.*"']
+    assert commands == [install_zoo, f"cd {checkout} && {sys.executable} -m pip install -q -r "
+                                     'requirements-tpu.txt "matplotlib==3.*"']
   commands, _ = _run_install_cell(name, checkout, [], monkeypatch)
   assert commands[-1].split(" -r ")[1].startswith("requirements.txt ")
 
@@ -211,7 +214,8 @@ def test_install_cell_installs_the_tpu_stack_where_there_are_tpu_chips(name, mon
   commands, namespace = _run_install_cell(name, url, [], monkeypatch)
   assert commands[0] == f"git clone -q --depth 1 {url} {tmp_path / 'zoo'}"
   clone = tmp_path / "zoo"
-  assert namespace["ZOO_DIR"] == str(clone) and commands[1].startswith(f"cd {clone} && ")
+  assert namespace["ZOO_DIR"] == str(clone) and commands[1].endswith(f"pip install -q --no-deps {clone}")
+  assert commands[2].startswith(f"cd {clone} && ")
   with pytest.raises(FileNotFoundError, match="neither a directory nor a git URL"):
     _run_install_cell(name, "no-such-checkout", [], monkeypatch)
 

@@ -1,0 +1,67 @@
+"""The zoo installs like any Python package: `pip install .` gives zoo, tpu and export, their data
+files and the zoo-* commands, importable from any folder without the checkout."""
+
+import configparser
+import os
+import pathlib
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+  """`(target folder, wheel)`: the project's wheel, built from the checkout as pip builds it, installed
+  (without its dependencies, which this environment has) into a folder of its own."""
+  build = tmp_path_factory.mktemp("wheel")
+  subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                  "--wheel-dir", str(build), str(ROOT)], check=True, cwd=build, timeout=300)
+  (wheel,) = build.glob("*.whl")
+  target = tmp_path_factory.mktemp("site")
+  subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
+                  str(target), str(wheel)], check=True, timeout=300)
+  return target, wheel
+
+
+def _run_elsewhere(code, target, cwd):
+  """`code` in a new interpreter in `cwd`, with the installed folder as its only project path."""
+  env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+  env["PYTHONPATH"] = str(target)
+  return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                        timeout=300)
+
+
+def test_the_wheel_holds_every_module_and_the_demo_config(installed):
+  _, wheel = installed
+  names = set(zipfile.ZipFile(wheel).namelist())
+  tracked = subprocess.run(["git", "ls-files", "zoo", "tpu", "export"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+  modules = {name for name in tracked if name.endswith(".py") and "tensorflow-tpu-alias" not in name}
+  assert len(modules) > 100 and sorted(modules - names) == []
+  assert "tpu/configs/demo.json" in names
+  assert not any(name.startswith(("tests/", "benchmarks/", "notebooks/")) for name in names)
+
+
+def test_the_packages_and_commands_import_from_another_folder(installed, tmp_path):
+  target, wheel = installed
+  with zipfile.ZipFile(wheel) as archive:
+    (entry_points,) = [name for name in archive.namelist() if name.endswith("entry_points.txt")]
+    scripts = configparser.ConfigParser()
+    scripts.read_string(archive.read(entry_points).decode())
+  commands = dict(scripts["console_scripts"])
+  declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+  assert commands == declared and {"zoo-train", "zoo-convert", "zoo-export", "zoo-predict"} <= set(commands)
+  code = "\n".join([
+      "import importlib, pathlib, sys",
+      "import zoo, tpu, export",
+      f"assert all(pathlib.Path(m.__file__).is_relative_to({str(target)!r}) for m in (zoo, tpu, export))",
+      *[f"assert callable(getattr(importlib.import_module({value.split(':')[0]!r}), {value.split(':')[1]!r}))"
+        for value in commands.values()],
+      "print('ok')"])
+  result = _run_elsewhere(code, target, tmp_path)
+  assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
