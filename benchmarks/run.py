@@ -29,16 +29,18 @@ import subprocess
 import sys
 import time
 
-import tensorflow as tf
-import tf_keras as keras
-
 import zoo.presets
-from benchmarks import measure
 from benchmarks import serving
 from benchmarks.report import machine_description
 from benchmarks.report import table
+from zoo.lazy import lazy_module
 from zoo.model_dir import write_atomically
 from zoo.presets import cost
+
+# TensorFlow, tf_keras and the timing helpers load on first use: `--help` answers without them.
+tf = lazy_module("tensorflow")
+keras = lazy_module("tf_keras")
+measure = lazy_module("benchmarks.measure")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = "rel_transformer_base"

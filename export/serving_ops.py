@@ -36,13 +36,18 @@ ops registered by an imported tensorflow_text cannot hide a missing one. Core op
 those of `tf.raw_ops`, which lists the ops TensorFlow itself registers.
 """
 
+from __future__ import annotations
+
 import argparse
 import collections
 import os
 import sys
 
-import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
+from zoo.lazy import lazy_module
+
+# TensorFlow loads on first use: `--help` answers without it.
+tf = lazy_module("tensorflow")
+saved_model_pb2 = lazy_module("tensorflow.core.protobuf.saved_model_pb2")
 
 # tensorflow-text 2.12.1, `//tensorflow_text:ops_lib`: kernel target -> the op types it registers.
 TFTEXT_OPS_BY_TARGET = {

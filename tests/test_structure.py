@@ -16,7 +16,8 @@ from tpu import tasks
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # A package may import only the packages to its left: zoo <- tpu <- export.
 LAYERS = ("zoo", "tpu", "export")
-CLIS = ("tpu.train", "export.saved_model", "export.predict", "zoo.convert")
+CLIS = ("tpu.train", "tpu.pretraining_data", "export.saved_model", "export.predict", "export.serving_ops",
+        "zoo.convert", "zoo.presets", "zoo.text", "benchmarks.run")
 # The packages whose modules may import one another in no cycle.
 CYCLE_PACKAGES = ("zoo", "tpu", "export", "benchmarks")
 

@@ -359,6 +359,8 @@ def main(argv=None):
   quiet_tensorflow(args.verbose)
   logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                       format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+  # A download's retries (TFDS, the hub) are one line each in urllib3's log: the outcome is what counts.
+  logging.getLogger("urllib3").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
   from tpu.checkpointing import PREEMPTED_EXIT_CODE
   from tpu.checkpointing import Preempted
   from tpu.trainer import TrainingError

@@ -13,6 +13,7 @@ which have no validation split. GLUE test splits are refused: their labels are a
 """
 
 import dataclasses
+import logging
 import re
 
 from tpu.data.registry import DataSource
@@ -120,6 +121,20 @@ def tfds_builder(name, data_dir):
   return tfds.builder(name, data_dir=data_dir)
 
 
+def not_prepared_error(builder, error):
+  """The DataError of a dataset that is not prepared under its data directory and could not be."""
+  from tpu.data.registry import DataError
+  name = builder.info.full_name.rsplit("/", 1)[0] if "/" in builder.info.full_name else builder.name
+  cause = " ".join(f"{type(error).__name__}: {error}".split())
+  if len(cause) > 300:
+    cause = cause[:300] + " ..."
+  return DataError(
+      spec_of(name), None,
+      f"not prepared in {builder.data_dir} and could not be downloaded and prepared here ({cause}). "
+      f"Prepare it where there is network access (`tfds build {name} --data_dir DIR`, after `pip install "
+      f"tensorflow-datasets`), copy DIR here and pass --data-dir DIR")
+
+
 def split_name(name, split, splits):
   """The TFDS split (with its slice) of a `load` split; errors list the splits."""
   base, slice_ = re.fullmatch(r"([^\[]*)(\[.*\])?", split).groups()
@@ -132,8 +147,21 @@ def split_name(name, split, splits):
 
 
 def read(builder, tfds_split, download, shuffle_files):
-  """(the split's `tf.data.Dataset`, its number of examples or None), prepared first if `download`."""
-  if download:
+  """(the split's `tf.data.Dataset`, its number of examples or None), prepared first if `download`.
+
+  Raises:
+    DataError: the dataset is not prepared in its data directory and preparing it failed (no network,
+      a failed download): one message naming the dataset, the directory and how to prepare it elsewhere.
+  """
+  if download and not builder.is_prepared():
+    logging.getLogger(__name__).info(
+        "%s is not prepared in %s: downloading and preparing it (without network access this fails "
+        "after the downloader's retries, about 4 minutes)", builder.info.full_name, builder.data_dir)
+    try:
+      builder.download_and_prepare()
+    except Exception as error:   # noqa: BLE001  (requests', TFDS' and the file systems' errors alike)
+      raise not_prepared_error(builder, error) from None
+  elif download:
     builder.download_and_prepare()
   dataset = builder.as_dataset(split=tfds_split, shuffle_files=shuffle_files)
   try:

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tpu import data
+from tpu.data.tfds_datasets import tfds_builder
 
 
 def _examples(source):
@@ -124,3 +125,35 @@ def test_tfds_options_choose_columns_drop_labels_and_check_label_names():
 
 
 # Table files: happy paths.
+
+
+def _unreachable_builder(name, data_dir, real_builder=tfds_builder):
+  """TFDS' builder of `name` in an empty `data_dir`, whose download fails as it does offline."""
+  import requests
+  builder = real_builder(name, data_dir)
+
+  def download_and_prepare():
+    raise requests.ConnectionError("HTTPSConnectionPool(host='dl.fbaipublicfiles.com', port=443): Max "
+                                   "retries exceeded with url: /glue/data/SST-2.zip\n(NameResolutionError)")
+  builder.download_and_prepare = download_and_prepare
+  return builder
+
+
+def test_a_dataset_that_is_not_prepared_offline_is_one_message_and_the_job_exits_without_a_traceback(
+    monkeypatch, tmp_path, capsys):
+  from tpu import train
+  from tpu.data import tfds_datasets
+  builder = _unreachable_builder("glue/sst2", str(tmp_path))
+  with pytest.raises(data.DataError) as error:
+    tfds_datasets.read(builder, "train", download=True, shuffle_files=False)
+  message = str(error.value)
+  assert message.startswith(f"tfds:glue/sst2: not prepared in {builder.data_dir} and could not be "
+                            "downloaded and prepared here (ConnectionError: HTTPSConnectionPool")
+  assert "\n" not in message and "tfds build glue/sst2 --data_dir DIR" in message
+  assert message.endswith("pass --data-dir DIR")
+  monkeypatch.setattr(tfds_datasets, "tfds_builder", _unreachable_builder)
+  code = train.main(["--model", "bert_small", "--task", "classify", "--data", "tfds:glue/sst2", "--data-dir",
+                     str(tmp_path), "--model-dir", str(tmp_path / "run"), "--steps", "1"])
+  err = capsys.readouterr().err
+  assert code == 2 and "Traceback" not in err
+  assert err.strip().splitlines()[-1] == f"tpu.train: error: {message}"
