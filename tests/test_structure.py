@@ -411,3 +411,7 @@ def test_task_choices_come_from_the_registry(capsys):
   with pytest.raises(SystemExit):
     train.parser().parse_args(["--task", "nothing"])
   assert "choose from " + ", ".join(f"'{name}'" for name in tasks.names()) in capsys.readouterr().err
+  # The description names every task, and a setting with choices shows them in --help.
+  description = train.parser().description
+  assert all(re.search(rf"\b{name}\b", description) for name in tasks.names()), description
+  assert "--tag-scheme {auto,iob1,iob2,iobes,bilou}" in train.parser().format_help()

@@ -1,4 +1,4 @@
-"""The training job: pre-train (mlm, electra) or fine-tune (classify, regress) a zoo model.
+"""The training job: pre-train (mlm, electra) or fine-tune (classify, regress, tag, squad) a zoo model.
 
   python -m tpu.train --model funnel_b4_4_4 --task classify --data tfds:glue/sst2 \\
       --model-dir gs://bucket/sst2 --tpu local --batch-size 128 --steps 5000
@@ -338,9 +338,10 @@ def _add_task_settings(p):
       group.add_argument(setting.flag_name, dest=name, action=argparse.BooleanOptionalAction, default=None,
                          help=help_text)
     else:
+      metavar = ("{" + ",".join(setting.choices) + "}" if setting.choices
+                 else {int: "N", float: "X"}.get(setting.type, "VALUE"))
       group.add_argument(setting.flag_name, dest=name, type=setting.type, choices=setting.choices,
-                         metavar={int: "N", float: "X"}.get(setting.type, "VALUE"),
-                         help=help_text)
+                         metavar=metavar, help=help_text)
 
 
 def config_from_args(args):
