@@ -40,8 +40,11 @@ def download(repo_id, revision=None):
     try:
       path = huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=patterns)
     except Exception as error:   # hub errors: offline without a cached copy, unknown repository, ...
+      cause = " ".join(f"{type(error).__name__}: {error}".split())
       raise ValueError(f"{repo_id}: no local directory of that name, and downloading it from the Hugging "
-                       f"Face hub failed ({type(error).__name__}: {error})") from None
+                       f"Face hub failed ({cause}). Where there is no network access, download it elsewhere "
+                       f"(`hf download {repo_id} --local-dir DIR`), copy DIR here and pass DIR instead, or "
+                       "fill huggingface_hub's cache (HF_HOME) there") from None
     try:
       weight_formats.weight_files(path)
       break

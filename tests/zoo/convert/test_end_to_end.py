@@ -173,6 +173,9 @@ def test_a_hub_id_converts_from_the_cache_offline(tmp_path, hf_bert):
                                         cached_id="someone/tiny-bert")
   assert result.returncode == 1
   assert "zoo.convert: error: someone/not-cached: no local directory of that name" in result.stderr
+  # One line, no traceback, saying how to get the checkpoint here without network access.
+  assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+  assert "`hf download someone/not-cached --local-dir DIR`" in result.stderr
 
 
 @pytest.mark.slow
