@@ -330,3 +330,82 @@ def test_the_layout_names_every_module():
   unknown = sorted(name for name in named - modules if name.split("/")[0] in LAYOUT_PACKAGES
                    and not name.endswith("__init__.py"))
   assert unknown == [], "DESIGN.md's Layout names modules that do not exist"
+
+
+# --- Every command a README shows parses with the command's own parser. ---
+
+# The commands' argument parsers (module: (module of the parser, its function)).
+COMMAND_PARSERS = {
+    "tpu.train": ("tpu.train", "parser"), "tpu.pretraining_data": ("tpu.pretraining_data", "parser"),
+    "export.saved_model": ("export.saved_model", "parser"), "export.predict": ("export.predict", "parser"),
+    "zoo.convert": ("zoo.convert.__main__", "parser"), "zoo.text": ("zoo.text.__main__", "_parser"),
+}
+# A command line: `python -m MODULE ...`, maybe after `!`, a path to the interpreter and `VAR=value`s.
+COMMAND = re.compile(r"^\s*!?(?:\w+=\S+\s+)*(?:\S*/)?python3?(?:\.\d+)? -m ([\w.]+)(.*)")
+
+
+def _shown_commands(path):
+  """`(line, module, arguments)` of every `python -m MODULE ...` line in the Markdown file's code blocks
+  (continuation lines joined, comments dropped, `!`, `.venv/bin/` and `VAR=value` prefixes allowed)."""
+  import shlex
+  fenced, pending, start = False, "", 0
+  for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    if text.lstrip().startswith("```"):
+      fenced, pending = not fenced, ""
+      continue
+    if not fenced:
+      continue
+    if not pending:
+      start = number
+    pending += text.rstrip().removesuffix("\\") + " "
+    if text.rstrip().endswith("\\"):
+      continue
+    match = COMMAND.match(pending)
+    line, pending = pending, ""
+    if not match or match.group(1) not in COMMAND_PARSERS:
+      continue
+    try:
+      arguments = shlex.split(match.group(2), comments=True)
+    except ValueError:   # not a shell line (Python code that names a command)
+      continue
+    for stop in ("|", "&&", ";", ">"):
+      arguments = arguments[:arguments.index(stop)] if stop in arguments else arguments
+    if "..." not in arguments and "..." not in line.split("#")[0].split():
+      yield start, match.group(1), arguments
+
+
+def _command_problems(path):
+  """`(number of commands checked, [file:line: the parser's error])` of one Markdown file."""
+  import contextlib
+  import io
+  problems, checked = [], 0
+  for number, module, arguments in _shown_commands(path):
+    name, function = COMMAND_PARSERS[module]
+    parser = getattr(importlib.import_module(name), function)()
+    error = io.StringIO()
+    try:
+      with contextlib.redirect_stderr(error):
+        if module == "tpu.pretraining_data":   # Apache Beam's own options pass through
+          parser.parse_known_args(arguments)
+        else:
+          parser.parse_args(arguments)
+      checked += 1
+    except SystemExit:
+      message = error.getvalue().strip().splitlines()[-1:]
+      problems.append(f"{path.name}:{number}: python -m {module}: {' '.join(message)}")
+  return checked, problems
+
+
+def test_the_commands_the_readmes_show_parse(tmp_path):
+  results = [_command_problems(path) for path in _markdown_files()]
+  assert sum(checked for checked, _ in results) > 30
+  problems = [problem for _, found in results for problem in found]
+  assert not problems, "README commands that their parser refuses:\n" + "\n".join(problems)
+  # The check can fail: a renamed flag, a lost choice.
+  shown = tmp_path / "README.md"
+  shown.write_text("```sh\npython -m tpu.train --model funnel_b4_4_4 --task classify \\\n"
+                   "    --no-such-flag 3\n"
+                   "!python -m export.predict --saved-model runs/demo/export/1 \"a film\"   # fine\n```\n")
+  checked, problems = _command_problems(shown)
+  assert checked == 1 and len(problems) == 1 and "README.md:2: python -m tpu.train" in problems[0]
+  assert "unrecognized arguments: --no-such-flag 3" in problems[0]
