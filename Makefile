@@ -28,9 +28,11 @@ $(RUNTIME_STAMP): requirements.txt pyproject.toml
 	touch $(RUNTIME_STAMP)
 
 # The test stack on top: every extra (Keras 3 and keras-hub, PyTorch and transformers, Beam) and the
-# test tools.
+# test tools, resolved together with the runtime stack (keras-hub pins kagglesdk, which the
+# runtime's newest kaggle would not take: pip picks the kaggle that fits both), then checked.
 $(STAMP): $(RUNTIME_STAMP) $(EXTRAS)
-	$(PY) -m pip install --quiet $(addprefix -r ,$(EXTRAS))
+	$(PY) -m pip install --quiet -r requirements.txt $(addprefix -r ,$(EXTRAS))
+	$(PY) -m pip check
 	touch $(STAMP)
 
 install-runtime: $(RUNTIME_STAMP)
