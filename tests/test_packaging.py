@@ -4,6 +4,7 @@ files and the zoo-* commands, importable from any folder without the checkout.""
 import configparser
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -18,9 +19,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def installed(tmp_path_factory):
   """`(target folder, wheel)`: the project's wheel, built from the checkout as pip builds it, installed
   (without its dependencies, which this environment has) into a folder of its own."""
+  # The files git tracks, as a clone has them (setuptools writes build/ and *.egg-info into the source).
+  source = tmp_path_factory.mktemp("source")
+  tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+  for name in filter(None, tracked.decode().split("\0")):
+    if not (ROOT / name).is_file():   # deleted in the working tree, not yet in git
+      continue
+    (source / name).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / name, source / name)
   build = tmp_path_factory.mktemp("wheel")
   subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                  "--wheel-dir", str(build), str(ROOT)], check=True, cwd=build, timeout=300)
+                  "--wheel-dir", str(build), str(source)], check=True, cwd=build, timeout=300)
   (wheel,) = build.glob("*.whl")
   target = tmp_path_factory.mktemp("site")
   subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
