@@ -246,11 +246,11 @@ def read_vocab(folder):
   Raises:
     FileNotFoundError: none of `VOCAB_FILES` is in `folder`.
   """
+  from zoo.text.vocab import load_vocab
   for name in VOCAB_FILES:
     path = os.path.join(folder, name)
     if os.path.isfile(path):
-      with open(path, encoding="utf-8") as file:
-        vocab = [line.rstrip("\n").rstrip("\r") for line in file]
+      vocab = load_vocab(path)
       funnel = tokenizer_files.FUNNEL_NAMES
       names = funnel if funnel["cls"] in vocab else tokenizer_files.BERT_NAMES
       return path, vocab, names

@@ -82,9 +82,9 @@ def test_a_release_computes_what_the_authors_code_computes(name):
   release, flags, recorded = fixture(name)
   converted = read_checkpoint("funnel-tf", release, seq_length=recorded["input_ids"].shape[1],
                               truncate_seq=flags["truncate_seq"])
-  assert set(differences(converted.encoder, recorded)) == {"encoder"} | ({"decoder"} if "decoder" in recorded
-                                                                         else set())
-  assert max(differences(converted.encoder, recorded).values()) < TOLERANCE
+  found = differences(converted.encoder, recorded)
+  assert set(found) == {"encoder"} | ({"decoder"} if "decoder" in recorded else set())
+  assert max(found.values()) < TOLERANCE, found
   source = converted.source
   assert source["vocab_file"] == "vocab.uncased.txt" and converted.lower_case
   assert "TensorFlow" in source["computes"]

@@ -21,7 +21,7 @@ release, as their fine-tuning scripts do (`ModelConfig.init_from_json`, variable
                                   switches "factorized" to "rel_shift" unless --use_tpu)
 
 Environment (what the fixtures were made with; `tensorflow.compat.v1` graph mode needs
-the Keras 2 of TensorFlow <= 2.15, their `ops.dropout_op` builds `tf.keras.layers.Dropout`):
+the Keras 2 of TensorFlow <= 2.15, since their `ops.dropout_op` builds a Keras Dropout layer):
 
   python3.11 -m venv /tmp/tf212 && /tmp/tf212/bin/pip install tensorflow-cpu==2.12.1
   git clone https://github.com/laiguokun/Funnel-Transformer /tmp/funnel-authors   # 1085523
