@@ -28,6 +28,7 @@ kept, a TPU, whose distributed iterators TensorFlow cannot save) the pipeline st
 new shuffle with the seed `seed + step` and says so.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -36,11 +37,15 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 
 import tensorflow as tf
 
 from tpu import cluster
+from tpu import data
 from tpu import tasks
+from tpu.data import fingerprints
+from tpu.data import text_files
 from tpu.data.records import vocab_checksum
 from tpu.strategy import Worker
 from zoo.logs import error_reason
@@ -58,14 +63,17 @@ from zoo.model_dir import write_atomically
 log = logging.getLogger("tpu.train")
 
 PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
+# A checkpoint write longer than this is logged at INFO (at DEBUG otherwise, --verbose).
+SLOW_SAVE_SECONDS = 30
 
 
 # The settings of `TrainConfig` that fix the training input stream (`input_stream`), besides
-# the task's own input settings (`tpu.tasks.Setting.input`).
+# the task's own input settings (`tpu.tasks.Setting.input`) and the data source's options.
 STREAM_FIELDS = ("task", "data", "text_columns", "label_column", "data_dir", "batch_size", "seed",
                  "shuffle_buffer", "seq_length", "lower_case", "tokenizer")
-# Fields that joined the stream later: part of it only when set, so runs saved before keep resuming.
-OPTIONAL_STREAM_FIELDS = ("documents",)
+# The key of a stream record that says where the stream began (the step of its first batch and its
+# seed), which a replay needs: not a setting, so not compared.
+SINCE = "since"
 
 
 class Preempted(RuntimeError):
@@ -76,17 +84,28 @@ class InputStreamChanged(ValueError):
   """The saved input position belongs to another data stream than this run's settings make."""
 
 
-def input_stream(config, vocab, workers, local_replicas):
+def input_stream(config, vocab, workers, local_replicas, files=None):
   """What fixes the training input stream that an input position belongs to: the config's
-  `STREAM_FIELDS`, the task's input settings, the number of workers and of local replicas, and
-  the vocabulary's SHA-256. Saved beside every position; a resume compares it with its own."""
+  `STREAM_FIELDS`, the data source's options (its `documents` mode, resolved), the task's input
+  settings, the number of workers and of local replicas, the vocabulary's SHA-256, and the
+  fingerprints of the training data's files (`files`, from `tpu.data.fingerprints`; None for
+  data that is not files). Saved with every checkpoint; a resume compares it with its own."""
   values = {name: getattr(config, name) for name in STREAM_FIELDS}
-  values.update({name: getattr(config, name) for name in OPTIONAL_STREAM_FIELDS
-                 if getattr(config, name) is not None})
+  if "documents" in data.source_of(config.data).options:
+    values["documents"] = config.documents or text_files.DEFAULT_DOCUMENTS
   values.update({name: getattr(config, name) for name, setting in tasks.settings_of(config.task).items()
                  if setting.input})
   values.update(workers=workers, local_replicas=local_replicas, vocabulary=vocab_checksum(vocab))
+  if files is not None:
+    values["files"] = files
   return json.loads(json.dumps(values))   # lists, not tuples: as read back
+
+
+def data_files(config):
+  """The fingerprints of the training data's files (`tpu.data.fingerprints`), or None for data that
+  is not files of the user's (generated data)."""
+  paths = data.input_files(config.data, data_dir=config.data_dir)
+  return None if paths is None else fingerprints.of_files(paths)
 
 
 def restore_encoder(encoder, path):
@@ -158,51 +177,104 @@ def _saved_stream(prefix):
   return read_json(path) if tf.io.gfile.exists(path) else {}
 
 
-def resume_position(model_dir, worker, step, stream, seed, reset_input=False):
-  """The prefix of this worker's input position to continue from at `step`, or None for a new
-  stream (a shuffle seeded `seed + step`, which is logged).
+def _differences(saved, stream):
+  """'name: X saved, Y now' for each setting of the record `saved` that `stream` differs in (a record
+  names what it has: an older one may hold fewer settings), the files described by their changes."""
+  differences = []
+  for name, value in sorted(saved.items()):
+    if name == SINCE:
+      continue
+    if name == "files":
+      changed = fingerprints.changes(value, stream.get("files") or [])
+      if changed:
+        differences.append(f"the training data's files: {changed}")
+    elif value != stream.get(name):
+      differences.append(f"{name}: {json.dumps(value)} saved, {json.dumps(stream.get(name))} now")
+  return differences
 
-  Raises `InputStreamChanged` when the positions saved at `step` belong to another stream
-  than `stream` (this run's `input_stream`), naming each difference, unless `reset_input`.
-  A position saved without a record (by an older version) is taken as it is.
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+  """Where a run's input stream starts or continues at `step`.
+
+  Attributes:
+    seed: the seed the input pipeline is built with.
+    origin: the step at which this stream began (0 for a new run's), None when not known.
+    prefix: the saved position to restore, or None.
+    skip: batches to replay before the first step (the steps `origin` to `step` of a stream whose
+      position cannot be saved), or 0.
+  """
+
+  seed: int
+  origin: int | None = 0
+  prefix: str | None = None
+  skip: int = 0
+
+  def since(self):
+    """The record of where the stream began (`SINCE`), or None where that is not known."""
+    return None if self.origin is None else dict(step=self.origin, seed=self.seed)
+
+
+def _saved_records(model_dir, step):
+  """The prefixes of the input positions or stream records any worker saved at `step`."""
+  pattern = model_dir.input_state_prefix("*", "*", step)
+  found = tf.io.gfile.glob(pattern + ".index") + tf.io.gfile.glob(stream_path(pattern))
+  return sorted({path[:-len(".index")] if path.endswith(".index") else path[:-len(".stream.json")]
+                 for path in found})
+
+
+def resume_input(model_dir, worker, step, stream, seed, reset_input=False, replayable=True):
+  """How this worker's input stream continues at `step` (a `Resume`).
+
+  The stream record saved at `step` is compared with `stream` (this run's `input_stream`):
+  another stream is refused with `InputStreamChanged` naming each difference, unless
+  `reset_input` (a new stream, seeded `seed + step`). The same stream continues from its
+  saved position, or, where the pipeline could not save one, by replaying its batches from
+  the stream's start (`replayable`: not on a TPU); else a new stream starts, which is logged.
   """
   index, count = worker.index, worker.count
   prefix = model_dir.input_state_prefix(index, count, step)
-  if tf.io.gfile.exists(prefix + ".index"):
+  new = Resume(seed + step, origin=step)
+  records = _saved_records(model_dir, step)
+  if prefix in records:
     saved = _saved_stream(prefix)
-  else:   # saved by another number of workers?
-    others = sorted(tf.io.gfile.glob(model_dir.input_state_prefix("*", "*", step) + ".index"))
-    if not others:
-      log.warning("no input position saved at step %d for %s: the input pipeline starts a new shuffle (seed "
-                  "%d), so this run's examples after the resume differ from an uninterrupted run's", step,
-                  worker.name, seed + step)
-      return None
-    other = others[0][:-len(".index")]
+    other = None
+  elif records:   # saved by another number of workers?
+    other = records[0]
     saved = _saved_stream(other)
     saved["workers"] = int(re.search(r"worker-\d+-of-(\d+)", other).group(1))
-    prefix = None
-  # A record names what it has (an older one, or the worker count alone, may hold fewer settings).
-  differences = [(name, value, stream.get(name)) for name, value in sorted(saved.items())
-                 if value != stream.get(name)]
-  if not differences:
-    if prefix is None:   # the other workers' positions of this stream, but not this worker's
-      log.warning("no input position saved at step %d for %s, though %s holds another worker's of the "
-                  "same stream: this worker's input pipeline starts a new shuffle (seed %d), so its examples "
-                  "after the resume differ from an uninterrupted run's", step, worker.name, others[0],
-                  seed + step)
-    return prefix
-  listed = "; ".join(f"{name}: {json.dumps(old)} saved, {json.dumps(new)} now"
-                     for name, old, new in differences)
-  if reset_input:
-    log.warning("--reset-input: the input position saved at step %d belongs to another input stream (%s). "
-                "The model continues from its checkpoint of step %d with this run's input, a new shuffle "
-                "(seed %d): its examples from here on differ from those the saved run would have seen",
-                step, listed, step, seed + step)
-    return None
-  raise InputStreamChanged(
-      f"{model_dir.path}: the checkpoint of step {step} was saved with another input stream than this run's "
-      f"settings make: {listed}. Rerun with the saved settings to continue its data stream exactly, or add "
-      f"--reset-input to continue the model from step {step} with this run's input (a new shuffle)")
+  else:
+    log.warning("no input position saved at step %d for %s: the input pipeline starts a new shuffle (seed "
+                "%d), so this run's examples after the resume differ from an uninterrupted run's", step,
+                worker.name, seed + step)
+    return new
+  differences = _differences(saved, stream)
+  if differences:
+    listed = "; ".join(differences)
+    if reset_input:
+      log.warning("--reset-input: the input position saved at step %d belongs to another input stream (%s). "
+                  "The model continues from its checkpoint of step %d with this run's input, a new shuffle "
+                  "(seed %d): its examples from here on differ from those the saved run would have seen",
+                  step, listed, step, seed + step)
+      return new
+    raise InputStreamChanged(
+        f"{model_dir.path}: the checkpoint of step {step} was saved with another input stream than this "
+        f"run's settings make: {listed}. Rerun with the saved settings to continue its data stream exactly, "
+        f"or add --reset-input to continue the model from step {step} with this run's input (a new shuffle)")
+  since = saved.get(SINCE)
+  if other is not None:   # the other workers' positions of this stream, but not this worker's
+    log.warning("no input position saved at step %d for %s, though %s holds another worker's of the "
+                "same stream: this worker's input pipeline starts a new shuffle (seed %d), so its examples "
+                "after the resume differ from an uninterrupted run's", step, worker.name, other, seed + step)
+    return new
+  if tf.io.gfile.exists(prefix + ".index"):
+    return Resume(since["seed"] if since else seed, since["step"] if since else None, prefix=prefix)
+  if replayable and since:
+    return Resume(since["seed"], since["step"], skip=step - since["step"])
+  log.warning("no input position saved at step %d for %s: the input pipeline starts a new shuffle (seed %d), "
+              "so this run's examples after the resume differ from an uninterrupted run's", step, worker.name,
+              seed + step)
+  return new
 
 
 class Checkpoints:
@@ -267,16 +339,24 @@ class Checkpoints:
     self.saved_step = step
     index, count = self.worker.index, self.worker.count
     train_input = self.trainer.train_input
-    keeps_input = train_input is not None and train_input.checkpoint is not None
+    prefix = self.model_dir.input_state_prefix(index, count, step)
+    if train_input is not None and train_input.checkpoint is not None:
+      train_input.save(prefix)
+    # The record of the stream, with or without a position (a replay, a TPU's new shuffle, needs it too).
+    keeps_input = train_input is not None and self.stream is not None
     if keeps_input:
-      prefix = self.model_dir.input_state_prefix(index, count, step)
-      keeps_input = train_input.save(prefix)
-      if keeps_input and self.stream is not None:
-        write_atomically(stream_path(prefix), json.dumps(self.stream, indent=1, sort_keys=True) + "\n")
+      write_atomically(stream_path(prefix), json.dumps(self.stream, indent=1, sort_keys=True) + "\n")
     self._syncs += 1   # every worker's position is written before the checkpoint is recorded
     cluster.sync(self.worker, f"checkpoint-{self._syncs}-step-{step}", False)
     if self.is_chief:
+      started = time.monotonic()
       saved = self.manager.save(checkpoint_number=step)
+      seconds = time.monotonic() - started
+      # A chief that loses a peer stays until its write ends (tpu/README.md, faults): say how long that is.
+      slow = seconds > SLOW_SAVE_SECONDS
+      log.log(logging.INFO if slow else logging.DEBUG, "saved checkpoint %s in %.1f s%s", saved, seconds,
+              " (a lost peer is noticed only after a write ends: keep writes short)"
+              if slow and self.worker.multi_worker else "")
     else:
       folder = tempfile.mkdtemp(prefix=f"tpu-train-worker{index}-")
       try:

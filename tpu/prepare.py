@@ -110,7 +110,10 @@ def resolve_vocab(config, train, model_dir, init_dir, worker=None):
   """The vocabulary: the model dir's (resuming), --vocab, the init checkpoint's, or learned (by the
   chief; other workers wait for it)."""
   if model_dir.has_vocab():
-    return model_dir.read_vocab()
+    saved = model_dir.read_vocab()
+    if config.vocab:
+      check_same_vocab(config.vocab, load_vocab(config.vocab), model_dir.vocab_path, saved)
+    return saved
   if config.vocab:
     return load_vocab(config.vocab)
   if train.metadata is not None:   # pre-tokenized records: their vocabulary
@@ -127,6 +130,18 @@ def resolve_vocab(config, train, model_dir, init_dir, worker=None):
       tf.stack([example[key] for key in ("text_a", "text_b") if key in example])))
   progress = lambda message: log.info("vocabulary: %s", message)   # noqa: E731
   return learn_vocab(texts, config.vocab_size, lower_case=config.lower_case, progress=progress)
+
+
+def check_same_vocab(path, vocab, saved_path, saved):
+  """Refuses `--vocab` (`path`, read as `vocab`) where the model directory holds another vocabulary
+  (`saved_path`): a run's vocabulary cannot change, since its embeddings index it."""
+  from tpu.data.records import vocab_checksum
+  if vocab_checksum(vocab) != vocab_checksum(saved):
+    raise ValueError(
+        f"--vocab {path} ({len(vocab)} tokens, SHA-256 {vocab_checksum(vocab)[:12]}…) is not the vocabulary "
+        f"of the run in this model directory, {saved_path} ({len(saved)} tokens, SHA-256 "
+        f"{vocab_checksum(saved)[:12]}…): a run's vocabulary cannot change. Resume with --vocab {saved_path} "
+        "(or without --vocab), or start a new run in another --model-dir")
 
 
 def resolve_sentencepiece(config, model_dir, init_dir):
@@ -234,9 +249,9 @@ def prepare(config, worker=None, write=True):
   return prepared
 
 
-def write_files(prepared, worker=None):
-  """Writes the prepared run's `config.json`, and its `vocab.txt` where the model directory has
-  none; on several workers the chief does, the others nothing."""
+def write_vocabulary(prepared, worker=None):
+  """Writes the prepared run's `vocab.txt` (and `spiece.model`) where the model directory has none;
+  on several workers the chief does, the others nothing."""
   if worker is not None and not worker.is_chief:
     return
   model_dir = prepared.model_dir
@@ -245,4 +260,11 @@ def write_files(prepared, worker=None):
     model_dir.write_vocab(prepared.vocab)
   if prepared.sentencepiece is not None and not model_dir.has_sentencepiece():
     model_dir.write_sentencepiece(prepared.sentencepiece)
-  model_dir.write_config(prepared.config.recorded().to_dict())
+
+
+def write_files(prepared, worker=None):
+  """Writes the prepared run's `config.json`, and its `vocab.txt` where the model directory has
+  none (`write_vocabulary`); on several workers the chief does, the others nothing."""
+  write_vocabulary(prepared, worker)
+  if worker is None or worker.is_chief:
+    prepared.model_dir.write_config(prepared.config.recorded().to_dict())

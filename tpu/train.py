@@ -110,13 +110,17 @@ def _run(config, strategy, worker, export, signals, reset_input):
 
   from tpu import cluster
   from tpu import serving
+  from tpu.checkpointing import SINCE
   from tpu.checkpointing import Checkpoints
   from tpu.checkpointing import Preempted
+  from tpu.checkpointing import Resume
+  from tpu.checkpointing import data_files
   from tpu.checkpointing import input_stream
-  from tpu.checkpointing import resume_position
+  from tpu.checkpointing import resume_input
   from tpu.data import pipeline
   from tpu.prepare import prepare
   from tpu.prepare import write_files
+  from tpu.prepare import write_vocabulary
   from tpu.progress import Progress
   from tpu.progress import RunLog
   from tpu.tasks import get_task
@@ -134,43 +138,51 @@ def _run(config, strategy, worker, export, signals, reset_input):
     raise ValueError(f"batch_size {config.batch_size} must be divisible by the "
                      f"{strategy.num_replicas_in_sync} replicas")
 
-  # The input stream first: a resume whose saved position belongs to another stream is
-  # refused before the model is built.
+  # The input stream first: a resume whose saved stream differs from this run's is refused
+  # before the model is built, and nothing is written before every check has passed.
   start = model_dir.latest_step()
   on_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
-  stream = input_stream(config, prepared.vocab, worker.count, strategy.num_replicas_in_sync // worker.count)
-  position = None
+  stream = input_stream(config, prepared.vocab, worker.count, strategy.num_replicas_in_sync // worker.count,
+                        files=data_files(config))
+  resume = Resume(config.seed)
   if on_tpu:
     log.warning("on a TPU the input pipeline's position is not saved with the checkpoints (TensorFlow cannot "
                 "save its distributed iterators): a resumed run starts a new shuffle (seed + step), so its "
                 "examples after the resume differ from an uninterrupted run's")
-  elif start and start < config.steps:   # refuses another stream's position, or starts a new one
-    position = resume_position(model_dir, worker, start, stream, config.seed, reset_input)
-  write_files(prepared, worker)
-  seed = config.seed if position or not start else config.seed + start
+  if start and start < config.steps:   # refuses another stream, else continues this one (or a new one)
+    resume = resume_input(model_dir, worker, start, stream, config.seed, reset_input, replayable=not on_tpu)
+  write_vocabulary(prepared, worker)   # before the model: the other workers may wait for a learned one
   task = get_task(config)
   text_encoder = make_text_encoder(prepared.vocab, seq_length=config.seq_length,
                                    sentencepiece_model=prepared.sentencepiece, **config.text_encoder_args())
   train_input = TrainInput(strategy, pipeline.train_input_fn(
-      prepared.train, task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer, seed=seed,
-      worker_name=worker.name), worker)
+      prepared.train, task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer,
+      seed=resume.seed, worker_name=worker.name), worker, skip=resume.skip)
+  if train_input.unsaved_reason and not on_tpu:
+    log.info("the input pipeline of %s cannot save its position (%s): a resumed run replays the batches of "
+             "the steps before it to continue the same stream", config.data, train_input.unsaved_reason)
   trainer = Trainer(config, strategy, train_input, task=task)
-  checkpoints = Checkpoints(trainer, model_dir, config, worker, stream)
+  since = resume.since()
+  checkpoints = Checkpoints(trainer, model_dir, config, worker, stream if since is None else
+                            dict(stream, **{SINCE: since}))
   checkpoints.remove_leftovers()
   checkpoints.restore_or_initialise(config.init_checkpoint)
   if trainer.step != start:
     raise ValueError(f"{checkpoints.latest} holds step {trainer.step}, not the step {start} its name says")
-  if train_input.checkpoint is not None:   # positions an interrupted run saved after its last checkpoint
-    model_dir.remove_input_states_after(worker.index, worker.count, start)
+  if resume.prefix:
+    train_input.restore(resume.prefix)
+    log.info("the input pipeline continues from its position at step %d", start)
+  elif resume.skip:
+    log.info("the input pipeline replays the batches of steps %d to %d (its position could not be saved), so "
+             "it continues the same stream", resume.origin + 1, start)
+  write_files(prepared, worker)   # config.json, once the checkpoint and the position are restored
+  model_dir.remove_input_states_after(worker.index, worker.count, start)   # an interrupted run's, after it
 
   eval_data = None
   if prepared.evaluation is not None:   # each worker evaluates its slice of every batch
     trainer.task.prepare_evaluation(prepared.evaluation)
     eval_data = strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
         prepared.evaluation, trainer.task, text_encoder, config.eval_batch_size, seed=config.seed))
-  if position:
-    train_input.restore(position)
-    log.info("the input pipeline continues from its position at step %d", start)
   run_log = RunLog(model_dir, write=worker.is_chief)
   if worker.is_chief:   # a run killed before its first checkpoint leaves lines of steps from 1 on
     dropped = model_dir.truncate_history(start)

@@ -17,6 +17,7 @@ random draws are still the interrupted run's.
 
 import logging
 import math
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -201,24 +202,37 @@ class TrainInput:
   it in turn, as a distributed iterator deals them. On a TPU the strategy's own
   distributed iterator feeds the chips (`checkpoint` is None: the position is not kept,
   and a resumed TPU run starts a new shuffle).
+
+  A pipeline whose state TensorFlow cannot save (one fed by Python code: a data source
+  registered by a user, TFDS's mock data) is found before the first step
+  (`unsaved_reason`); its stream continues exactly all the same, by replay: a resumed run
+  rebuilds it with the stream's seed and skips the `skip` batches the steps before took
+  (each element of this worker's dataset is one step's batch), which costs the input
+  work of those steps.
   """
 
-  def __init__(self, strategy, input_fn, worker):
+  def __init__(self, strategy, input_fn, worker, skip=0):
     replicas = strategy.num_replicas_in_sync
     self.strategy = strategy
     self.checkpoint = None
+    self.unsaved_reason = None
     self.local_replicas = 1
     if isinstance(strategy, tf.distribute.TPUStrategy):
       self.iterator = iter(strategy.distribute_datasets_from_function(input_fn))
       self.distributed = True
+      self.unsaved_reason = "TensorFlow cannot save a TPU's distributed iterators"
       return
     self.distributed = False
     self.local_replicas = replicas // worker.count
     dataset = input_fn(tf.distribute.InputContext(worker.count, worker.index, replicas))
     if self.local_replicas > 1:
       dataset = dataset.batch(self.local_replicas, drop_remainder=True)   # one batch per local replica
+    self.unsaved_reason = unsaved_reason(dataset)
+    if skip:
+      dataset = dataset.skip(skip)
     self.iterator = iter(dataset)
-    self.checkpoint = tf.train.Checkpoint(input=self.iterator)
+    if self.unsaved_reason is None:
+      self.checkpoint = tf.train.Checkpoint(input=self.iterator)
 
   def next(self, iterator):
     """The next batch as `strategy.run` takes it (inside the train function)."""
@@ -231,15 +245,15 @@ class TrainInput:
                                               features))
 
   def save(self, prefix):
-    """Writes the position under `prefix`; False (and no more positions) for a pipeline whose
-    state TensorFlow cannot save (one fed by Python code, such as TFDS's mock data)."""
+    """Writes the position under `prefix`; False (and no more positions: a resume replays) for a
+    pipeline whose state TensorFlow cannot save after all."""
     try:
       self.checkpoint.write(prefix)
       return True
     except tf.errors.FailedPreconditionError as error:
-      reason = error_reason(error)
-      log.warning("the input pipeline's position cannot be saved (%s): a resumed run will start a new "
-                  "shuffle", reason)
+      self.unsaved_reason = error_reason(error)
+      log.warning("the input pipeline's position cannot be saved (%s): a resumed run replays its batches "
+                  "from the stream's start", self.unsaved_reason)
       self.checkpoint = None
       for path in tf.io.gfile.glob(prefix + "*"):
         tf.io.gfile.remove(path)
@@ -247,6 +261,10 @@ class TrainInput:
 
   def restore(self, prefix):
     """Continues from the position saved under `prefix`; a ValueError says why it does not fit."""
+    if self.checkpoint is None:
+      raise ValueError(f"the input position {prefix} cannot be restored: this run's input pipeline cannot "
+                       f"save or restore one ({self.unsaved_reason}); add --reset-input to continue the "
+                       "model with a new input stream")
     try:
       self.checkpoint.read(prefix).assert_consumed()
     except (AssertionError, ValueError, tf.errors.OpError) as error:
@@ -254,6 +272,17 @@ class TrainInput:
       raise ValueError(f"the input position {prefix} does not fit this run's input pipeline "
                        f"({type(error).__name__}: {reason}): rerun with the settings it was saved with, or "
                        "add --reset-input to continue the model with a new input stream") from None
+
+
+def unsaved_reason(dataset):
+  """Why TensorFlow cannot save the position of `dataset`'s iterators (a stateful op such as a
+  Python function), or None when it can."""
+  try:
+    dataset._as_serialized_graph(external_state_policy=tf.data.experimental.ExternalStatePolicy.FAIL)
+  except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError) as error:
+    reason = re.sub(r"^\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\].*$", "", error_reason(error))
+    return reason.replace("Failed to serialize the input pipeline graph: ", "").rstrip(".") or reason
+  return None
 
 
 def train_loop(trainer, config, checkpoints, run_log, progress, signals, evaluate=None):

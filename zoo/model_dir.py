@@ -493,12 +493,16 @@ class ModelDir:
     return self.join(CHECKPOINT_DIR, INPUT_STATE_DIR, f"worker-{worker}-of-{workers}", f"ckpt-{step}")
 
   def input_state_steps(self, worker, workers):
-    """The steps whose input position worker `worker` of `workers` saved, in order."""
+    """The steps whose input position (or stream record) worker `worker` of `workers` saved, in order."""
     folder = os.path.dirname(self.input_state_prefix(worker, workers, 0))
     if not tf.io.gfile.isdir(folder):
       return []
-    return sorted(int(name[len("ckpt-"):-len(".index")]) for name in tf.io.gfile.listdir(folder)
-                  if name.startswith("ckpt-") and name.endswith(".index"))
+    steps = set()
+    for name in tf.io.gfile.listdir(folder):   # a position, or the record of a stream saved without one
+      for suffix in (".index", ".stream.json"):
+        if name.startswith("ckpt-") and name.endswith(suffix) and name[len("ckpt-"):-len(suffix)].isdigit():
+          steps.add(int(name[len("ckpt-"):-len(suffix)]))
+    return sorted(steps)
 
   def remove_input_state(self, worker, workers, step):
     for path in tf.io.gfile.glob(self.input_state_prefix(worker, workers, step) + ".*"):

@@ -14,8 +14,9 @@ from tests.tpu.tasks.losses import TINY_FUNNEL
 from tests.tpu.tasks.losses import tiny_config
 from tpu import train
 from tpu.checkpointing import InputStreamChanged
+from tpu.checkpointing import Resume
 from tpu.checkpointing import input_stream
-from tpu.checkpointing import resume_position
+from tpu.checkpointing import resume_input
 from tpu.checkpointing import stream_path
 from tpu.config import TrainConfig
 from tpu.strategy import Worker
@@ -59,11 +60,11 @@ def test_a_position_of_another_stream_is_refused_naming_each_difference(tmp_path
   config = TrainConfig(task="mlm", data="text:a.txt", batch_size=8, seq_length=16)
   saved = input_stream(config, VOCAB, 1, 2)
   prefix = _position(run, 0, 1, 6, saved)
-  assert resume_position(run, Worker(), 6, saved, seed=0) == prefix
+  assert resume_input(run, Worker(), 6, saved, seed=0).prefix == prefix
 
   now = input_stream(config.replace(batch_size=16, data="text:b.txt"), VOCAB, 1, 1)
   with pytest.raises(InputStreamChanged) as refused:
-    resume_position(run, Worker(), 6, now, seed=0)
+    resume_input(run, Worker(), 6, now, seed=0)
   message = str(refused.value)
   assert message.startswith(f"{tmp_path}: the checkpoint of step 6 was saved with another input stream")
   assert ('batch_size: 8 saved, 16 now; data: "text:a.txt" saved, "text:b.txt" now; local_replicas: 2 saved, '
@@ -71,7 +72,7 @@ def test_a_position_of_another_stream_is_refused_naming_each_difference(tmp_path
   assert "or add --reset-input to continue the model from step 6" in message
 
   caplog.set_level(logging.INFO, logger="tpu")
-  assert resume_position(run, Worker(), 6, now, seed=5, reset_input=True) is None
+  assert resume_input(run, Worker(), 6, now, seed=5, reset_input=True) == Resume(11, origin=6)   # new
   assert "--reset-input: the input position saved at step 6 belongs to another input stream" in caplog.text
   assert "batch_size: 8 saved, 16 now" in caplog.text and "a new shuffle (seed 11)" in caplog.text
 
@@ -83,24 +84,24 @@ def test_another_number_of_workers_is_refused_and_a_step_without_positions_start
   for index in range(2):
     _position(run, index, 2, 4, input_stream(config, VOCAB, 2, 1))
   with pytest.raises(InputStreamChanged, match=r"step 4 .*: workers: 2 saved, 1 now\. Rerun"):
-    resume_position(run, Worker(), 4, input_stream(config, VOCAB, 1, 1), seed=0)
+    resume_input(run, Worker(), 4, input_stream(config, VOCAB, 1, 1), seed=0)
   # Positions written before the record existed: the worker count still tells.
   os.remove(stream_path(run.input_state_prefix(0, 2, 4)))
   with pytest.raises(InputStreamChanged, match=r"step 4 .*: workers: 2 saved, 1 now\. Rerun"):
-    resume_position(run, Worker(), 4, input_stream(config, VOCAB, 1, 1), seed=0)
+    resume_input(run, Worker(), 4, input_stream(config, VOCAB, 1, 1), seed=0)
   old = _position(run, 0, 1, 8)   # this worker's position without a record: taken as it is
-  assert resume_position(run, Worker(), 8, input_stream(config, VOCAB, 1, 1), seed=0) == old
+  assert resume_input(run, Worker(), 8, input_stream(config, VOCAB, 1, 1), seed=0).prefix == old
 
   caplog.set_level(logging.INFO, logger="tpu")
-  assert resume_position(run, Worker(), 12, input_stream(config, VOCAB, 1, 1), seed=2) is None
+  assert resume_input(run, Worker(), 12, input_stream(config, VOCAB, 1, 1), seed=2) == Resume(14, origin=12)
   assert "no input position saved at step 12 for the only worker: the input pipeline starts a new shuffle " \
          "(seed 14)" in caplog.text
   # One worker's position lost, its sibling's kept: that worker starts a new shuffle, and says so.
   stream = input_stream(config, VOCAB, 2, 1)
   sibling = _position(run, 0, 2, 16, stream)
   me = Worker(index=1, count=2, is_chief=False, name="worker 1")
-  assert resume_position(run, me, 16, stream, seed=3) is None
-  assert (f"no input position saved at step 16 for worker 1, though {sibling}.index holds another worker's "
+  assert resume_input(run, me, 16, stream, seed=3) == Resume(19, origin=16)
+  assert (f"no input position saved at step 16 for worker 1, though {sibling} holds another worker's "
           "of the same stream: this worker's input pipeline starts a new shuffle (seed 19)") in caplog.text
 
 
@@ -135,6 +136,35 @@ def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_the
     assert run.read_history() == lines and run.latest_step() == 4   # not a step taken
     with open(run.config_path) as file:
       assert file.read() == saved_config   # nor the refused settings written
+
+  # The vocabulary is the run's: another --vocab is refused, never ignored (nothing written).
+  other_vocab = tmp_path / "other_vocab.txt"
+  other_vocab.write_text("\n".join(run.read_vocab()[:-1]) + "\n", encoding="utf-8")
+  size = len(run.read_vocab())
+  with pytest.raises(ValueError, match=rf"--vocab .*other_vocab.txt \({size - 1} tokens, .*is not the "
+                                       rf"vocabulary of the run in this model directory, .*vocab.txt \({size} "
+                                       "tokens") as refused:
+    train.run(config.replace(steps=6, vocab=str(other_vocab)))
+  assert "a run's vocabulary cannot change" in str(refused.value)
+  # Another document mode, though the first run took the default.
+  with pytest.raises(InputStreamChanged, match='documents: "line" saved, "blank-line" now'):
+    train.run(config.replace(steps=6, documents="blank-line"))
+  # The same path with other contents; a copy of the same bytes (a new modification time) is the same file.
+  corpus = tmp_path / "a.txt"
+  text = corpus.read_text(encoding="utf-8")
+  corpus.write_text(text.replace("film", "book", 1), encoding="utf-8")
+  with pytest.raises(InputStreamChanged, match=r"the training data's files: 1 file\(s\) changed: .*a.txt "
+                                               r"\(the same size, other contents\)"):
+    train.run(config.replace(steps=6))
+  corpus.write_text(text + "one more line\n", encoding="utf-8")
+  before, after = len(text.encode()), len(text.encode()) + 14
+  with pytest.raises(InputStreamChanged, match=rf"a.txt \({before:,} bytes then, {after:,} now\)"):
+    train.run(config.replace(steps=6))
+  for _ in range(2):
+    assert run.read_history() == lines and run.latest_step() == 4
+    with open(run.config_path) as file:
+      assert file.read() == saved_config
+  corpus.write_text(text, encoding="utf-8")
 
   # The command line says the same on stderr, with status 2 and no traceback.
   process = subprocess.run([sys.executable, "-m", "tpu.train", "--config", _write_config(tmp_path, config),
@@ -193,3 +223,38 @@ def test_leftovers_of_killed_writers_are_removed_at_start(tmp_path, caplog):
     assert f"removed {path}, left by an interrupted write" in caplog.text
   assert all(os.path.exists(path) for path in kept)
   assert run.latest_step() == 2
+
+
+@pytest.mark.slow
+def test_a_pipeline_that_cannot_save_its_position_resumes_exactly_by_replaying(tmp_path, caplog):
+  """Blank-line documents are read by Python code, whose state TensorFlow cannot save: the run says so
+  at its start, and a run resumed from an earlier checkpoint replays the batches before it, so its
+  losses equal the uninterrupted run's."""
+  corpus = tmp_path / "corpus.txt"
+  words = ["the", "film", "was", "good", "plot", "dull", "cast", "fine", "a", "story", "felt", "long"]
+  lines = [" ".join(words[(i * 5 + j) % len(words)] for j in range(7)) + ("\n\n" if i % 3 else "\n")
+           for i in range(120)]
+  corpus.write_text("".join(lines), encoding="utf-8")
+  config = tiny_config(tmp_path / "run", task="mlm", data=f"text:{corpus}", documents="blank-line", steps=4,
+                       checkpoint_every=2, keep_checkpoints=3, batch_size=4,
+                       model_overrides=dict(TINY_FUNNEL, num_decoder_layers=1), vocab_size=60,
+                       max_predictions_per_seq=2, dropout=0.1)
+  caplog.set_level(logging.INFO, logger="tpu")
+  train.run(config)
+  assert "cannot save its position (PyFunc is stateful" in caplog.text
+  run = ModelDir(config.model_dir)
+  expected = [record["loss"] for record in run.read_history() if "loss" in record]
+  assert not os.path.exists(run.input_state_prefix(0, 1, 4) + ".index")
+  assert _saved_stream(run, 4)["since"] == dict(step=0, seed=config.seed)
+
+  # Back to the checkpoint of step 2, as after a kill before step 4's.
+  import tensorflow as tf
+  for path in tf.io.gfile.glob(os.path.join(run.checkpoint_dir, "ckpt-4.*")):
+    os.remove(path)
+  tf.compat.v1.train.update_checkpoint_state(run.checkpoint_dir, os.path.join(run.checkpoint_dir, "ckpt-2"))
+  assert run.latest_step() == 2
+  caplog.clear()
+  train.run(config)
+  assert "the input pipeline replays the batches of steps 1 to 2" in caplog.text
+  resumed = [record["loss"] for record in run.read_history() if "loss" in record]
+  assert resumed == expected   # exact: the same batches, masks and dropout

@@ -47,14 +47,15 @@ from tpu.data.registry import SOURCES
 from tpu.data.registry import DataError
 from tpu.data.registry import DataSource
 from tpu.data.registry import Source
+from tpu.data.registry import input_files
 from tpu.data.registry import load
 from tpu.data.registry import read_utf8
 from tpu.data.registry import register
 from tpu.data.registry import source_of
 from tpu.data.registry import usages
 
-__all__ = ["DATA_TYPES", "SOURCES", "DataError", "DataSource", "Source", "load", "read_utf8", "register",
-           "source_of", "usages"]
+__all__ = ["DATA_TYPES", "SOURCES", "DataError", "DataSource", "Source", "input_files", "load", "read_utf8",
+           "register", "source_of", "usages"]
 
 # The source modules register their sources when imported (tables, then the others by name).
 _SHARED = ("registry", "pipeline")

@@ -149,6 +149,7 @@ def read_metadata(folder):
 class RecordsSource(Source):
   scheme = "tfrecord"
   usage = "tfrecord:GLOB"
+  reads_files = True
   description = "pre-tokenized shards of `python -m tpu.pretraining_data` (one folder's)"
   options = frozenset({"data_type"})
   data_types = ("text",)
@@ -156,6 +157,11 @@ class RecordsSource(Source):
   def load(self, target, split, *, data_type):
     self.check_data_type(target, data_type)
     return load_records(target)
+
+  def input_files(self, target, data_dir=None):
+    """The shards and the metadata.json beside them."""
+    files = matching_files(target)
+    return files + sorted({os.path.join(os.path.dirname(path), METADATA_FILE) for path in files})
 
 
 def spec_of(folder):

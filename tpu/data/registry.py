@@ -94,6 +94,7 @@ class Source:
       source of one split, which ignores `split`.
     typed_by_caller: whether the caller says how to read its labels (`data_type`): table
       files, whose columns could be any task's.
+    reads_files: whether `target` is a path or glob of local or gs:// files (`input_files`).
   """
 
   scheme = ""
@@ -104,10 +105,16 @@ class Source:
   data_types = ()
   splits = None
   typed_by_caller = False
+  reads_files = False
 
   def load(self, target, split, **options):
     """The `DataSource` of `scheme:target`; `options` holds the declared options only."""
     raise NotImplementedError
+
+  def input_files(self, target, data_dir=None):
+    """The files `scheme:target` reads, sorted (a resumed run fingerprints them:
+    `tpu.data.fingerprints`), or None for a source that reads none of the user's (generated data)."""
+    return matching_files(target) if self.reads_files else None
 
   def check_data_type(self, target, data_type):
     """Refuses a `data_type` this source does not yield (None: its own)."""
@@ -194,6 +201,11 @@ def load(spec, split="train", **options):
     taken["label_names"] = label_names
   result = source.load(target, split, **taken)
   return dataclasses.replace(result, spec=spec, split=split if source.splits is not None else None)
+
+
+def input_files(spec, data_dir=None):
+  """The files the data spec reads (`Source.input_files`), or None."""
+  return source_of(spec).input_files(spec.partition(":")[2], data_dir=data_dir)
 
 
 def check_same_labels(spec, source, label_names, num_classes):

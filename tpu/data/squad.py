@@ -39,6 +39,7 @@ class QuestionAnsweringSource(DataSource):
 class SquadSource(Source):
   scheme = "squad"
   usage = "squad:PATH"
+  reads_files = True
   description = "questions and contexts in SQuAD's JSON format (v1.1 or v2.0)"
   options = frozenset({"data_type"})
   data_types = (QUESTION_ANSWERING,)

@@ -46,6 +46,7 @@ class _Table(Source):
   options = frozenset({"text_columns", "label_column", "data_type", "label_names", "num_classes"})
   data_types = ("classification", "regression", "text")
   typed_by_caller = True
+  reads_files = True
 
   def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
     if data_type not in (None, *self.data_types):

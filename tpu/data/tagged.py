@@ -96,6 +96,7 @@ class ConllSource(Source):
   usage = "conll:PATH"
   description = "CoNLL-style tagged words: a word and its tag (last column) per line"
   options = frozenset({"data_type", "label_names"})
+  reads_files = True
   data_types = (TAGGING,)
 
   def load(self, target, split, *, data_type, label_names):

@@ -20,6 +20,9 @@ from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")
 
+# What separates documents without the option `documents`.
+DEFAULT_DOCUMENTS = "line"
+
 # What Python's `str.strip` strips (`str.isspace`), in RE2's syntax.
 _SPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]"
 
@@ -30,12 +33,13 @@ class TextFilesSource(Source):
   usage = "text:GLOB"
   description = "pre-training text files, one document per line (or per blank-line-separated block)"
   options = frozenset({"data_type", "documents"})
+  reads_files = True
   data_types = ("text",)
 
   def load(self, target, split, *, data_type, documents):
     from tpu.data import corpus_reading
     self.check_data_type(target, data_type)
-    documents = corpus_reading.check_documents(documents or "line")
+    documents = corpus_reading.check_documents(documents or DEFAULT_DOCUMENTS)
     files = matching_files(target)
     if documents == "line":
       lines = tf.data.TextLineDataset(files)

@@ -14,6 +14,7 @@ which have no validation split. GLUE test splits are refused: their labels are a
 
 import dataclasses
 import logging
+import os
 import re
 
 from tpu.data.registry import DataSource
@@ -188,6 +189,20 @@ class TfdsSource(Source):
       raise ValueError(f"{spec_of(target)} is not supported; supported datasets: {', '.join(DATASETS)}. "
                        f"Other data can be read from {others} files")
     return dataset.load(target, split, **options)
+
+  def input_files(self, target, data_dir=None):
+    """The prepared dataset's files (its version's folder: record shards, dataset_info.json), or None
+    when it is not prepared there."""
+    import tensorflow as tf
+    try:
+      folder = tfds_builder(target, data_dir).data_path
+    except Exception:   # noqa: BLE001  (an unknown name is refused by `load`, which runs first)
+      return None
+    folder = str(folder)
+    if not tf.io.gfile.isdir(folder):
+      return None
+    paths = (os.path.join(folder, name) for name in tf.io.gfile.listdir(folder))
+    return sorted(path for path in paths if not tf.io.gfile.isdir(path))
 
 
 def _table_sources():
