@@ -141,9 +141,9 @@ def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_the
   other_vocab = tmp_path / "other_vocab.txt"
   other_vocab.write_text("\n".join(run.read_vocab()[:-1]) + "\n", encoding="utf-8")
   size = len(run.read_vocab())
-  with pytest.raises(ValueError, match=rf"--vocab .*other_vocab.txt \({size - 1} tokens, .*is not the "
-                                       rf"vocabulary of the run in this model directory, .*vocab.txt \({size} "
-                                       "tokens") as refused:
+  expected = (rf"--vocab .*other_vocab.txt \({size - 1} tokens, .*is not the vocabulary of the run in this "
+              rf"model directory, .*vocab.txt \({size} tokens")
+  with pytest.raises(ValueError, match=expected) as refused:
     train.run(config.replace(steps=6, vocab=str(other_vocab)))
   assert "a run's vocabulary cannot change" in str(refused.value)
   # Another document mode, though the first run took the default.
