@@ -18,6 +18,7 @@ Example:
 """
 
 import hashlib
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 # Files up to this size are hashed (read whole); larger ones are compared by size and modification time.
@@ -29,12 +30,17 @@ READERS = 16
 def of_file(path):
   """The fingerprint of one local or gs:// file."""
   import tensorflow as tf
-  stat = tf.io.gfile.stat(path)
+  if "://" in path:
+    stat = tf.io.gfile.stat(path)
+    size, modified = int(stat.length), int(stat.mtime_nsec)
+  else:   # TensorFlow's local stat has whole seconds only
+    stat = os.stat(path)
+    size, modified = stat.st_size, stat.st_mtime_ns
   digest = None
-  if stat.length <= HASH_BYTES:
+  if size <= HASH_BYTES:
     with tf.io.gfile.GFile(path, "rb") as file:
       digest = hashlib.sha256(file.read()).hexdigest()
-  return dict(path=path, size=int(stat.length), modified=int(stat.mtime_nsec), sha256=digest)
+  return dict(path=path, size=size, modified=modified, sha256=digest)
 
 
 def of_files(paths):
