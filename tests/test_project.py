@@ -24,7 +24,8 @@ DOCUMENTED_MODULES = [
     "zoo.models.transformer_encoder", "zoo.models.funnel_encoder", "zoo.models.heads",
     "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.tasks", "tpu.tasks.registry",
     "tpu.tasks.sequence", "tpu.tasks.tagging", "tpu.data", "tpu.data.demo", "tpu.data.pipeline",
-    "tpu.data.documents", "tpu.data.fingerprints", "export.predict", "zoo.model_dir", "zoo.models.losses", "zoo.lazy"]
+    "tpu.data.documents", "tpu.data.fingerprints", "export.predict", "zoo.model_dir", "zoo.models.losses",
+    "zoo.lazy"]
 
 
 def _project_sources():
