@@ -74,6 +74,8 @@ STREAM_FIELDS = ("task", "data", "text_columns", "label_column", "data_dir", "ba
 # The key of a stream record that says where the stream began (the step of its first batch and its
 # seed), which a replay needs: not a setting, so not compared.
 SINCE = "since"
+# The key of the evaluation data's spec and files in a stream record: compared, and a change warned of.
+EVALUATION = "evaluation"
 
 
 class Preempted(RuntimeError):
@@ -84,12 +86,15 @@ class InputStreamChanged(ValueError):
   """The saved input position belongs to another data stream than this run's settings make."""
 
 
-def input_stream(config, vocab, workers, local_replicas, files=None):
+def input_stream(config, vocab, workers, local_replicas, files=None, evaluation=None):
   """What fixes the training input stream that an input position belongs to: the config's
   `STREAM_FIELDS`, the data source's options (its `documents` mode, resolved), the task's input
   settings, the number of workers and of local replicas, the vocabulary's SHA-256, and the
   fingerprints of the training data's files (`files`, from `tpu.data.fingerprints`; None for
-  data that is not files). Saved with every checkpoint; a resume compares it with its own."""
+  data that is not files). Saved with every checkpoint; a resume compares it with its own.
+
+  `evaluation`: the evaluation data's spec and files (`{"spec", "files"}`), which fix no
+  training example: a resume names their changes in a warning (`EVALUATION`)."""
   values = {name: getattr(config, name) for name in STREAM_FIELDS}
   if "documents" in data.source_of(config.data).options:
     values["documents"] = config.documents or text_files.DEFAULT_DOCUMENTS
@@ -98,13 +103,15 @@ def input_stream(config, vocab, workers, local_replicas, files=None):
   values.update(workers=workers, local_replicas=local_replicas, vocabulary=vocab_checksum(vocab))
   if files is not None:
     values["files"] = files
+  if evaluation is not None:
+    values[EVALUATION] = evaluation
   return json.loads(json.dumps(values))   # lists, not tuples: as read back
 
 
-def data_files(config):
-  """The fingerprints of the training data's files (`tpu.data.fingerprints`), or None for data that
+def data_files(spec, data_dir=None):
+  """The fingerprints of the files of a data spec (`tpu.data.fingerprints`), or None for data that
   is not files of the user's (generated data)."""
-  paths = data.input_files(config.data, data_dir=config.data_dir)
+  paths = data.input_files(spec, data_dir=data_dir)
   return None if paths is None else fingerprints.of_files(paths)
 
 
@@ -182,7 +189,7 @@ def _differences(saved, stream):
   names what it has: an older one may hold fewer settings), the files described by their changes."""
   differences = []
   for name, value in sorted(saved.items()):
-    if name == SINCE:
+    if name in (SINCE, EVALUATION):
       continue
     if name == "files":
       changed = fingerprints.changes(value, stream.get("files") or [])
@@ -191,6 +198,20 @@ def _differences(saved, stream):
     elif value != stream.get(name):
       differences.append(f"{name}: {json.dumps(value)} saved, {json.dumps(stream.get(name))} now")
   return differences
+
+
+def _warn_of_evaluation_changes(saved, now, step):
+  """Logs how the evaluation data differs from the one of the run saved at `step` (its metrics from
+  here on measure other data), if it does."""
+  if saved is None or now is None:
+    return
+  if saved.get("spec") != now.get("spec"):
+    change = f"{saved.get('spec')} then, {now.get('spec')} now"
+  else:
+    change = fingerprints.changes(saved.get("files") or [], now.get("files") or [])
+  if change:
+    log.warning("the evaluation data differs from the run's until step %d (%s): its metrics from here on "
+                "measure other examples", step, change)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +282,7 @@ def resume_input(model_dir, worker, step, stream, seed, reset_input=False, repla
         f"{model_dir.path}: the checkpoint of step {step} was saved with another input stream than this "
         f"run's settings make: {listed}. Rerun with the saved settings to continue its data stream exactly, "
         f"or add --reset-input to continue the model from step {step} with this run's input (a new shuffle)")
+  _warn_of_evaluation_changes(saved.get(EVALUATION), stream.get(EVALUATION), step)
   since = saved.get(SINCE)
   if other is not None:   # the other workers' positions of this stream, but not this worker's
     log.warning("no input position saved at step %d for %s, though %s holds another worker's of the "

@@ -142,8 +142,12 @@ def _run(config, strategy, worker, export, signals, reset_input):
   # before the model is built, and nothing is written before every check has passed.
   start = model_dir.latest_step()
   on_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+  evaluation = None
+  if prepared.evaluation is not None:
+    spec = prepared.evaluation.spec
+    evaluation = dict(spec=spec, files=data_files(spec, config.data_dir))
   stream = input_stream(config, prepared.vocab, worker.count, strategy.num_replicas_in_sync // worker.count,
-                        files=data_files(config))
+                        files=data_files(config.data, config.data_dir), evaluation=evaluation)
   resume = Resume(config.seed)
   if on_tpu:
     log.warning("on a TPU the input pipeline's position is not saved with the checkpoints (TensorFlow cannot "

@@ -77,6 +77,22 @@ def test_a_position_of_another_stream_is_refused_naming_each_difference(tmp_path
   assert "batch_size: 8 saved, 16 now" in caplog.text and "a new shuffle (seed 11)" in caplog.text
 
 
+def test_changed_evaluation_data_is_named_in_a_warning(tmp_path, caplog):
+  """The evaluation data fixes no training example: its changes are warned of, not refused."""
+  run = ModelDir(str(tmp_path))
+  config = TrainConfig(task="classify", data="tsv:train.tsv", batch_size=8, seq_length=16)
+  then = dict(spec="tsv:dev.tsv", files=[dict(path="dev.tsv", size=10, modified=1, sha256="a")])
+  prefix = _position(run, 0, 1, 6, input_stream(config, VOCAB, 1, 1, evaluation=then))
+  caplog.set_level(logging.INFO, logger="tpu")
+  same = input_stream(config, VOCAB, 1, 1, evaluation=dict(then))
+  assert resume_input(run, Worker(), 6, same, seed=0).prefix == prefix and not caplog.text
+  now = dict(then, files=[dict(path="dev.tsv", size=12, modified=2, sha256="b")])
+  changed = input_stream(config, VOCAB, 1, 1, evaluation=now)
+  assert resume_input(run, Worker(), 6, changed, seed=0).prefix == prefix
+  assert ("the evaluation data differs from the run's until step 6 (1 file(s) changed: dev.tsv (10 bytes "
+          "then, 12 now)): its metrics from here on measure other examples") in caplog.text
+
+
 def test_another_number_of_workers_is_refused_and_a_step_without_positions_starts_a_new_shuffle(tmp_path,
                                                                                                 caplog):
   run = ModelDir(str(tmp_path))
