@@ -13,19 +13,22 @@ set of checkpoints. Every worker restores from the model directory's.
 
 With each checkpoint, every worker saves its input pipeline's position
 (`tpu.trainer.TrainInput`) under `checkpoints/input/worker-I-of-N/`, with a record of
-what fixes its data stream beside it (`input_stream`: data, batch size, workers and
-local replicas, seed, shuffle buffer, sequence length, vocabulary, task), and the
-workers meet (`tpu.cluster.sync`) before the chief records the checkpoint: a recorded
-checkpoint has every worker's position. After the save they meet again, so a worker
-never waits for the chief's write (minutes for a large model on `gs://`) inside a
-collective with a timeout: the meeting is bounded by the peers' health only.
+what fixes its data stream beside it (`input_stream`: data and the files it reads, by
+their fingerprints, documents mode, batch size, workers and local replicas, seed,
+shuffle buffer, sequence length, vocabulary, task; the evaluation data's files), and
+the workers meet (`tpu.cluster.sync`) before the chief records the checkpoint: a
+recorded checkpoint has every worker's position. After the save they meet again, so a
+worker never waits for the chief's write (minutes for a large model on `gs://`) inside
+a collective with a timeout: the meeting is bounded by the peers' health only.
 
-A resumed run restores the position of its step and continues the data stream. A
-position saved with other stream settings is refused before any step, naming each
-difference (`InputStreamChanged`), unless the run is told to start a new stream
-(`--reset-input`). Where no position was saved (a run saved before positions were
-kept, a TPU, whose distributed iterators TensorFlow cannot save) the pipeline starts a
-new shuffle with the seed `seed + step` and says so.
+A resumed run compares the record of its step with its own before it writes anything,
+and continues the data stream (`resume_input`). A record of another stream is refused,
+naming each difference (`InputStreamChanged`), unless the run is told to start a new
+stream (`--reset-input`). A pipeline whose position TensorFlow cannot save (fed by
+Python code) continues by replay: rebuilt with the stream's seed (the record's
+`since`), it skips the batches of the steps before. Where neither is possible (a TPU,
+whose distributed iterators TensorFlow cannot save; a run saved before positions were
+kept) the pipeline starts a new shuffle with the seed `seed + step` and says so.
 """
 
 import dataclasses
