@@ -3,7 +3,8 @@
 A file's fingerprint is `{"path", "size", "modified", "sha256"}`: its size in bytes, its
 modification time in nanoseconds (on gs://, the object's update time, which every new
 generation changes) and, for a file of at most `HASH_BYTES` (the cheap case: tables,
-SQuAD files, small corpora), the SHA-256 of its bytes (None above that). Two
+SQuAD files, small corpora; `HASH_TOTAL_BYTES` of them at most), the SHA-256 of its
+bytes (else None). Two
 fingerprints of a path are the same file when the sizes are equal and, where both have
 a hash, the hashes (a copy or a `touch` that changes no byte is the same file), else
 the modification times.
@@ -21,35 +22,54 @@ import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-# Files up to this size are hashed (read whole); larger ones are compared by size and modification time.
+# Files up to this size are hashed (read whole), up to `HASH_TOTAL_BYTES` in all; the others are
+# compared by size and modification time.
 HASH_BYTES = 8 << 20
+HASH_TOTAL_BYTES = 64 << 20
 # Files stat-ed (and hashed) at once: on gs:// each is a round trip.
 READERS = 16
 
 
-def of_file(path):
-  """The fingerprint of one local or gs:// file."""
+def _stat(path):
+  """`(size, modified)` of a local or gs:// file."""
   import tensorflow as tf
   if "://" in path:
     stat = tf.io.gfile.stat(path)
-    size, modified = int(stat.length), int(stat.mtime_nsec)
-  else:   # TensorFlow's local stat has whole seconds only
-    stat = os.stat(path)
-    size, modified = stat.st_size, stat.st_mtime_ns
-  digest = None
-  if size <= HASH_BYTES:
-    with tf.io.gfile.GFile(path, "rb") as file:
-      digest = hashlib.sha256(file.read()).hexdigest()
-  return dict(path=path, size=size, modified=modified, sha256=digest)
+    return int(stat.length), int(stat.mtime_nsec)
+  stat = os.stat(path)   # TensorFlow's local stat has whole seconds only
+  return stat.st_size, stat.st_mtime_ns
+
+
+def _sha256(path):
+  import tensorflow as tf
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as file:
+    for block in iter(lambda: file.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def of_file(path, hash_it=None):
+  """The fingerprint of one local or gs:// file (hashed if `hash_it`, else if at most `HASH_BYTES`)."""
+  size, modified = _stat(path)
+  hash_it = size <= HASH_BYTES if hash_it is None else hash_it
+  return dict(path=path, size=size, modified=modified, sha256=_sha256(path) if hash_it else None)
 
 
 def of_files(paths):
-  """The fingerprints of `paths`, in their order."""
+  """The fingerprints of `paths`, in their order: files of at most `HASH_BYTES` are hashed, in order,
+  while the bytes hashed stay within `HASH_TOTAL_BYTES` (a corpus of many small files is
+  compared by size and time beyond that)."""
   paths = list(paths)
-  if len(paths) <= 1:
-    return [of_file(path) for path in paths]
-  with ThreadPoolExecutor(min(READERS, len(paths))) as pool:
-    return list(pool.map(of_file, paths))
+  with ThreadPoolExecutor(max(1, min(READERS, len(paths)))) as pool:
+    stats = list(pool.map(_stat, paths))
+    hashed, budget = [], HASH_TOTAL_BYTES
+    for size, _ in stats:
+      hashed.append(size <= HASH_BYTES and size <= budget)
+      budget -= size if hashed[-1] else 0
+    digests = list(pool.map(lambda item: _sha256(item[0]) if item[1] else None, zip(paths, hashed, strict=True)))
+  return [dict(path=path, size=size, modified=modified, sha256=digest)
+          for path, (size, modified), digest in zip(paths, stats, digests, strict=True)]
 
 
 def same_file(before, after):

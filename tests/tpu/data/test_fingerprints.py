@@ -25,6 +25,11 @@ def test_a_file_is_the_same_by_its_bytes_where_hashed_else_by_its_time(tmp_path,
   assert fingerprints.changes([first], [fingerprints.of_file(str(path))]) == (
       f"1 file(s) changed: {path} (18 bytes then, 19 now)")
 
+  monkeypatch.setattr(fingerprints, "HASH_TOTAL_BYTES", 30)   # the first file fits, the second not
+  other = tmp_path / "b.txt"
+  other.write_bytes(b"the book was bad\n")
+  both = fingerprints.of_files([str(path), str(other)])
+  assert [item["sha256"] is not None for item in both] == [True, False]
   monkeypatch.setattr(fingerprints, "HASH_BYTES", 4)   # too large to hash: the time tells
   big = fingerprints.of_file(str(path))
   assert big["sha256"] is None
