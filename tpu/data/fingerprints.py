@@ -67,7 +67,8 @@ def of_files(paths):
     for size, _ in stats:
       hashed.append(size <= HASH_BYTES and size <= budget)
       budget -= size if hashed[-1] else 0
-    digests = list(pool.map(lambda item: _sha256(item[0]) if item[1] else None, zip(paths, hashed, strict=True)))
+    jobs = zip(paths, hashed, strict=True)
+    digests = list(pool.map(lambda job: _sha256(job[0]) if job[1] else None, jobs))
   return [dict(path=path, size=size, modified=modified, sha256=digest)
           for path, (size, modified), digest in zip(paths, stats, digests, strict=True)]
 
