@@ -52,9 +52,22 @@ def storable(token: str) -> bool:
 
 
 def load_vocab(path: str) -> list[str]:
-  """Reads a vocabulary file (one token per line, UTF-8; `gs://` paths work)."""
-  with tf.io.gfile.GFile(path, "r") as file:
-    tokens = [line.rstrip("\r\n") for line in file]
+  """Reads a vocabulary file (one token per line, UTF-8; `gs://` paths work).
+
+  Raises:
+    FileNotFoundError: no such file.
+    ValueError: an empty token, naming its line; bytes that are not UTF-8.
+  """
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"vocabulary file {path} does not exist")
+  tokens = []
+  with tf.io.gfile.GFile(path, "rb") as file:
+    for line_number, line in enumerate(file, start=1):
+      try:
+        tokens.append(line.decode("utf-8").rstrip("\r\n"))
+      except UnicodeDecodeError as error:
+        raise ValueError(f"{path}, line {line_number}: not UTF-8 ({error.reason}); a vocabulary file holds "
+                         "one UTF-8 token per line") from None
   for line_number, token in enumerate(tokens, start=1):
     if not token.strip():
       raise ValueError(f"{path}, line {line_number}: empty token; a vocabulary file holds one token per line")

@@ -72,6 +72,11 @@ def test_write_and_load_round_trip(tmp_path):
   (tmp_path / "bad.txt").write_text("[PAD]\n\n[UNK]\n", encoding="utf-8")
   with pytest.raises(ValueError, match="bad.txt, line 2: empty token"):
     load_vocab(str(tmp_path / "bad.txt"))
+  (tmp_path / "latin1.txt").write_bytes("[PAD]\r\nthe\ncaf\u00e9\n".encode("latin-1"))
+  with pytest.raises(ValueError, match="latin1.txt, line 3: not UTF-8"):
+    load_vocab(str(tmp_path / "latin1.txt"))
+  with pytest.raises(FileNotFoundError, match="vocabulary file .*missing.txt does not exist"):
+    load_vocab(str(tmp_path / "missing.txt"))
 
 
 def test_errors_name_the_problem(tmp_path):
