@@ -7,13 +7,16 @@
 
 DIR is a version directory (`BASE/3`) or a model base path (`BASE`, whose highest
 numeric version is used). Without TEXT arguments each line of stdin is one example
-(tab-separated `text<TAB>text_b` for sentence-pair models). Output per example, e.g.
+(tab-separated `text<TAB>text_b` for sentence-pair models; for a model with other
+inputs, one JSON object per line with them, e.g. a multiple-choice model's
+`{"context": ..., "question": ..., "options": [...]}`). Output per example, e.g.
 
   a classifier:  {"text": ..., "label": "positive", "probabilities": {"negative": 0.1, "positive": 0.9}}
   a real value:  {"text": ..., "prediction": 3.2}
   an encoder:    {"text": ..., "pooled_output": [...]}
   per word:      {"text": ..., "words": ["paris", "!"], "tags": ["B-LOC", "O"], "probabilities": [0.9, 0.8]}
   an answer:     {"question": ..., "context": ..., "answer": "Paris", "start": 16, "end": 21, "score": 9.1}
+  a choice:      {"context": ..., "question": ..., "options": [...], "choice": 2, "probabilities": [...]}
 
 with "text_b" after "text" for sentence pairs. Which fields an example gets is the
 SavedModel's `prediction_fields` (written by the exporter from the training task):
@@ -136,7 +139,6 @@ class Predictor:
 
     `texts` go to the first string input, `texts_b` to the second of two-input models.
     """
-    tf = _tensorflow()
     columns = [list(texts)]
     if self.sentence_pair != (texts_b is not None):
       need = (f"needs a second text per example ({self.inputs[1]})" if self.sentence_pair
@@ -146,12 +148,40 @@ class Predictor:
       columns.append(list(texts_b))
       if len(columns[1]) != len(columns[0]):
         raise ValueError(f"got {len(columns[0])} texts but {len(columns[1])} second texts ({self.inputs[1]})")
-    inputs = {name: tf.constant(column, tf.string, shape=[len(column)])
-              for name, column in zip(self.inputs, columns, strict=True)}
+    rows = zip(*columns, strict=True)
+    return self.predict_records([dict(zip(self.inputs, row, strict=True)) for row in rows])
+
+  @property
+  def takes_records(self):
+    """Whether the model's inputs are other than one or two texts (e.g. a context, a question and a list of
+    options): then examples are records, `predict_records`."""
+    return self.inputs not in (["text"], ["text", "text_b"])
+
+  def predict_records(self, records):
+    """One dict per example for records `{input name: text, or a list of texts}` (lists of one length in a
+    call), each result the record's inputs followed by the model's fields."""
+    tf = _tensorflow()
+    columns = []
+    for name in self.inputs:
+      column = []
+      for index, record in enumerate(records):
+        if name not in record:
+          raise ValueError(f"example {index + 1} has no {name!r}; the model at {self.path} takes "
+                           f"{', '.join(self.inputs)}")
+        column.append(record[name])
+      columns.append(column)
+    inputs = {}
+    for name, column in zip(self.inputs, columns, strict=True):
+      try:
+        inputs[name] = tf.constant(column, tf.string)
+      except (ValueError, TypeError):
+        raise ValueError(f"{name!r}: every example of a call needs the same number of texts") from None
+      if inputs[name].shape.rank == 0 or inputs[name].shape[0] != len(records):
+        raise ValueError(f"{name!r} must be one text, or one list of texts, per example")
     outputs = {name: value.numpy() for name, value in self._serve(**inputs).items()}
     results = []
-    for index in range(len(columns[0])):
-      result = {name: _text(column[index]) for name, column in zip(self.inputs, columns, strict=True)}
+    for index in range(len(records)):
+      result = {name: _shown_input(column[index]) for name, column in zip(self.inputs, columns, strict=True)}
       for key, output, kind, *length in self.fields:
         value = outputs[output][index]
         if length:
@@ -159,6 +189,10 @@ class Predictor:
         result[key] = show(value, kind, self.label_names)
       results.append(result)
     return results
+
+
+def _shown_input(value):
+  return [_text(item) for item in value] if isinstance(value, (list, tuple)) else _text(value)
 
 
 def load(path):
@@ -184,6 +218,29 @@ def read_examples(lines, sentence_pair):
     if not tab:
       raise ValueError(f"stdin, line {number}: this model takes sentence pairs; write text<TAB>text_b")
     yield text, text_b
+
+
+def read_records(lines, names):
+  """Lines (bytes) of JSON objects -> dicts with the keys `names` (a model taking records).
+
+  Example:
+    >>> list(read_records([b'{"context": "c", "question": "q", "options": ["a", "b"]}\\n'],
+    ...                   ["context", "question", "options"]))
+    [{'context': 'c', 'question': 'q', 'options': ['a', 'b']}]
+  """
+  for number, line in enumerate(lines, start=1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except ValueError as error:
+      raise ValueError(f"stdin, line {number}: not a JSON object ({error}); this model takes one JSON object "
+                       f"per line with {', '.join(names)}") from None
+    missing = [name for name in names if not isinstance(record, dict) or name not in record]
+    if missing:
+      raise ValueError(f"stdin, line {number}: no {', '.join(missing)}; this model takes one JSON object per "
+                       f"line with {', '.join(names)}")
+    yield {name: record[name] for name in names}
 
 
 def _batches(examples, batch_size):
@@ -220,6 +277,15 @@ def main(argv=None):
     if args.text_b and len(args.text_b) != len(args.texts):
       raise ValueError(f"got {len(args.texts)} TEXT arguments but {len(args.text_b)} --text-b")
     predictor = load(args.saved_model)
+    if predictor.takes_records:
+      if args.texts:
+        raise ValueError(f"the model at {predictor.path} takes {', '.join(predictor.inputs)} per example: "
+                         "write one JSON object per line on stdin")
+      for batch in _batches(read_records(sys.stdin.buffer, predictor.inputs), args.batch_size):
+        for result in predictor.predict_records(batch):
+          print(json.dumps(result))
+        sys.stdout.flush()
+      return 0
     if args.texts:
       if predictor.sentence_pair and not args.text_b:
         raise ValueError(f"the model at {predictor.path} takes sentence pairs: pass --text-b with one second "

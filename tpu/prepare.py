@@ -35,8 +35,9 @@ from zoo.text.vocab import SPECIAL_TOKENS
 
 log = logging.getLogger("tpu.train")
 
-# Examples read to learn a vocabulary when none is given.
+# Examples read to learn a vocabulary when none is given, and their text features (a string or a list).
 VOCAB_EXAMPLES = 200_000
+TEXT_FEATURES = ("text_a", "text_b", "context", "question", "options")
 # Seconds a worker waits for the chief's learned vocabulary.
 VOCAB_WAIT_SECONDS = 1800
 
@@ -127,7 +128,7 @@ def resolve_vocab(config, train, model_dir, init_dir, worker=None):
     return wait_for_vocab(model_dir, worker)
   texts = train.dataset.take(VOCAB_EXAMPLES)
   texts = texts.flat_map(lambda example: tf.data.Dataset.from_tensor_slices(
-      tf.stack([example[key] for key in ("text_a", "text_b") if key in example])))
+      tf.concat([tf.reshape(example[key], [-1]) for key in TEXT_FEATURES if key in example], 0)))
   progress = lambda message: log.info("vocabulary: %s", message)   # noqa: E731
   return learn_vocab(texts, config.vocab_size, lower_case=config.lower_case, progress=progress)
 

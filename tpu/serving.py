@@ -25,7 +25,6 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from tpu.config import TrainConfig
 from tpu.tasks import get_task
-from tpu.tasks.base import encoder_serving_outputs
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import SAVED_MODEL_FILE
 from zoo.model_dir import ModelDir
@@ -102,14 +101,15 @@ class ServingModule(tf.Module):
     self.text_inputs = tf.Variable(json.dumps(list(input_names)), trainable=False, name="text_inputs")
     # Plain functions are not tracked, so the Keras models stay out of the object graph.
     self._outputs = lambda features: task.serving_outputs(network, features, self.label_names)
-    self._encoder_outputs = lambda features: encoder_serving_outputs(encoder, features)
+    self._encoder_outputs = lambda features: task.encoder_outputs(encoder, features)
     named = lambda texts: dict(zip(input_names, texts, strict=True))   # noqa: E731
     self._text_outputs = lambda texts: task.serving_from_text(named(texts), text_encoder, self.from_token_ids,
                                                               self.label_names)
     self._encode_text = lambda texts: task.encode_text(named(texts), text_encoder)
 
-    texts = [tf.TensorSpec([None], tf.string, name=name) for name in input_names]
-    token_ids = [tf.TensorSpec([None, config.seq_length], tf.int32, name=name) for name in INPUT_NAMES]
+    shapes = task.serving_text_shapes()
+    texts = [tf.TensorSpec(shapes.get(name, [None]), tf.string, name=name) for name in input_names]
+    token_ids = [tf.TensorSpec(task.token_id_shape(), tf.int32, name=name) for name in INPUT_NAMES]
     # No AutoGraph: the tokenizer and the zoo models have no Python control flow on tensors, and
     # converting tensorflow-text's and Keras's code took half of the export time.
     self.from_token_ids = tf.function(self._from_token_ids, input_signature=token_ids, autograph=False)

@@ -98,8 +98,10 @@ MASKED_LM_ROOT = "masked_lm"    # a masked-LM head: masked-LM runs, converted BE
 OPTIMIZER_ROOT = "optimizer"    # a training run's optimizer
 # ELECTRA's discriminator head (its dense layer and logits): ELECTRA runs, converted Funnel discriminators.
 DISCRIMINATOR_HEAD_ROOT = "discriminator_head"
+# A multiple-choice scoring layer: multiple-choice runs, converted ...ForMultipleChoice checkpoints.
+CHOICE_HEAD_ROOT = "choice_head"
 # The heads a run starts from when its init checkpoint holds them.
-HEAD_ROOTS = (MASKED_LM_ROOT, DISCRIMINATOR_HEAD_ROOT)
+HEAD_ROOTS = (MASKED_LM_ROOT, DISCRIMINATOR_HEAD_ROOT, CHOICE_HEAD_ROOT)
 # An ELECTRA run's generator encoder and its masked-LM head.
 GENERATOR_ROOT = "generator"
 GENERATOR_MASKED_LM_ROOT = "generator_masked_lm"

@@ -264,7 +264,7 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
 
   def features(index, raw):
     values = task.features(raw, text_encoder, seed=tf.stack([tf.constant(seed, tf.int64), index]))
-    values["weight"] = tf.ones_like(values["input_mask"][:, 0], tf.float32)
+    values["weight"] = tf.ones(tf.shape(values["input_mask"])[:1], tf.float32)   # [B]
     return _pad_batch(values, batch_size)
 
   return batches.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(

@@ -29,6 +29,7 @@ import re
 
 import numpy as np
 
+from tpu.data import choices
 from tpu.data import tagged
 from tpu.data.registry import DataError
 from tpu.data.registry import Source
@@ -74,10 +75,13 @@ class CsvSource(_Table):
 class JsonlSource(_Table):
   scheme = "jsonl"
   usage = "jsonl:PATH"
-  description = "one JSON object per line (tagged sentences with --task tag)"
-  data_types = ("classification", "regression", "text", "tagging")
+  description = ("one JSON object per line (tagged sentences with --task tag, questions with --task "
+                 "multiple_choice)")
+  data_types = ("classification", "regression", "text", "tagging", "multiple_choice")
 
   def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
+    if data_type == "multiple_choice":
+      return choices.load_jsonl(target)
     if data_type == "tagging":
       columns = text_columns_tuple(text_columns)
       return tagged.load_jsonl(os.path.expanduser(target), words_key=columns[0] if columns else None,

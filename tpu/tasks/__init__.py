@@ -74,8 +74,11 @@ from tpu.tasks.registry import task_class
 __all__ = ["TASKS", "Setting", "Task", "build_encoder", "build_model", "declared_settings", "get_task",
            "names", "register", "settings_of", "task_class"]
 
-# The task modules register their tasks when imported: every module but the shared ones.
+# The task modules register their tasks when imported: every module but the shared ones, in the
+# order of `_FIRST` (what `--help` lists first: pre-training, then sequence-level tasks), then by name.
 _SHARED = ("base", "registry")
-for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):
+_FIRST = ("pretraining", "sequence", "multiple_choice")
+for _module in sorted((info.name for info in pkgutil.iter_modules(__path__)),
+                      key=lambda name: (_FIRST.index(name) if name in _FIRST else len(_FIRST), name)):
   if _module not in _SHARED:
     importlib.import_module(f"{__name__}.{_module}")

@@ -186,6 +186,18 @@ class Task:
     """The names of the string `[B]` inputs of `serving_default` and `encode`."""
     return ("text", "text_b") if self.config.sentence_pair else ("text",)
 
+  def serving_text_shapes(self):
+    """`{input name: shape}` of the string inputs that are not `[B]` (`[None]`), e.g. a list per example."""
+    return {}
+
+  def token_id_shape(self):
+    """The shape of the int32 token-id inputs of `from_token_ids`: `[B, T]`."""
+    return [None, self.config.seq_length]
+
+  def encoder_outputs(self, encoder, features):
+    """The `encode` signature's outputs for token-id features of `token_id_shape()`."""
+    return encoder_serving_outputs(encoder, features)
+
   def encode_text(self, texts, text_encoder):
     """int32 `[B, T]` encoder inputs of the string inputs (a dict keyed by `serving_text_inputs`)."""
     return text_encoder.encode(*(texts[name] for name in self.serving_text_inputs()))

@@ -2,6 +2,7 @@
 
 from zoo.models.funnel_encoder import FunnelEncoder
 from zoo.models.heads import MaskedLMHead
+from zoo.models.heads import MultipleChoice
 from zoo.models.heads import SequenceClassifier
 from zoo.models.heads import SpanQA
 from zoo.models.heads import TokenClassifier
@@ -17,6 +18,7 @@ __all__ = [
     "FunnelEncoder",
     "MaskedLMHead",
     "MaskedLMPretrainer",
+    "MultipleChoice",
     "ReplacedTokenSampler",
     "SequenceClassifier",
     "SpanQA",

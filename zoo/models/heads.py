@@ -1,7 +1,7 @@
-"""Task heads on a zoo encoder: masked LM, sequence and token classification, span QA.
+"""Task heads on a zoo encoder: masked LM, sequence and token classification, span QA, multiple choice.
 
 Axes: B batch, T sequence length, D model width, E embedding width, V vocabulary size,
-P predicted (masked) positions per sequence, C classes.
+P predicted (masked) positions per sequence, C classes, N choices.
 
 The head models follow Model Garden's `BertClassifier`, `BertTokenClassifier` and
 `BertSpanLabeler` (functional models whose inputs are the encoder's), with two
@@ -330,3 +330,75 @@ class SpanQA(EncoderHead):
     # The config.
     self._config = config
     self.encoder = encoder
+
+
+class _Choices(WithoutAutograph, keras.layers.Layer):
+  """`[B, N, T]` -> `[B·N, T]` (`flatten`), or scores `[B·N, 1]` -> `[B, N]` given the `[B, N, T]`
+  inputs (`unflatten`). Not registered: `MultipleChoice` rebuilds it."""
+
+  def __init__(self, unflatten=False, **kwargs):
+    super().__init__(autocast=False, **kwargs)
+    self.unflatten = unflatten
+
+  def call(self, values, like=None):
+    if self.unflatten:
+      return tf.reshape(values, tf.shape(like)[:2])
+    return tf.reshape(values, tf.concat([[-1], tf.shape(values)[2:]], 0))
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class MultipleChoice(EncoderHead):
+  """Multiple choice: one score per option, from the pooled output of each option's text pair.
+
+  Each of the N options of an example is encoded on its own (`[CLS] context [SEP]
+  question option [SEP]`, `tpu.tasks.choice`), and one dense layer `D -> 1` shared by the
+  options scores its pooled output: `scores = dropout(pooled_output) w + b`, `[B, N]`
+  float32; a softmax over the options gives their probabilities (BERT on SWAG, Devlin
+  et al., 2019, Sec. 4.4; the Funnel-Transformer paper's RACE; transformers'
+  `...ForMultipleChoice`, whose `classifier` is this layer). N may differ from batch to
+  batch; T is the encoder's.
+
+  Inputs: the encoder's inputs with an options axis, int32 `[B, N, T]`. Output: `[B, N]`
+  float32 scores.
+
+  Args:
+    encoder: a zoo (or Model Garden) encoder with `pooled_output`.
+    dropout: dropout rate on the pooled output.
+    initializer_range: stddev of the truncated-normal initializer of the scoring layer.
+
+  Example:
+    >>> encoder = TransformerEncoder(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2,
+    ...                              intermediate_size=32)
+    >>> chooser = MultipleChoice(encoder)
+    >>> ids = tf.ones([2, 4, 8], tf.int32)
+    >>> chooser(dict(input_word_ids=ids, input_mask=ids, input_type_ids=0 * ids)).shape
+    TensorShape([2, 4])
+  """
+
+  def __init__(self, encoder, dropout=0.1, initializer_range=0.02, **kwargs):
+    config = dict(dropout=dropout, initializer_range=initializer_range)
+
+    # Layers.
+    dropout_layer = seeds.Dropout(dropout, name="dropout")
+    scorer = keras.layers.Dense(1, kernel_initializer=truncated_normal(initializer_range), dtype="float32",
+                                name="logits")   # float32 scores
+
+    # The functional graph.
+    inputs = {name: keras.Input(shape=(None, *tensor.shape[1:]), dtype=tensor.dtype, name=name)
+              for name, tensor in encoder_inputs_like(encoder).items()}
+    flat = {name: _Choices(name=f"flatten_{name}")(tensor) for name, tensor in inputs.items()}
+    pooled_output = encoder(flat)["pooled_output"]                           # [B·N, D]
+    scores = scorer(dropout_layer(pooled_output))                            # [B·N, 1]
+    scores = _Choices(unflatten=True, name="scores")(scores, inputs["input_word_ids"])   # [B, N]
+    super().__init__(inputs=inputs, outputs=scores, **kwargs)
+
+    # The config.
+    self._config = config
+    self.encoder = encoder
+    self.scorer = scorer
+
+  @property
+  def checkpoint_items(self):
+    """The encoder, and the scoring layer (`choice_head`: what a converted `...ForMultipleChoice`
+    checkpoint initialises besides the encoder)."""
+    return dict(encoder=self.encoder, choice_head=self.scorer)
