@@ -35,8 +35,9 @@ def colour_articles(count, seed=0, sentences=3):
     options = rng.sample([other for other in COLOURS if other != colour], 3) + [colour]
     rng.shuffle(options)
     answer = "ABCD"[options.index(colour)]
-    articles.append(dict(article=". ".join(body) + ".", questions=["What colour is the box?", "The box is _ ."],
-                         options=[options, options], answers=[answer, answer], id=f"{index}.txt"))
+    questions = ["What colour is the box?", "The box is _ ."]
+    articles.append(dict(article=". ".join(body) + ".", questions=questions, options=[options, options],
+                         answers=[answer, answer], id=f"{index}.txt"))
   return articles
 
 
