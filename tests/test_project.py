@@ -93,7 +93,8 @@ TOP_LEVEL_FILE = re.compile(
 BARE_CODE_FILE = re.compile(r"^[\w-]+\.(?:py|ipynb)$")
 OTHER_PROJECTS_FILES = {
     "create_pretraining_data.py", "run_squad.py", "tokenization.py",   # Google's BERT, Model Garden
-    "modeling.py", "modify_ckpt.py", "ops.py",                          # the Funnel authors' code
+    "modeling.py", "modify_ckpt.py", "ops.py", "race.py",               # the Funnel authors' code
+    "utils_multiple_choice.py", "run_swag.py",                          # transformers' examples
 }
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 # A candidate is a run of characters that can appear in a path (and in the placeholders and
