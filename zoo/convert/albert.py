@@ -1,6 +1,6 @@
 """Hugging Face ALBERT checkpoints -> zoo `TransformerEncoder` with ALBERT's two savings.
 
-An `AlbertModel`, `AlbertForMaskedLM` or `AlbertForPreTraining` directory as
+An `AlbertModel`, `AlbertForMaskedLM`, `AlbertForPreTraining` or `AlbertForMultipleChoice` directory as
 `save_pretrained` writes it (`config.json`, `model.safetensors` or `pytorch_model.bin`,
 single or sharded: `zoo.convert.weights`) with its SentencePiece model `spiece.model`.
 ALBERT (Lan et al., 2020) is BERT's Post-LN encoder with factorized embeddings (width
@@ -16,10 +16,14 @@ Names (`albert.` in front in an `AlbertFor...` model; torch `Linear`: `[out, in]
     full_layer_layer_norm
   pooler                                         tanh dense on [CLS] (AlbertModel)
   predictions.{dense,LayerNorm,bias,decoder}     the masked-LM head (tied decoder)
+  classifier                                     AlbertForMultipleChoice's score of the pooled output
 
 The masked-LM head becomes a zoo `MaskedLMHead` (D -> E, layer norm, the word
-embeddings transposed). The sentence-order head of `AlbertForPreTraining`
-(`sop_classifier.`) is left out on purpose and listed as dropped; anything else
+embeddings transposed); `AlbertForMultipleChoice`'s classifier (config.json `architectures`
+names the class) the scoring layer of `zoo.models.MultipleChoice` (root `choice_head`), its
+pooler the encoder's. The sentence-order head of `AlbertForPreTraining`
+(`sop_classifier.`) is left out on purpose and listed as dropped; the heads of the other
+task models are refused, and anything else
 unknown, missing or misshapen raises `ConversionError` naming it. ALBERT's layer groups
 of several layers (`num_hidden_groups` other than 1 or the number of layers; one group per
 layer is `layer_sharing="none"`), `inner_group_num` above 1 and E = D (a projection the
@@ -36,6 +40,7 @@ from zoo.convert import releases
 from zoo.convert.errors import ConversionError
 from zoo.convert.hf_funnel import ACTIVATIONS
 from zoo.convert.hf_funnel import check_weights
+from zoo.convert.hf_funnel import is_multiple_choice
 from zoo.convert.hf_funnel import read_hf_weights
 from zoo.convert.hf_funnel import weights_source
 from zoo.convert.rules import flat
@@ -128,8 +133,9 @@ def pooler_entries(model):
 
 def _unexpected_hint(names):
   if any(not name.startswith(("embeddings.", "encoder.", "pooler.", "predictions.")) for name in names):
-    return (" (a task model's head? AlbertForMaskedLM's and AlbertForPreTraining's heads convert; convert "
-            "a task model's AlbertModel instead)")
+    return (" (a task model's head? AlbertForMaskedLM's, AlbertForPreTraining's and "
+            "AlbertForMultipleChoice's heads convert (config.json architectures names the class); convert "
+            "another task model's AlbertModel instead)")
   return ""
 
 
@@ -137,7 +143,8 @@ def convert_hf_albert(path, seq_length=512):
   """A `zoo.convert.bert.Converted` of a Hugging Face ALBERT directory (see the module docstring).
 
   `sequence_output` equals Hugging Face's `last_hidden_state`, `pooled_output` its
-  `pooler_output`, and the masked-LM head's logits `AlbertForMaskedLM`'s.
+  `pooler_output`, the masked-LM head's logits `AlbertForMaskedLM`'s and the scores of
+  `zoo.models.MultipleChoice` with the converted `choice_head` `AlbertForMultipleChoice`'s.
 
   Raises:
     ConversionError: (a `ValueError`) an unsupported config value, a missing config field, or
@@ -162,6 +169,9 @@ def convert_hf_albert(path, seq_length=512):
   if has_pooler:
     entries += pooler_entries(model)
   heads = [name for name in weights if name.startswith(("predictions.", SENTENCE_ORDER_HEAD))]
+  multiple_choice = is_multiple_choice(config)
+  if multiple_choice:
+    heads += [name for name in bert.CLASSIFIER if name in weights]
   check_weights(entries, weights, source, is_dropped=set(heads).__contains__,
                 unexpected_hint=_unexpected_hint)
   for name, variable, rule in entries:
@@ -172,8 +182,12 @@ def convert_hf_albert(path, seq_length=512):
       raise ConversionError(f"{config_path}: layer_norm_eps={config['layer_norm_eps']} with a masked-LM "
                             f"head: the zoo's MaskedLMHead normalizes with {HEAD_LAYER_NORM_EPSILON}")
     head, used = bert.masked_lm_head(model, weights, "albert", arguments["activation"], source)
+  scorer = None
+  if multiple_choice:
+    scorer, choice_names = bert.multiple_choice_head(model, weights, has_pooler, config_path, source)
+    used = used + choice_names
   left = [name for name in heads if name not in used]
   unexpected = [name for name in left if not name.startswith(SENTENCE_ORDER_HEAD)]
   if unexpected:
     raise ConversionError(f"{source}: unexpected weight(s): {', '.join(sorted(unexpected))}")
-  return bert.Converted(model, left, has_pooler, heads={"masked_lm": head} if head is not None else None)
+  return bert.Converted(model, left, has_pooler, heads=bert.heads_of(head, scorer))

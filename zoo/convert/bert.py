@@ -22,7 +22,10 @@ untied decoder is refused). The next-sentence head (`cls.seq_relationship`) and,
 checkpoints, the optimizer's slots and step are left out on purpose and listed as
 `dropped`; anything else unknown, missing or misshapen raises `ConversionError` naming it. The zoo's
 `pooler` takes BERT's pooler (`pooler.dense`, `bert/pooler/dense`); a `BertModel` saved
-without one keeps the zoo's initial pooler.
+without one keeps the zoo's initial pooler. A Hugging Face `BertForMultipleChoice` (config.json
+`architectures`) also gives its `classifier` (one score from the pooled output): the scoring
+layer of `zoo.models.MultipleChoice` (`Converted.heads["choice_head"]`). The heads of the other
+`BertFor...` task models are refused, named.
 
 Activations: Hugging Face's `hidden_act` means what `transformers` computes ("gelu" is
 the exact erf form, "gelu_new" the tanh approximation); Google's `bert_config.json`
@@ -38,12 +41,16 @@ from zoo.convert import releases
 from zoo.convert.errors import ConversionError
 from zoo.convert.hf_funnel import ACTIVATIONS as HF_ACTIVATIONS
 from zoo.convert.hf_funnel import check_weights
+from zoo.convert.hf_funnel import choice_head
+from zoo.convert.hf_funnel import is_multiple_choice
 from zoo.convert.hf_funnel import read_hf_weights
 from zoo.convert.hf_funnel import weights_source
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import tf1_kernel
 from zoo.convert.rules import torch_linear
+from zoo.model_dir import CHOICE_HEAD_ROOT
+from zoo.model_dir import MASKED_LM_ROOT
 from zoo.models import TransformerEncoder
 
 HF_CONFIG_FILE = "config.json"
@@ -57,6 +64,8 @@ REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attent
 # TF1 variable names that are not the encoder's: the optimizer's state.
 TF1_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m", "/lamb_v")
 TF1_OPTIMIZER_NAMES = ("global_step", "good_steps", "loss_scale", "current_loss_scale")
+# The classifier of Hugging Face's BERT and ALBERT task models (...ForMultipleChoice: one score).
+CLASSIFIER = ("classifier.weight", "classifier.bias")
 
 
 def config_failure(config, source):
@@ -172,7 +181,19 @@ def pooler_entries(model, layout):
           ("bert/pooler/dense/bias", pooler.bias, same())]
 
 
-def assign_weights(model, weights, layout, source, dropped=()):
+def task_head_hint(model_type):
+  """`unexpected_hint` of `check_weights`: what to do with the head of a task model it does not convert."""
+  family = {"bert": "Bert", "albert": "Albert"}[model_type]
+
+  def hint(names):
+    if any(name.startswith("classifier.") or name.startswith("qa_outputs.") for name in names):
+      return (f" (a head of a {family}For... task model? {family}ForMultipleChoice's converts (config.json "
+              f"architectures names the class); convert another task model's {family}Model)")
+    return ""
+  return hint
+
+
+def assign_weights(model, weights, layout, source, dropped=(), unexpected_hint=lambda names: ""):
   """Copies `weights` (`{name: array}` in `layout` "hf" or "tf1") into a `TransformerEncoder`.
 
   Every weight but those in `dropped` must be used exactly once, and every zoo
@@ -190,7 +211,8 @@ def assign_weights(model, weights, layout, source, dropped=()):
   has_pooler = any(name in weights for name in pooler_names)
   if has_pooler:
     entries += pooler
-  check_weights(entries, weights, source, is_dropped=set(dropped).__contains__)
+  check_weights(entries, weights, source, is_dropped=set(dropped).__contains__,
+                unexpected_hint=unexpected_hint)
   for name, variable, rule in entries:
     variable.assign(rule.to_zoo(np.asarray(weights[name], np.float32), tuple(variable.shape)))
   assigned = {id(variable) for _, variable, _ in entries}
@@ -201,7 +223,8 @@ def assign_weights(model, weights, layout, source, dropped=()):
 
 
 class Converted:
-  """A converted encoder, its heads (`{"masked_lm": MaskedLMHead}` or `{}`) and the names left out."""
+  """A converted encoder, its heads (`{"masked_lm": MaskedLMHead}`, `{"choice_head": Dense}` or `{}`) and
+  the names left out."""
 
   def __init__(self, encoder, dropped, has_pooler, heads=None):
     self.encoder, self.dropped, self.has_pooler = encoder, sorted(dropped), has_pooler
@@ -300,27 +323,50 @@ def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean
     weights = {name[len("bert."):] if name.startswith("bert.") else name: value
                for name, value in weights.items()}
   heads = [name for name in weights if name.startswith("cls.")]
+  multiple_choice = is_multiple_choice(config)
+  if multiple_choice:
+    heads += [name for name in CLASSIFIER if name in weights]
   model = TransformerEncoder(**arguments)
   source = weights_source(path)
-  has_pooler = assign_weights(model, weights, "hf", source, heads)
+  has_pooler = assign_weights(model, weights, "hf", source, heads, task_head_hint("bert"))
   head, used = masked_lm_head(model, weights, "hf", arguments["activation"], source)
-  return _with_heads(model, heads, used, has_pooler, head, source)
+  scorer = None
+  if multiple_choice:
+    scorer, choice_names = multiple_choice_head(model, weights, has_pooler, config_path, source)
+    used = used + choice_names
+  return _with_heads(model, heads, used, has_pooler, head, source, scorer)
 
 
-def _with_heads(model, heads, used, has_pooler, head, source):
+def multiple_choice_head(model, weights, has_pooler, config_path, source):
+  """`(scorer, names)` of a Hugging Face BERT or ALBERT `...ForMultipleChoice`: its `classifier`, which
+  scores the pooled output (the encoder's pooler, converted with the encoder)."""
+  if not has_pooler:
+    raise ConversionError(f"{source}: config.json ({config_path}) names a ...ForMultipleChoice model, "
+                          "whose classifier reads the pooler, but the checkpoint has no pooler weights")
+  return choice_head(weights, model.get_layer("pooler"), (), CLASSIFIER, source)
+
+
+def heads_of(masked_lm=None, scorer=None):
+  """`Converted.heads`: `{checkpoint root: head}` of the heads converted."""
+  heads = {MASKED_LM_ROOT: masked_lm, CHOICE_HEAD_ROOT: scorer}
+  return {root: head for root, head in heads.items() if head is not None}
+
+
+def _with_heads(model, heads, used, has_pooler, head, source, scorer=None):
   """The `Converted`: the next-sentence head is dropped, any other head weight is unexpected."""
   left = [name for name in heads if name not in used]
   unexpected = [name for name in left if "seq_relationship" not in name]
   if unexpected:
     raise ConversionError(f"{source}: unexpected weight(s): {', '.join(sorted(unexpected))}")
-  return Converted(model, left, has_pooler, heads={"masked_lm": head} if head is not None else None)
+  return Converted(model, left, has_pooler, heads=heads_of(head, scorer))
 
 
 def load_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
   """Loads a Hugging Face `BertModel` / `BertForPreTraining` directory as a zoo `TransformerEncoder`.
 
   `sequence_output` equals Hugging Face's `last_hidden_state` (float32, ~1e-6) and
-  `pooled_output` its `pooler_output`. `convert_hf_bert` also gives the masked-LM head.
+  `pooled_output` its `pooler_output`. `convert_hf_bert` also gives the masked-LM head, or the
+  scoring layer of a `BertForMultipleChoice`.
 
   Raises:
     ConversionError: (a `ValueError`) an unsupported config value, a missing config

@@ -1,5 +1,11 @@
 """Hugging Face Funnel checkpoints (`FunnelModel`, `FunnelBaseModel`) -> zoo `FunnelEncoder`.
 
+A `FunnelForMaskedLM` or `FunnelForPreTraining` checkpoint also gives its pre-training head, and a
+`FunnelForMultipleChoice` (config.json `architectures`) its `classifier`: `linear_hidden` (dense,
+tanh on the encoder's first output, no decoder) is the zoo encoder's `pooler`, `linear_out` the
+scoring layer of `zoo.models.MultipleChoice` (root `choice_head`). The heads of the other
+`FunnelFor...` task models are refused, named.
+
 Reads a checkpoint directory as `save_pretrained` writes it: `config.json` and the
 weights, `model.safetensors` (through safetensors' numpy API, so no torch is needed) or,
 in repositories from before safetensors, `pytorch_model.bin`, single or sharded
@@ -24,9 +30,9 @@ reproduce Hugging Face's outputs at real tokens:
   Face's tokenizer does. With `separate_cls` the [cls] pairs carry no segment term in
   either, so only `separate_cls=False` models see the difference.
 - Hugging Face's `q_head` has no bias: the zoo's query bias is set to 0.
-- The zoo's `pooler` has no Hugging Face counterpart: it is initialised from a fixed
-  seed (truncated normal of `initializer_range`, zero bias), so a conversion is the
-  same bytes every time.
+- The zoo's `pooler` has no Hugging Face counterpart but `FunnelForMultipleChoice`'s
+  `classifier.linear_hidden`: elsewhere it is initialised from a fixed seed (truncated
+  normal of `initializer_range`, zero bias), so a conversion is the same bytes every time.
 - In training, Hugging Face's `hidden_dropout` also drops entries of its sinusoid
   tables; the zoo's `dropout` does not. Inference is unaffected.
 
@@ -45,6 +51,7 @@ from zoo.convert.errors import ConversionError
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import torch_linear
+from zoo.model_dir import CHOICE_HEAD_ROOT
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
 
@@ -269,9 +276,44 @@ def check_weights(entries, weights, source, is_dropped=lambda name: False, unexp
 
 def _head_hint(unexpected):
   if any(not name.startswith(("embeddings.", "encoder.", "decoder.")) for name in unexpected):
-    return (" (a head of a FunnelFor... task model? Only FunnelForMaskedLM's and FunnelForPreTraining's "
-            "heads are left out; convert the task model's FunnelModel or FunnelBaseModel)")
+    return (" (a head of a FunnelFor... task model? FunnelForMaskedLM's, FunnelForPreTraining's and "
+            "FunnelForMultipleChoice's heads convert (config.json architectures names the class); convert "
+            "another task model's FunnelModel or FunnelBaseModel)")
   return ""
+
+
+def is_multiple_choice(hf_config):
+  """Whether a Hugging Face config.json is a `...ForMultipleChoice` model's (its `architectures`)."""
+  return any(str(name).endswith("ForMultipleChoice") for name in hf_config.get("architectures") or ())
+
+
+def choice_head(weights, pooler, pooler_names, scorer_names, source):
+  """The scoring layer of a `...ForMultipleChoice` checkpoint, a `Dense(1)` built on `[None, D]`
+  (`zoo.models.MultipleChoice.scorer`, checkpoint root `choice_head`); the `pooler` of the zoo
+  encoder takes the head's pooler weights when `pooler_names` (weight, bias) are given.
+
+  Returns:
+    `(scorer, names used)`.
+
+  Raises:
+    ConversionError: a weight of the head missing or misshapen.
+  """
+  import tf_keras as keras
+  width = int(pooler.kernel.shape[0])
+  scorer = keras.layers.Dense(1, dtype="float32", name="logits")
+  scorer.build([None, width])
+  entries = [(scorer_names[0], scorer.kernel, torch_linear(1)), (scorer_names[1], scorer.bias, same())]
+  if pooler_names:
+    entries = [(pooler_names[0], pooler.kernel, torch_linear(1)), (pooler_names[1], pooler.bias, same()),
+               *entries]
+  names = [name for name, _, _ in entries]
+  try:
+    check_weights(entries, {name: weights[name] for name in names if name in weights}, source)
+  except ConversionError as error:
+    raise ConversionError(f"{error} (the multiple-choice head)") from None
+  for name, variable, rule in entries:
+    variable.assign(rule.to_zoo(np.asarray(weights[name], np.float32), tuple(variable.shape)))
+  return scorer, names
 
 
 def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes=()):
@@ -320,12 +362,17 @@ def initialize_deterministically(dense, stddev, seed=0):
 MASKED_LM_HEAD = "lm_head."
 DISCRIMINATOR_HEAD = "discriminator_predictions."
 PRETRAINING_HEADS = (MASKED_LM_HEAD, DISCRIMINATOR_HEAD)
+# FunnelForMultipleChoice's FunnelClassificationHead: linear_hidden (tanh), then linear_out to one score.
+CHOICE_HEAD = "classifier."
+CHOICE_POOLER = (f"{CHOICE_HEAD}linear_hidden.weight", f"{CHOICE_HEAD}linear_hidden.bias")
+CHOICE_SCORER = (f"{CHOICE_HEAD}linear_out.weight", f"{CHOICE_HEAD}linear_out.bias")
 
 
 @dataclasses.dataclass
 class ConvertedFunnel:
-  """`encoder`; `heads`, `{checkpoint root: head}`; `settings`, the config.json settings the heads
-  need (`tpu.tasks` settings of mlm and electra); `dropped`, weights left out on purpose."""
+  """`encoder`; `heads`, `{checkpoint root: head}` (`masked_lm`, `discriminator_head` or
+  `choice_head`); `settings`, the config.json settings the heads need (`tpu.tasks` settings of mlm
+  and electra); `dropped`, weights left out on purpose."""
 
   encoder: object
   heads: dict
@@ -340,13 +387,18 @@ def convert_hf_funnel(path, seq_length=512, with_decoder=None):
   encoder and its head: the masked-LM head into a `zoo.models.MaskedLMHead` without
   transform (root `masked_lm`, setting `mlm_transform: false`), the discriminator into
   the head `zoo.models.ElectraPretrainer` keeps (root `discriminator_head`, setting
-  `head_activation`, the encoder's activation).
+  `head_activation`, the encoder's activation). A `FunnelForMultipleChoice` checkpoint (so
+  named by config.json `architectures`) converts its `FunnelBaseModel` and its classifier:
+  `linear_hidden` into the encoder's `pooler`, `linear_out` into the scoring layer of
+  `zoo.models.MultipleChoice` (root `choice_head`).
   """
   hf_config = read_hf_config(path)
   weights = read_hf_weights(path)
   head_weights = {}
+  multiple_choice = is_multiple_choice(hf_config)
+  known_heads = PRETRAINING_HEADS + ((CHOICE_HEAD,) if multiple_choice else ())
   if any(name.startswith("funnel.") for name in weights):
-    head_weights = {name: value for name, value in weights.items() if name.startswith(PRETRAINING_HEADS)}
+    head_weights = {name: value for name, value in weights.items() if name.startswith(known_heads)}
     weights = {name[len("funnel."):] if name.startswith("funnel.") else name: value
                for name, value in weights.items() if name not in head_weights}
   has_decoder = any(name.startswith("decoder.") for name in weights)
@@ -368,6 +420,16 @@ def convert_hf_funnel(path, seq_length=512, with_decoder=None):
   if not with_decoder:
     dropped = sorted(name for name in head_weights)   # a head without the full-length output it reads
     heads, settings = {}, {}
+  if multiple_choice:   # reads the encoder's first output, without the decoder
+    if not head_weights:
+      raise ConversionError(f"{source}: config.json says {hf_config['architectures']}, but the checkpoint "
+                            f"has no {CHOICE_HEAD} weights (the multiple-choice head)")
+    heads[CHOICE_HEAD_ROOT], used = choice_head(head_weights, model.get_layer("pooler"), CHOICE_POOLER,
+                                                CHOICE_SCORER, source)
+    dropped = [name for name in dropped if name not in used]
+    unexpected = sorted(name for name in head_weights if name not in used)
+    if unexpected:
+      raise ConversionError(f"{source}: unexpected weight(s): {', '.join(unexpected)}")
   return ConvertedFunnel(model, heads, settings, dropped)
 
 

@@ -13,13 +13,17 @@ training runs use):
   the checkpoint's tokenizer does; written last, so a directory with a config is complete;
 - `checkpoints/ckpt-1.*` and the `checkpoint` state file: `tf.train.Checkpoint(encoder=encoder)`
   (root `zoo.model_dir.ENCODER_ROOT`; with `masked_lm=` the masked-LM head of a BERT
-  checkpoint that has one) saved by `tf.train.CheckpointManager`, which records it only
+  checkpoint that has one, `discriminator_head=` a Funnel discriminator's, `choice_head=`
+  the scoring layer of a `...ForMultipleChoice`, a `Dense(1)` on the pooled output, which
+  `tpu.train --task multiple_choice --init-checkpoint DIR` starts from) saved by
+  `tf.train.CheckpointManager`, which records it only
   once it is complete. Directories written before held the encoder under `model`; they
   still load (`zoo.model_dir.encoder_root`);
 - `vocab.txt`, copied from SRC (a SentencePiece checkpoint's pieces, and its model as
   `spiece.model`);
 - `source.json`: the format and path (or hub id and revision) converted from, the
-  checkpoint's weights left out on purpose (BERT's next-sentence head, TF1 optimizer state,
+  checkpoint roots of the heads converted beside the encoder (`heads`, when there are any),
+  the checkpoint's weights left out on purpose (BERT's next-sentence head, TF1 optimizer state,
   the heads of Funnel's pre-training models) and a Hugging Face checkpoint's `config.json`
   (`hf_config`: `python -m zoo.convert to-hf` gives back the fields the zoo does not use).
 
@@ -45,7 +49,8 @@ tf = lazy_module("tensorflow")
 class ConvertedCheckpoint:
   """What `read_checkpoint` returns: everything `write_model_dir` writes.
 
-  `heads`: `{name: layer}` saved beside the encoder (`masked_lm`, `discriminator_head`);
+  `heads`: `{name: layer}` saved beside the encoder (`masked_lm`, `discriminator_head`,
+  `choice_head`);
   `vocab`: the path of a vocabulary file, its tokens, or None; `source`: the fields of
   `source.json`; `settings`: the config.json settings its heads need (the masked-LM
   head's `mlm_transform`, their `head_activation`), which a pre-training run with
@@ -103,6 +108,8 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
   if seq_length is not None:
     options["seq_length"] = seq_length
   converted = format_.read(src, **options)
+  if converted.heads:
+    source["heads"] = sorted(converted.heads)
   converted.source = {**source, **converted.source}
   return converted
 
@@ -112,7 +119,8 @@ def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab
   """Writes a converted encoder as a model directory; returns the checkpoint prefix.
 
   `vocab`: the path of a vocabulary file, or its tokens. `heads`: `{name: layer}` saved
-  beside the encoder (`masked_lm`, as the masked-LM pre-training model names its head).
+  beside the encoder (`masked_lm`, as the masked-LM pre-training model names its head;
+  `discriminator_head`; `choice_head`, as `zoo.models.MultipleChoice` names its scoring layer).
   `sentencepiece`: the SentencePiece model (bytes), written as `spiece.model`.
   """
   model_dir = ModelDir(directory)
