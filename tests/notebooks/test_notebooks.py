@@ -58,6 +58,12 @@ CI_PARAMETERS = {
         MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
         DATA="demo", TRAIN_EXAMPLES=32, VALIDATION_EXAMPLES=32, EPOCHS=1, BATCH_SIZE=32, SEQ_LENGTH=32,
         LEARNING_RATE=1e-3),
+    # Multiple choice from scratch on a small RACE-layout set the notebook writes.
+    "06_multiple_choice_race.ipynb": dict(
+        PUBLISHED_CHECKPOINT=None,
+        MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
+        ARTICLES=16, STEPS=8, BATCH_SIZE=8, EVAL_BATCH_SIZE=16, SEQ_LENGTH=48, MAX_QA_LENGTH=16,
+        LEARNING_RATE=1e-3, WARMUP_STEPS=2, STEPS_PER_EXECUTION=4, VOCAB_SIZE=300),
 }
 # Notebooks whose install cell leaves the runtime's JAX and TensorFlow-less TPU stack alone: they
 # install requirements.txt (TensorFlow's CPU build) and keras-hub wherever they run.
