@@ -20,8 +20,10 @@ head) is `FunnelModel` (with the decoder) / `FunnelBaseModel`, or `BertModel`; a
 masked-LM run or head is `FunnelForMaskedLM` / `BertForMaskedLM`; ELECTRA is
 `FunnelForPreTraining` / `ElectraForPreTraining` (the discriminator and its head);
 `classify` and `regress` are `...ForSequenceClassification` (`num_labels`, `id2label`,
-`problem_type`), `tag` `...ForTokenClassification` and `squad`
-`...ForQuestionAnswering`. A TransformerEncoder with ALBERT's savings (factorized
+`problem_type`), `tag` `...ForTokenClassification`, `squad`
+`...ForQuestionAnswering` and `multiple_choice` (or a converted directory with a `choice_head`)
+`...ForMultipleChoice` (the pooler and the scoring layer; Funnel's `classifier.linear_hidden`
+and `linear_out`). A TransformerEncoder with ALBERT's savings (factorized
 embeddings, or every layer shared) is transformers' ALBERT (`AlbertModel`,
 `AlbertForMaskedLM`, `AlbertFor...`): one layer group when every layer is shared, else a
 group per layer, and an identity projection when the embeddings have the model width.
@@ -69,6 +71,7 @@ from zoo.convert.rules import exported
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import torch_linear
+from zoo.model_dir import CHOICE_HEAD_ROOT
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import ModelDir
@@ -82,26 +85,29 @@ HF_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"
 FUNNEL_ATTENTION_TYPES = {FACTORIZED: "factorized", SHIFT: "relative_shift"}
 # What each task's model is in transformers, per encoder family ("head": the zoo head it carries).
 TASK_HEADS = {"classify": "sequence", "regress": "sequence", "tag": "token", "squad": "span",
-              "mlm": "masked_lm", "electra": "discriminator"}
+              "mlm": "masked_lm", "electra": "discriminator", "multiple_choice": "choice"}
+# The heads that score the pooled output (the zoo's pooler travels with them).
+POOLED_HEADS = ("sequence", "choice")
 ARCHITECTURES = {
     "funnel": dict(encoder="FunnelModel", base="FunnelBaseModel", masked_lm="FunnelForMaskedLM",
                    discriminator="FunnelForPreTraining", sequence="FunnelForSequenceClassification",
-                   token="FunnelForTokenClassification", span="FunnelForQuestionAnswering"),
+                   token="FunnelForTokenClassification", span="FunnelForQuestionAnswering",
+                   choice="FunnelForMultipleChoice"),
     "transformer": dict(encoder="BertModel", masked_lm="BertForMaskedLM",
                         discriminator="ElectraForPreTraining", sequence="BertForSequenceClassification",
                         token="BertForTokenClassification",
-                        span="BertForQuestionAnswering"),
+                        span="BertForQuestionAnswering", choice="BertForMultipleChoice"),
     # A TransformerEncoder with ALBERT's savings: factorized embeddings, every layer shared.
     "albert": dict(encoder="AlbertModel", masked_lm="AlbertForMaskedLM",
                    sequence="AlbertForSequenceClassification", token="AlbertForTokenClassification",
-                   span="AlbertForQuestionAnswering"),
+                   span="AlbertForQuestionAnswering", choice="AlbertForMultipleChoice"),
 }
 # Where each class keeps its encoder ("" for the encoder classes themselves).
 PREFIXES = {"FunnelModel": "", "FunnelBaseModel": "", "BertModel": "", "ElectraForPreTraining": "electra.",
             "AlbertModel": ""}
 PIPELINE_TAGS = dict(encoder="feature-extraction", base="feature-extraction", masked_lm="fill-mask",
                      discriminator="feature-extraction", sequence="text-classification",
-                     token="token-classification", span="question-answering")
+                     token="token-classification", span="question-answering", choice="multiple-choice")
 # Fields of transformers' config.json that say nothing about the model (left out of comparisons).
 BOOKKEEPING_FIELDS = ("transformers_version", "dtype", "torch_dtype", "_name_or_path")
 HF_MAX_CHARS_PER_WORD = 100   # transformers' BertTokenizer / FunnelTokenizer WordPiece
@@ -140,6 +146,8 @@ def _head_of(settings, roots):
     return "masked_lm"
   if DISCRIMINATOR_HEAD_ROOT in roots:
     return "discriminator"
+  if CHOICE_HEAD_ROOT in roots:   # a converted ...ForMultipleChoice
+    return "choice"
   return None
 
 
@@ -224,7 +232,7 @@ def _funnel_problems(encoder, head, settings, change_pooling=False):
     problems.append(f"position_encoding={encoder.get('position_encoding')!r}: transformers' Funnel computes "
                     f"{' or '.join(FUNNEL_ATTENTION_TYPES)} relative attention only")
   decoder_layers = encoder.get("num_decoder_layers") or 0
-  if decoder_layers and head not in ("sequence",):
+  if decoder_layers and head not in POOLED_HEADS:
     sizes = encoder["block_sizes"]
     repeats = encoder.get("block_repeats") or (1,) * len(sizes)
     residual = encoder.get("decoder_residual_layer")
@@ -354,7 +362,7 @@ def plan(settings, roots=(), change_pooling=False):
     raise ConversionError("transformers cannot express this model: " + "; ".join(problems))
 
   decoder_layers = int(encoder.get("num_decoder_layers") or 0)
-  with_decoder = family == "funnel" and bool(decoder_layers) and head != "sequence"
+  with_decoder = family == "funnel" and bool(decoder_layers) and head not in POOLED_HEADS
   left_out, changed = [], []
   if family == "funnel":
     kind = head or ("encoder" if with_decoder else "base")
@@ -365,20 +373,20 @@ def plan(settings, roots=(), change_pooling=False):
                      + ". Exported as asked (--change-pooling).")
     if decoder_layers and not with_decoder:   # AutoModel (FunnelModel) then builds no untrained decoder
       hf_config["num_decoder_layers"] = 0
-    if head != "sequence":
-      left_out.append("the pooler (transformers' Funnel has none; only its sequence classifier has one)")
+    if head not in POOLED_HEADS:
+      left_out.append("the pooler (transformers' Funnel has none; only its sequence classifier and its "
+                      "multiple-choice model have one)")
     if decoder_layers and not with_decoder:
-      left_out.append(f"the {decoder_layers}-layer decoder (FunnelForSequenceClassification reads the "
-                      "encoder's output)")
+      left_out.append(f"the {decoder_layers}-layer decoder ({architecture} reads the encoder's output)")
   elif albert:
     architecture = ARCHITECTURES["albert"][head or "encoder"]
     hf_config = _albert_config(encoder)
-    if head not in (None, "sequence"):
+    if head not in (None, *POOLED_HEADS):
       left_out.append(f"the pooler ({architecture} has none)")
   else:
     architecture = ARCHITECTURES["transformer"][head or "encoder"]
     hf_config = _bert_config(encoder, "electra" if head == "discriminator" else "bert")
-    if head not in (None, "sequence"):
+    if head not in (None, *POOLED_HEADS):
       left_out.append(f"the pooler ({architecture} has none)")
   if head == "discriminator":
     left_out.append("the ELECTRA generator (transformers' pre-training class holds the discriminator)")
@@ -401,7 +409,12 @@ def _restore(plan_, settings, prefix):
   try:
     encoder = presets.build(settings["model"], **plan_.encoder)
     layers, roots = {}, {}
-    if plan_.head in ("sequence", "token", "span") and settings.get("task"):
+    if plan_.head == "choice":   # multiple-choice runs and converted ...ForMultipleChoice save both roots
+      scorer = keras.layers.Dense(1, dtype="float32", name="logits")
+      scorer.build([None, encoder.get_config()["hidden_size"]])
+      roots.update({encoder_root(prefix): encoder, CHOICE_HEAD_ROOT: scorer})
+      layers["output"] = scorer
+    elif plan_.head in ("sequence", "token", "span") and settings.get("task"):
       num_classes = int(settings.get("num_classes") or 1)
       task_model = {"sequence": lambda: models.SequenceClassifier(encoder, num_classes=num_classes),
                     "token": lambda: models.TokenClassifier(encoder, num_classes=num_classes),
@@ -442,7 +455,7 @@ def _entries(plan_, encoder, layers):
   is_albert = plan_.hf_config["model_type"] == "albert"
   if is_albert:
     base = albert.encoder_entries(encoder)
-    if plan_.head in (None, "sequence"):
+    if plan_.head in (None, *POOLED_HEADS):
       base += albert.pooler_entries(encoder)
     prefix = PREFIXES.get(plan_.architecture, albert.PREFIX)
   elif plan_.family == "funnel":
@@ -454,19 +467,19 @@ def _entries(plan_, encoder, layers):
     prefix = PREFIXES.get(plan_.architecture, "funnel.")
   else:
     base = bert.encoder_entries(encoder, "hf")
-    if plan_.head in (None, "sequence"):
+    if plan_.head in (None, *POOLED_HEADS):
       base += bert.pooler_entries(encoder, "hf")
     prefix = PREFIXES.get(plan_.architecture, "bert.")
   entries = [(prefix + name, variable, rule) for name, variable, rule in base]
   linear = torch_linear(1)
   head = plan_.head
-  if head == "sequence" and plan_.family == "funnel":
+  if head in POOLED_HEADS and plan_.family == "funnel":
     pooler = encoder.get_layer("pooler")
     entries += [("classifier.linear_hidden.weight", pooler.kernel, linear),
                 ("classifier.linear_hidden.bias", pooler.bias, same()),
                 ("classifier.linear_out.weight", layers["output"].kernel, linear),
                 ("classifier.linear_out.bias", layers["output"].bias, same())]
-  elif head in ("sequence", "token"):
+  elif head in ("sequence", "token", "choice"):
     entries += [("classifier.weight", layers["output"].kernel, linear),
                 ("classifier.bias", layers["output"].bias, same())]
   elif head == "span":
@@ -675,13 +688,21 @@ def _model_card(model_dir, settings, plan_, dtype, command):
     lines += ["## Evaluation", "", "The run wrote no evaluation results (`eval_results.json`).", ""]
   auto = {"encoder": "AutoModel", "base": "AutoModel", "masked_lm": "AutoModelForMaskedLM",
           "discriminator": "AutoModelForPreTraining", "sequence": "AutoModelForSequenceClassification",
-          "token": "AutoModelForTokenClassification", "span": "AutoModelForQuestionAnswering"}
+          "token": "AutoModelForTokenClassification", "span": "AutoModelForQuestionAnswering",
+          "choice": "AutoModelForMultipleChoice"}
   kind = plan_.head or ("encoder" if plan_.with_decoder or plan_.family != "funnel" else "base")
   length = settings.get("seq_length")
   lines += ["## Use", "", "```python", f"from transformers import AutoTokenizer, {auto[kind]}",
             "tokenizer = AutoTokenizer.from_pretrained(PATH)", f"model = {auto[kind]}.from_pretrained(PATH)",
             f'inputs = tokenizer(["..."], padding="max_length", max_length={length}, '
             'truncation=True, return_tensors="pt")', "outputs = model(**inputs)", "```", ""]
+  if plan_.head == "choice":
+    lines += ["Each option is its own text pair: give the model `input_ids` `[batch, options, length]` "
+              "(encode the pairs of every option, then reshape); `outputs.logits` `[batch, options]` scores "
+              "the options."
+              + (f" The run laid its pairs out {settings['choice_layout']} and kept the last "
+                 f"{settings.get('max_qa_length')} tokens of the question with an option."
+                 if settings.get("choice_layout") else ""), ""]
   if plan_.head == "span":
     lines += ["transformers 5 has no `question-answering` pipeline: the answer is the span between the "
               "argmax of `outputs.start_logits` and of `outputs.end_logits` over the context's tokens.", ""]

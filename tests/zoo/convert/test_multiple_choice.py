@@ -6,6 +6,7 @@ directory fine-tuned and served by `tpu.train`, and multiple-choice runs written
 Tiny random-weight models (width 32, 2 heads, 1-2 layers), eval mode: no dropout."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -127,6 +128,16 @@ def test_a_multiple_choice_model_converts_with_its_head(family, spiece, tmp_path
   assert difference < TOLERANCE
   assert np.std(expected) > 0.05   # the options score differently: the comparison is not vacuous
 
+  # And back: to-hf writes the same class with the same tensors, name for name.
+  from safetensors.numpy import load_file
+
+  from zoo.convert.to_hf import to_hf
+  assert to_hf(out, str(tmp_path / "back")).architecture == MODEL_CLASSES[family].__name__
+  before = load_file(str(tmp_path / "hf" / "model.safetensors"))
+  after = load_file(str(tmp_path / "back" / "model.safetensors"))
+  assert sorted(after) == sorted(before)
+  assert [name for name in before if not np.array_equal(after[name], before[name])] == []
+
 
 def test_heads_of_other_task_models_are_refused_by_name(tmp_path):
   from zoo.convert.bert import convert_hf_bert
@@ -145,3 +156,128 @@ def test_heads_of_other_task_models_are_refused_by_name(tmp_path):
   with pytest.raises(ConversionError, match=r"unexpected weight\(s\): classifier.linear_hidden.bias.*"
                                             r"FunnelForMultipleChoice's heads convert"):
     convert_hf_funnel(str(tmp_path / "funnel"), seq_length=LENGTH)
+
+
+@pytest.fixture(scope="module")
+def race(tmp_path_factory):
+  """A tiny RACE folder (`race:DIR`): 6 training articles and 2 for validation, 2 questions each."""
+  from tests.tpu.tasks.choices_data import colour_articles
+  from tests.tpu.tasks.choices_data import write_race
+  articles = colour_articles(8, seed=3)
+  return write_race(tmp_path_factory.mktemp("race") / "RACE", dict(train=articles[:6], dev=articles[6:]))
+
+
+def race_examples(root, split="dev"):
+  """(contexts, questions, options) of a RACE folder's split, one row per question."""
+  rows = []
+  for level in ("middle", "high"):
+    folder = os.path.join(root, split, level)
+    for name in sorted(os.listdir(folder)):
+      with open(os.path.join(folder, name), encoding="utf-8") as file:
+        article = json.load(file)
+      rows += [(article["article"], question, options)
+               for question, options in zip(article["questions"], article["options"], strict=True)]
+  return [list(column) for column in zip(*rows, strict=True)]
+
+
+def encoded_choices(model_dir, contexts, questions, options):
+  """The run's own `[B, N, T]` features of the examples (`tpu.tasks.multiple_choice.encode_choices`)."""
+  from tpu.tasks.multiple_choice import encode_choices
+  from zoo.text import TextEncoder
+  config = TrainConfig.from_model_dir(model_dir)
+  text = TextEncoder(ModelDir(model_dir).read_vocab(), seq_length=config.seq_length,
+                     **config.text_encoder_args())
+  features = encode_choices(text, tf.constant(contexts), tf.constant(questions), tf.constant(options),
+                            config.max_qa_length, config.choice_layout)
+  return {name: value.numpy() for name, value in features.items()}
+
+
+def hf_features(family, features):
+  """The features as transformers' model takes them: a Funnel's [CLS] has token type 2 there (the zoo's
+  Funnel gives the first token segment 2 whatever its type)."""
+  features = {name: value.copy() for name, value in features.items()}
+  if family == "funnel":
+    features["input_type_ids"][..., 0] = 2
+  return features
+
+
+RUNS = dict(
+    funnel=dict(),
+    bert=dict(model="bert_small", model_overrides=dict(hidden_size=32, num_heads=2, intermediate_size=64,
+                                                       num_layers=2)),
+    albert=dict(model="albert_base", model_overrides=dict(hidden_size=32, num_heads=2, intermediate_size=64,
+                                                          num_layers=2, embedding_width=16)),
+)
+AUTO_CLASSES = dict(funnel="FunnelForMultipleChoice", bert="BertForMultipleChoice",
+                    albert="AlbertForMultipleChoice")
+
+
+def perturbed(run, scale=0.1):
+  """The run's task model, its weights moved by noise of `scale` and saved as the run's next checkpoint
+  under the trainer's roots (a tiny model two steps from its initialisation scores every option of an
+  example alike: with the noise, a wrong weight shows)."""
+  from tpu.tasks.registry import build_model
+  model_dir = ModelDir(run)
+  chooser = build_model(TrainConfig.from_model_dir(run))
+  roots = dict(model=chooser, **chooser.checkpoint_items)
+  prefix = model_dir.latest_checkpoint()
+  tf.train.Checkpoint(**roots).read(prefix).expect_partial().assert_existing_objects_matched()
+  rng = np.random.default_rng(0)
+  for variable in chooser.trainable_weights:
+    variable.assign_add(rng.normal(0, scale, variable.shape).astype(np.float32))
+  step = int(prefix.rsplit("-", 1)[1])
+  tf.train.CheckpointManager(tf.train.Checkpoint(**roots), model_dir.checkpoint_dir, max_to_keep=None).save(
+      checkpoint_number=step + 1)
+  return chooser
+
+
+@pytest.mark.parametrize("family", fast_or_slow(["funnel", "bert", "albert"], fast=("funnel",)))
+def test_a_multiple_choice_run_goes_to_transformers(family, race, tmp_path):
+  from tests.tpu.tasks.losses import tiny_config
+  from tpu import train
+  from zoo.convert.to_hf import to_hf
+  config = tiny_config(tmp_path / "run", task="multiple_choice", data=f"race:{race}", steps=2, batch_size=4,
+                       eval_batch_size=4, seq_length=32, max_qa_length=12, **RUNS[family])
+  train.run(config)
+  run = str(tmp_path / "run")
+  chooser = perturbed(run)
+  plan = to_hf(run, str(tmp_path / "hf"))
+  assert plan.architecture == AUTO_CLASSES[family]
+  model = transformers.AutoModelForMultipleChoice.from_pretrained(str(tmp_path / "hf")).eval()
+  assert type(model).__name__ == AUTO_CLASSES[family]
+
+  features = encoded_choices(run, *race_examples(race))
+  scores = chooser(features, training=False).numpy()
+  logits = hf_logits(model, hf_features(family, features))
+  assert scores.shape == logits.shape == (4, 4)
+  difference = float(np.abs(scores - logits).max())
+  print(f"{family} multiple_choice run -> {AUTO_CLASSES[family]}: logits max |diff| {difference:.2e}")
+  assert difference < TOLERANCE
+  # Not vacuous: the options of every example score apart by far more than the tolerance.
+  assert np.ptp(logits, axis=-1).min() > 100 * TOLERANCE, logits
+
+
+@pytest.mark.slow
+def test_a_converted_multiple_choice_model_fine_tunes_and_serves_transformers_scores(race, tmp_path):
+  """hf-bert on a BertForMultipleChoice, then `tpu.train --task multiple_choice --init-checkpoint DIR` for
+  one step at a learning rate of 1e-9: the run starts from the encoder and the choice head, and its
+  SavedModel scores raw text as transformers scores the same token ids."""
+  from tpu import train
+  model = hf_choice_model(tmp_path / "hf", "bert")
+  converted = str(tmp_path / "converted")
+  assert main(["hf-bert", str(tmp_path / "hf"), "--out", converted, "--seq-length", str(LENGTH)]) == 0
+  config = TrainConfig(model_dir=str(tmp_path / "run"), task="multiple_choice", data=f"race:{race}",
+                       init_checkpoint=converted, steps=1, batch_size=4, eval_batch_size=4, seq_length=32,
+                       max_qa_length=12, learning_rate=1e-9, warmup_steps=0, checkpoint_every=1, export=True)
+  results = train.run(config)
+  contexts, questions, options = race_examples(race)
+  serve = tf.saved_model.load(results["export"]).signatures["serving_default"]
+  scores = serve(context=tf.constant(contexts), question=tf.constant(questions),
+                 options=tf.constant(options))["scores"].numpy()
+  logits = hf_logits(model, encoded_choices(str(tmp_path / "run"), contexts, questions, options))
+  assert scores.shape == logits.shape == (4, 4)
+  difference = float(np.abs(scores - logits).max())
+  print(f"BertForMultipleChoice -> hf-bert -> tpu.train (1 step) -> SavedModel: scores max |diff| "
+        f"{difference:.2e}")
+  assert difference < 1e-4
+  assert np.ptp(logits, axis=-1).min() > 100 * 1e-4, logits
