@@ -62,6 +62,7 @@ import sys
 
 from tpu.data.chunk_plan import CHUNK_MB
 from tpu.data.corpus_reading import DOCUMENTS
+from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
 
@@ -96,6 +97,10 @@ def parser():
                  help="what separates documents in the files: a blank line (default, BERT's format) or the "
                       "end of each line (one document per line, as the text: source reads files); part of "
                       "the output's definition")
+  p.add_argument("--retry-seconds", type=float, default=RETRY_SECONDS, metavar="S",
+                 help="seconds each step (in this process or a Beam worker) retries transient storage "
+                      "errors (gs:// unavailable, timeouts), with doubling waits of up to a minute, before "
+                      f"the run stops with its work kept (default {RETRY_SECONDS:g})")
   p.add_argument("--overwrite", action="store_true",
                  help="replace output that was made with other settings (default: refuse it)")
   p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -123,14 +128,15 @@ def main(argv=None):
                                  runner=args.runner, pipeline_args=beam_args, lower_case=args.lower_case,
                                  compress=args.compress, text_key=args.text_key, split=args.split,
                                  data_dir=args.data_dir, chunk_mb=args.chunk_mb, documents=args.documents,
-                                 overwrite=args.overwrite)
+                                 overwrite=args.overwrite, retry_seconds=args.retry_seconds)
     else:
       from tpu.data.shard_writer import write_pretraining_data
       metadata = write_pretraining_data(args.input, args.vocab, args.seq_length, args.out, args.shards,
                                         lower_case=args.lower_case, compress=args.compress,
                                         text_key=args.text_key, split=args.split, data_dir=args.data_dir,
                                         progress=args.progress, chunk_mb=args.chunk_mb,
-                                        documents=args.documents, overwrite=args.overwrite)
+                                        documents=args.documents, overwrite=args.overwrite,
+                                        retry_seconds=args.retry_seconds)
   except CorpusError as error:
     print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
     return 2

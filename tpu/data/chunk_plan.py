@@ -19,6 +19,7 @@ import sys
 from tpu.data import corpus_reading
 from tpu.data import tfds_datasets
 from tpu.data.records import METADATA_FILE
+from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import SHARD_PREFIX
 from tpu.data.records import CorpusError
 from tpu.data.records import input_files
@@ -59,6 +60,7 @@ class Plan:
   chunks: list         # per chunk, its pieces [[path, start, end], ...] (a TFDS corpus: [[shard]])
   tfds: dict = None    # name, text_key, split, data_dir of a `tfds:` corpus
   documents: str = "blank-line"   # `corpus_reading.DOCUMENTS`
+  retry_seconds: float = RETRY_SECONDS   # how long a step retries transient errors (`records.retrying`)
 
   @property
   def work(self):
@@ -89,6 +91,12 @@ class Plan:
 
   def corpus_bytes(self):
     return sum(size for _, size, _ in self.files) if self.files is not None else None
+
+  def chunk_where(self, index):
+    """The pieces of chunk `index`, as 'path[start:end], ...' (a TFDS chunk: its split's file shard)."""
+    if self.tfds:
+      return f"{self.inputs[0]} {self.tfds['split']}[{self.chunks[index][0]}shard]"
+    return ", ".join(f"{path}[{start}:{end}]" for path, start, end in self.chunks[index])
 
   def where(self):
     sources = [path for path, _, _ in self.files] if self.files is not None else self.inputs
@@ -175,7 +183,8 @@ def _remove_temporaries(folder):
 
 
 def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False, text_key="text",
-             split="train", data_dir=None, chunk_mb=CHUNK_MB, documents="blank-line", overwrite=False):
+             split="train", data_dir=None, chunk_mb=CHUNK_MB, documents="blank-line", overwrite=False,
+             retry_seconds=RETRY_SECONDS):
   """Checks the flags and the output folder; returns `(plan, metadata)`, metadata if it is complete already.
 
   Creates the output and work folders and `plan.json`; removes stale temporary files;
@@ -205,7 +214,8 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
     chunks, tfds = corpus_reading.chunk_pieces(files, chunk_bytes), None
   plan = Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
               vocab=encoder.vocab, lower_case=encoder.lower_case, tokenizer=tokenizer_settings(encoder),
-              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds, documents=documents)
+              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds, documents=documents,
+              retry_seconds=retry_seconds)
 
   tf.io.gfile.makedirs(out)
   metadata_path = os.path.join(out, METADATA_FILE)
