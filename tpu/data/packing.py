@@ -6,7 +6,9 @@ tokens with `[SEP]` between documents, cut into examples of T ids; only the chun
 example can be shorter. The examples are written to the chunk's TFRecord file in the work
 folder grouped by their number j modulo N (the shards), with the group sizes, byte
 offsets and token counts in an index (`chunk-NNNNN.json`) written after it: a chunk counts
-as packed once its index exists.
+as packed once its index exists. The index also records the chunk's pieces and, per piece,
+the SHA-256 of the bytes its lines depend on (`corpus_reading.piece_fingerprint`), so a
+rerun on a corpus changed elsewhere keeps it (`tpu.data.chunk_plan`).
 """
 
 import json
@@ -180,9 +182,21 @@ def pack_chunk(plan, index, bar=None):
         position += len(record) + 16
   chunk = dict(chunk=index, documents=counter["documents"], examples=count,
                counts=[len(group) for group in groups], full_examples=full.tolist(), tokens=tokens.tolist(),
-               starts=starts)
+               starts=starts, **fingerprints(plan, index))
   write_atomically(plan.chunk_path(index, "json"), json.dumps(chunk) + "\n")
   return chunk
+
+
+def fingerprints(plan, index):
+  """`pieces` and `fingerprints` of chunk `index` of a file corpus (`corpus_reading.piece_fingerprint`, one
+  per piece): what a rerun on a changed corpus compares to keep the chunk (`chunk_plan`); none for TFDS."""
+  if plan.tfds:
+    return {}
+  sizes = {path: size for path, size, _ in plan.files}
+  pieces = plan.chunks[index]
+  return dict(pieces=pieces, fingerprints=[
+      corpus_reading.piece_fingerprint(path, start, end, sizes[path], plan.chunk_bytes)
+      for path, start, end in pieces])
 
 
 def packed_chunk(plan, index):

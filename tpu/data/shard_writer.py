@@ -24,10 +24,13 @@ with their sizes and modification times) until the run ends; `metadata.json` kee
 files too. A chunk counts as packed once its index exists (written after its records), a
 shard once its file exists (renamed into place complete), so a rerun of an interrupted
 run with the same command keeps both, reports on stderr what it kept, and does the rest.
-Output made with other settings, or of a corpus whose files changed since (a file added,
-removed, or of another size or modification time; on gs:// the modification time is the
-object's update time, new with every generation), is refused with the differences named
-(`tpu.data.chunk_plan`); `--overwrite` replaces it. Temporary files of killed runs are
+Output made with other settings, or a finished output of a corpus whose files changed
+since (a file added, removed, or of another size or modification time; on gs:// the
+modification time is the object's update time, new with every generation), is refused
+with the differences named (`tpu.data.chunk_plan`); `--overwrite` replaces it. An
+interrupted run of a corpus changed since (a bad line fixed) keeps the packed chunks
+whose bytes did not change (each records a fingerprint of them), repacks the others and
+rewrites every shard, to the bytes of a fresh run. Temporary files of killed runs are
 removed when a run starts, and a finished run leaves none, nor the work folder. Every
 file is written through `zoo.model_dir`'s atomic writers.
 

@@ -223,6 +223,14 @@ def test_the_reader_follows_the_rule_on_random_layouts(tmp_path):
         lines = list(corpus_reading.piece_lines(str(path), start, end, len(data), documents, chunk_bytes))
         begin, stop = _cut(data, start, chunk_bytes, documents), _cut(data, end, chunk_bytes, documents)
         assert lines == list(_segments(data, begin, stop, chunk_bytes, documents)), (trial, documents, start)
+        if trial % 8 == 0:   # bytes outside the piece's span, replaced, change none of its lines
+          low, high = corpus_reading.piece_span(start, end, len(data), chunk_bytes)
+          filler = _random_layout(rng) + b"words\n\n"
+          other = filler * (len(data) // len(filler) + 1)
+          changed = tmp_path / f"{trial}-changed.txt"
+          changed.write_bytes(other[:low] + data[low:high] + other[:len(data) - high])
+          assert list(corpus_reading.piece_lines(str(changed), start, end, len(data), documents,
+                                                 chunk_bytes)) == lines, (trial, documents, start)
 
 
 @pytest.fixture(scope="module")
@@ -369,8 +377,8 @@ def test_output_of_other_settings_is_refused_and_overwrite_replaces_it(corpus, t
 
 def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_path, capsys):
   """Each corpus file's size and modification time are recorded (plan.json, metadata.json): an
-  in-place edit that keeps a file's size, an added or a removed file is refused naming it, for an
-  interrupted run and a finished one alike; --overwrite redoes the work."""
+  in-place edit that keeps a file's size, an added or a removed file is refused naming it for a
+  finished run (an interrupted one keeps what did not change); --overwrite redoes the work."""
   vocab = str(corpus / "wordpiece.vocab")
   folder = tmp_path / "corpus"
   folder.mkdir()
@@ -385,14 +393,17 @@ def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_pa
     path.write_bytes(bytes(data))
     os.utime(path, ns=(modified + 10**9, modified + 10**9))
 
-  # An interrupted run (its plan written, nothing finished), then a.txt edited in place.
+  # An interrupted run (its plan written, nothing packed), then a.txt edited in place: the rerun names the
+  # change and goes on with the new files (what it keeps of packed chunks: the test after this one).
   chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
   edit_in_place(folder / "a.txt")
-  with pytest.raises(CorpusError, match=r"an interrupted run of a corpus that has changed since "
-                                        r"\(1 file\(s\) changed: \S+/a.txt \(the same size, modified since"):
-    chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
-  plan, _ = chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2, overwrite=True)
-  assert [os.path.basename(path) for path, _, _ in plan.files] == ["a.txt", "d.txt"]
+  capsys.readouterr()
+  plan, _ = chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
+  assert re.search(r"the corpus changed since the interrupted run in \S+ \(1 file\(s\) changed: \S+/a.txt "
+                   r"\(the same size, modified since .*\): keeping 0 of 0 packed chunks",
+                   capsys.readouterr().err)
+  recorded = json.loads((tmp_path / "cut" / chunk_plan.WORK_FOLDER / chunk_plan.PLAN_FILE).read_text())
+  assert recorded["files"] == plan.files
 
   # A finished run records its files; a file added, removed or changed since is named, never
   # "complete already".
@@ -425,6 +436,40 @@ def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_pa
   path.write_text(json.dumps(recorded))
   with pytest.raises(CorpusError, match=r"metadata.json records no corpus files .*: use --overwrite"):
     shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
+
+
+@pytest.mark.parametrize("fix", [b"e", b"\xc3\xa9 and more words"])
+def test_fixing_a_bad_line_keeps_the_chunks_whose_bytes_did_not_change(corpus, tmp_path, capsys, fix):
+  """A byte that is not UTF-8 in a late chunk stops the run; once it is fixed (in place, or with text of
+  another length), the rerun keeps the packed chunks whose bytes (up to 2 S + 1 past their end: the
+  rule's look-ahead) are the same, says so, repacks the rest, discards shards of the old corpus, and
+  writes what a fresh run on the fixed corpus writes."""
+  vocab = str(corpus / "wordpiece.vocab")
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  data = (corpus / "a.txt").read_bytes() + b"\n" + (corpus / "d.txt").read_bytes()
+  chunk_bytes = 20000
+  bad = data.index(b" ", int(len(data) * 0.85))
+  (folder / "text.txt").write_bytes(data[:bad] + b"\xff" + data[bad + 1:])
+
+  def run(out):
+    return shard_writer.write_pretraining_data([str(folder / "text.txt")], vocab, T, str(out), 2,
+                                               chunk_mb=chunk_bytes / 1e6, progress=False)
+  with pytest.raises(CorpusError, match=r"text.txt:\d+: not UTF-8"):
+    run(tmp_path / "out")
+  packed = bad // chunk_bytes
+  leftover = tmp_path / "out" / shard_name(0, 2, False)
+  leftover.write_bytes(b"a shard of an interrupted run")
+  (folder / "text.txt").write_bytes(data[:bad] + fix + data[bad + 1:])
+  capsys.readouterr()
+  fixed = run(tmp_path / "out")
+  kept = sum((index + 1) * chunk_bytes + 2 * chunk_bytes + 1 <= bad for index in range(packed))
+  assert kept >= 4
+  assert re.search(rf"changed: \S+text.txt .*: keeping {kept} of {packed} packed chunks whose bytes did not "
+                   rf"change; repacking {fixed['chunks'] - kept} of {fixed['chunks']} chunks and discarding "
+                   r"1 shards", capsys.readouterr().err)
+  assert run(tmp_path / "fresh") == fixed
+  assert _contents(tmp_path / "out") == _contents(tmp_path / "fresh")
 
 
 class _FlakyStorage:
