@@ -11,6 +11,7 @@ the SHA-256 of the bytes its lines depend on (`corpus_reading.piece_fingerprint`
 rerun on a corpus changed elsewhere keeps it (`tpu.data.chunk_plan`).
 """
 
+import atexit
 import json
 import threading
 
@@ -53,34 +54,74 @@ def encoder_of(plan):
 
 
 class _Packer:
-  """The packing pipeline of one plan's tokenizer and T, built once per process and run once per chunk.
+  """The packing pipeline of one plan's tokenizer and T: built once per process, with ONE iterator that
+  packs chunk after chunk (`documents.concatenate_streams`, each chunk one stream).
 
-  Building the `tf.data` pipeline traces the tokenizer (about a second); creating an
-  iterator of the built one does not trace again, so each chunk only restarts it on its own
-  lines, which still costs about 0.17 CPU-s a chunk (BENCHMARKS.md section 10).
+  Building the `tf.data` pipeline traces the tokenizer (about a second), and creating an
+  iterator of it costs about 0.17 CPU-s more, so neither is done per chunk: a chunk's lines
+  are handed to the iterator's generator through a queue, as batches and then its end, and
+  the chunk's examples come out as one output per batch, the last one marked final.
   """
 
   def __init__(self, plan):
     import tensorflow as tf
     encoder = encoder_of(plan)
-    self.lines = None
+    self.feed = None
+    self.iterator = None
     # Batches of lines come from Python (from_generator costs about 150 µs an element).
-    texts = tf.data.Dataset.from_generator(lambda: _batches(self.lines), output_signature=(
-        tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)))
-    ids = texts.map(lambda numbers, batch: _by_document(numbers, encoder.tokenize(batch)))
-    examples = documents.concatenate(ids.unbatch(), plan.seq_length, cls_id=encoder.cls_id,
-                                     sep_id=encoder.sep_id, pad_id=encoder.pad_id)
-    self.dataset = examples.batch(BATCH_LINES).prefetch(2)
+    texts = tf.data.Dataset.from_generator(lambda: _fed(self.feed), output_signature=(
+        tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.bool)))
+    ids = texts.map(lambda numbers, batch, final: (*_by_document(numbers, encoder.tokenize(batch)), final))
+    self.dataset = documents.concatenate_streams(ids, plan.seq_length, cls_id=encoder.cls_id,
+                                                 sep_id=encoder.sep_id, pad_id=encoder.pad_id).prefetch(2)
     self.lock = threading.Lock()
 
   def examples(self, lines):
-    """Batches of the examples packed from `(document, line)` pairs (one run at a time per process)."""
+    """Batches of the examples packed from `(document, line)` pairs (one chunk at a time per process)."""
+    import queue
     with self.lock:
-      self.lines = lines
+      if self.iterator is None:
+        self.feed = queue.Queue()
+        self.iterator = self.dataset.as_numpy_iterator()
+      stop = threading.Event()
+      self.feed.put((lines, stop))
+      ended = False
       try:
-        yield from self.dataset.as_numpy_iterator()
+        for features, final in self.iterator:
+          if len(features["input_word_ids"]):
+            yield features
+          if final:
+            ended = True
+            return
       finally:
-        self.lines = None
+        if not ended:   # left early (an error of the caller's, or of the pipeline): start afresh next time
+          stop.set()
+          self._close()
+
+  def _close(self):
+    """Ends the iterator's generator (so no thread of it waits on the queue) and drops the iterator."""
+    if self.feed is not None:
+      self.feed.put(None)
+    self.feed, self.iterator = None, None
+
+
+def _fed(feed):
+  """The pipeline's input: for each chunk put in `feed`, its line batches, then its end (an empty final
+  batch) and an empty batch; None ends it. A chunk whose `stop` is set yields no more of its lines."""
+  import numpy as np
+  while True:
+    item = feed.get()
+    if item is None:
+      return
+    lines, stop = item
+    for numbers, texts in _batches(lines):
+      if stop.is_set():
+        break
+      yield numbers, texts, False
+    yield np.zeros([0], np.int64), np.array([], object), True
+    # An empty batch after the end: `from_generator` asks for one element past the one it gives (the
+    # end), and this one is ready, so the end comes out before the next chunk is put in.
+    yield np.zeros([0], np.int64), np.array([], object), False
 
 
 def _batches(lines):
@@ -120,6 +161,8 @@ def _packer(plan):
   key = (vocab_checksum(plan.vocab), plan.lower_case, json.dumps(plan.tokenizer, sort_keys=True),
          plan.seq_length)
   if key not in _PACKERS:
+    if not _PACKERS:
+      atexit.register(lambda: [packer._close() for packer in _PACKERS.values()])
     _PACKERS[key] = _Packer(plan)
   return _PACKERS[key]
 
