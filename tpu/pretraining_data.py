@@ -47,9 +47,14 @@ and special tokens (a Funnel checkpoint's `<cls>`, `<sep>`, ... and [CLS] token 
 
 Resume: an interrupted run (killed, preempted) rerun with the same command keeps the
 chunks it packed and the shards it completed, says so on stderr and does the rest; the
-result is byte for byte that of an uninterrupted run. Output made with other settings
-(vocabulary, casing, sequence length, shards, compression, chunk size, input) is refused
-with the differences named; `--overwrite` replaces it. Temporary files of killed runs
+result is byte for byte that of an uninterrupted run. When corpus files changed since
+(a bad line fixed), the rerun keeps the packed chunks whose bytes did not change (each
+records a SHA-256 of the bytes it depends on), repacks the rest and rewrites the shards,
+as a fresh run would. Output made with other settings (vocabulary, casing, sequence
+length, shards, compression, chunk size, input), or finished from a corpus that changed
+since, is refused with the differences named; `--overwrite` replaces it. Transient
+storage errors are retried by every step, Beam's workers' too, for `--retry-seconds`;
+then the run stops with one message naming the file, its work kept. Temporary files of killed runs
 are removed, and a finished run leaves none. The corpus is streamed: memory stays flat
 whatever its size. The training job reads the output with
 `--data tfrecord:DIR/*.tfrecord` (core TensorFlow ops only, so it runs on TPU pod hosts).

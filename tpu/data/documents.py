@@ -12,6 +12,9 @@ tokens of consecutive documents are concatenated with `[SEP]` between two docume
 shorter (padded with `[PAD]`). Every token lands in an example, in order; a long
 document spans several.
 
+`concatenate` packs one finite stream; `concatenate_streams` packs streams one after
+another with the same step, one output per batch of input, so one iterator serves them.
+
 Input: a dataset of `(document, ids)` pairs, `document` an int64 index that changes
 from one document to the next and `ids` an int `[n]` vector: one pair per document,
 or several (a document's lines, say) with the same index.

@@ -1,7 +1,9 @@
 """Packing of the shard writer: each chunk's documents into examples, kept in a packed-chunk file.
 
 A chunk's documents (`tpu.data.corpus_reading`) are tokenized and packed by the one
-packing rule (`tpu.data.documents.concatenate`, as the training pipeline does): their
+packing rule (`tpu.data.documents`: its step, as `concatenate` applies it in the
+training pipeline; here `concatenate_streams`, a chunk one stream, through one
+long-lived iterator per process that packs chunk after chunk): their
 tokens with `[SEP]` between documents, cut into examples of T ids; only the chunk's last
 example can be shorter. The examples are written to the chunk's TFRecord file in the work
 folder grouped by their number j modulo N (the shards), with the group sizes, byte

@@ -160,7 +160,8 @@ class LocalEngine:
                                         f"packing chunk {index} ({plan.chunk_where(index)})",
                                         plan.retry_seconds))
     except CorpusError as error:   # a fault of the corpus: the chunks packed before it stay
-      kept = f"({len(chunks)} chunk(s) packed before it are kept in {plan.work})"
+      kept = (f"({len(chunks)} chunk(s) packed before it are kept in {plan.work}; fix it and rerun the same "
+              "command: those whose bytes the fix leaves alone are kept)")
       raise CorpusError(f"{error} {kept}") from None
     finally:
       if bar is not None:
