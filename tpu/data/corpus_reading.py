@@ -130,7 +130,7 @@ def piece_fingerprint(path, start, end, size, chunk_bytes):
   import tensorflow as tf
   low, high = piece_span(start, end, size, chunk_bytes)
   digest = hashlib.sha256(f"{low} {high} {size if high >= size else ''}\n".encode())
-  block = block_bytes(chunk_bytes)
+  block = BLOCK_BYTES   # one sequential pass: large reads, few requests
   try:
     with tf.io.gfile.GFile(path, "rb") as file:
       file.seek(low)
