@@ -28,6 +28,8 @@ from zoo.model_dir import write_atomically
 # up to `corpus_reading.MAX_LINE_BYTES` long).
 BATCH_LINES = 2048
 BATCH_BYTES = 1 << 20
+# How long the packing pipeline's input waits for the next chunk before it passes an empty batch on.
+IDLE_SECONDS = 0.05
 
 
 def chunk_lines(plan, index):
@@ -109,10 +111,18 @@ class _Packer:
 
 def _fed(feed):
   """The pipeline's input: for each chunk put in `feed`, its line batches, then its end (an empty final
-  batch) and an empty batch; None ends it. A chunk whose `stop` is set yields no more of its lines."""
+  batch) and an empty batch; None ends it. A chunk whose `stop` is set yields no more of its lines.
+  While no chunk comes, an empty batch every `IDLE_SECONDS` (until the prefetch buffer is full), so the
+  pipeline never holds a chunk's end waiting for input, however far it reads ahead."""
+  import queue
+
   import numpy as np
   while True:
-    item = feed.get()
+    try:
+      item = feed.get(timeout=IDLE_SECONDS)
+    except queue.Empty:   # waiting for a chunk: an empty batch, so no end waits behind a read-ahead
+      yield np.zeros([0], np.int64), np.array([], object), False
+      continue
     if item is None:
       return
     lines, stop = item
