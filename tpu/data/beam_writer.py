@@ -132,9 +132,11 @@ def raise_failures(plan):
   """Raises the first error a worker's step left in the work folder (chunks first, in order), naming how many
   more there were; removes them all (the work finished is kept for a rerun)."""
   import tensorflow as tf
-  names = sorted(name for name in chunk_plan.listing(plan.work) if name.endswith(".error"))
+  work = chunk_plan.listing(plan.work)
+  names = sorted(name for name in work if name.endswith(".error"))
   if not names:
     return
+  packed = sum(os.path.basename(plan.chunk_path(index, "json")) in work for index in range(len(plan.chunks)))
   failures = []
   for name in names:
     path = os.path.join(plan.work, name)
@@ -150,8 +152,11 @@ def raise_failures(plan):
     retrying(lambda path=path: tf.io.gfile.remove(path), f"removing {path}", plan.retry_seconds)
   first = failures[0]
   more = f" ({len(failures) - 1} other step(s) failed too)" if len(failures) > 1 else ""
-  kind = StorageUnavailable if first["kind"] == "StorageUnavailable" else CorpusError
-  raise kind(first["message"] + more)
+  if first["kind"] == "StorageUnavailable":
+    raise StorageUnavailable(first["message"] + more)
+  raise CorpusError(f"{first['message']}{more} ({packed} of {len(plan.chunks)} chunks packed are kept in "
+                    f"{plan.work}; fix it and rerun the same command: those whose bytes the fix leaves alone "
+                    "are kept)")
 
 
 def _project_on_pythonpath():
