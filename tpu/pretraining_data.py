@@ -47,9 +47,14 @@ and special tokens (a Funnel checkpoint's `<cls>`, `<sep>`, ... and [CLS] token 
 
 Resume: an interrupted run (killed, preempted) rerun with the same command keeps the
 chunks it packed and the shards it completed, says so on stderr and does the rest; the
-result is byte for byte that of an uninterrupted run. Output made with other settings
-(vocabulary, casing, sequence length, shards, compression, chunk size, input) is refused
-with the differences named; `--overwrite` replaces it. Temporary files of killed runs
+result is byte for byte that of an uninterrupted run. When corpus files changed since
+(a bad line fixed), the rerun keeps the packed chunks whose bytes did not change (each
+records a SHA-256 of the bytes it depends on), repacks the rest and rewrites the shards,
+as a fresh run would. Output made with other settings (vocabulary, casing, sequence
+length, shards, compression, chunk size, input), or finished from a corpus that changed
+since, is refused with the differences named; `--overwrite` replaces it. Transient
+storage errors are retried by every step, Beam's workers' too, for `--retry-seconds`;
+then the run stops with one message naming the file, its work kept. Temporary files of killed runs
 are removed, and a finished run leaves none. The corpus is streamed: memory stays flat
 whatever its size. The training job reads the output with
 `--data tfrecord:DIR/*.tfrecord` (core TensorFlow ops only, so it runs on TPU pod hosts).
@@ -62,6 +67,7 @@ import sys
 
 from tpu.data.chunk_plan import CHUNK_MB
 from tpu.data.corpus_reading import DOCUMENTS
+from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
 
@@ -96,6 +102,10 @@ def parser():
                  help="what separates documents in the files: a blank line (default, BERT's format) or the "
                       "end of each line (one document per line, as the text: source reads files); part of "
                       "the output's definition")
+  p.add_argument("--retry-seconds", type=float, default=RETRY_SECONDS, metavar="S",
+                 help="seconds each step (in this process or a Beam worker) retries transient storage "
+                      "errors (gs:// unavailable, timeouts), with doubling waits of up to a minute, before "
+                      f"the run stops with its work kept (default {RETRY_SECONDS:g})")
   p.add_argument("--overwrite", action="store_true",
                  help="replace output that was made with other settings (default: refuse it)")
   p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -123,14 +133,15 @@ def main(argv=None):
                                  runner=args.runner, pipeline_args=beam_args, lower_case=args.lower_case,
                                  compress=args.compress, text_key=args.text_key, split=args.split,
                                  data_dir=args.data_dir, chunk_mb=args.chunk_mb, documents=args.documents,
-                                 overwrite=args.overwrite)
+                                 overwrite=args.overwrite, retry_seconds=args.retry_seconds)
     else:
       from tpu.data.shard_writer import write_pretraining_data
       metadata = write_pretraining_data(args.input, args.vocab, args.seq_length, args.out, args.shards,
                                         lower_case=args.lower_case, compress=args.compress,
                                         text_key=args.text_key, split=args.split, data_dir=args.data_dir,
                                         progress=args.progress, chunk_mb=args.chunk_mb,
-                                        documents=args.documents, overwrite=args.overwrite)
+                                        documents=args.documents, overwrite=args.overwrite,
+                                        retry_seconds=args.retry_seconds)
   except CorpusError as error:
     print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
     return 2

@@ -18,6 +18,15 @@ output is byte-identical to the single process's, whatever the runner and number
 workers, and a rerun keeps what a killed pipeline finished (packed chunks, complete
 shards).
 
+Errors: each step retries transient storage errors itself (`records.retrying`, for
+`--retry-seconds`), on every runner: DirectRunner retries no bundle, and Dataflow's four
+attempts of a bundle last less than an outage of minutes. A step that gives up
+(`StorageUnavailable`) or meets a fault of the corpus (`CorpusError`) does not fail the
+pipeline: it leaves its message as a `*.error` file in the work folder, no shard is
+written from a failed chunk, and the other steps finish. The launcher then raises the
+first message (`raise_failures`) as the single process would, one line naming the file;
+what the workers finished is kept for a rerun.
+
 Runners and their options are Beam's own (`--runner` plus any of Beam's pipeline
 options, passed through): DirectRunner locally (worker processes with
 `--direct_running_mode multi_processing --direct_num_workers N`); Dataflow, Flink or
@@ -29,6 +38,7 @@ with the project's root on their `PYTHONPATH`. A `tfds:` corpus is one chunk per
 shard of its split, its `--data-dir` read by every worker.
 """
 
+import json
 import os
 import sys
 
@@ -36,7 +46,10 @@ from tpu.data import chunk_plan
 from tpu.data import packing
 from tpu.data import shard_assembly
 from tpu.data import shard_writer
+from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
+from tpu.data.records import StorageUnavailable
+from tpu.data.records import retrying
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Chunk indexes the launcher reads at once once the pipeline has run (small files: on gs:// the
@@ -44,18 +57,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 READERS = 32
 
 
-def _pack(index, plan):
-  """A worker's step 2: the chunk's index, or None when the corpus is at fault (the message is kept)."""
+def _failed(plan, name, error):
+  """Leaves a step's `CorpusError` or `StorageUnavailable` in the work folder as `name` (`*.error`), for the
+  launcher to raise once the pipeline has run: Beam would wrap it in a worker's traceback."""
   from zoo.model_dir import write_atomically
+  text = json.dumps(dict(kind=type(error).__name__, message=str(error))) + "\n"
+  retrying(lambda: write_atomically(os.path.join(plan.work, name), text), f"writing {plan.work}/{name}",
+           plan.retry_seconds)
+
+
+def _pack(index, plan):
+  """A worker's step 2: the chunk's index, or None when it cannot be packed (the corpus is at fault, or
+  storage stayed unavailable through the retries: the message is left for the launcher)."""
   try:
-    chunk = packing.packed_chunk(plan, index)
+    chunk = retrying(lambda: packing.packed_chunk(plan, index), f"reading {plan.chunk_path(index, 'json')}",
+                     plan.retry_seconds)
     if chunk is None:
-      chunk = packing.pack_chunk(plan, index)
+      chunk = retrying(lambda: packing.pack_chunk(plan, index),
+                       f"packing chunk {index} ({plan.chunk_where(index)})", plan.retry_seconds)
       print(f"tpu.pretraining_data: packed chunk {index + 1} of {len(plan.chunks)} ({chunk['examples']:,} "
             f"examples, {sum(chunk['tokens']):,} tokens)", file=sys.stderr, flush=True)
     return chunk
-  except CorpusError as error:   # reported by the launcher: Beam would wrap it in a worker's traceback
-    write_atomically(plan.chunk_path(index, "error"), str(error))
+  except (CorpusError, StorageUnavailable) as error:
+    _failed(plan, os.path.basename(plan.chunk_path(index, "error")), error)
     return None
 
 
@@ -91,10 +115,48 @@ def _pieces(joined, plan, todo):
 
 
 def _write(shard_and_pieces, plan):
-  """A worker's step 3: one shard from its pieces (a few numbers per chunk)."""
+  """A worker's step 3: one shard from its pieces (a few numbers per chunk); when storage stays unavailable
+  through the retries, the message is left for the launcher and the other shards are still written."""
   shard, pieces = shard_and_pieces
-  shard_assembly.write_shard_pieces(plan, shard, list(pieces))
+  pieces = list(pieces)
+  try:
+    retrying(lambda: shard_assembly.write_shard_pieces(plan, shard, pieces),
+             f"writing {plan.shard_path(shard)}", plan.retry_seconds)
+  except (CorpusError, StorageUnavailable) as error:
+    _failed(plan, f"shard-{shard:05d}.error", error)
+    return
   print(f"tpu.pretraining_data: wrote {plan.names[shard]}", file=sys.stderr, flush=True)
+
+
+def raise_failures(plan):
+  """Raises the first error a worker's step left in the work folder (chunks first, in order), naming how many
+  more there were; removes them all (the work finished is kept for a rerun)."""
+  import tensorflow as tf
+  work = chunk_plan.listing(plan.work)
+  names = sorted(name for name in work if name.endswith(".error"))
+  if not names:
+    return
+  packed = sum(os.path.basename(plan.chunk_path(index, "json")) in work for index in range(len(plan.chunks)))
+  failures = []
+  for name in names:
+    path = os.path.join(plan.work, name)
+
+    def read(path=path):
+      with tf.io.gfile.GFile(path, "r") as file:
+        return file.read()
+    text = retrying(read, f"reading {path}", plan.retry_seconds)
+    try:
+      failures.append(json.loads(text))
+    except ValueError:   # a plain message
+      failures.append(dict(kind="CorpusError", message=text))
+    retrying(lambda path=path: tf.io.gfile.remove(path), f"removing {path}", plan.retry_seconds)
+  first = failures[0]
+  more = f" ({len(failures) - 1} other step(s) failed too)" if len(failures) > 1 else ""
+  if first["kind"] == "StorageUnavailable":
+    raise StorageUnavailable(first["message"] + more)
+  raise CorpusError(f"{first['message']}{more} ({packed} of {len(plan.chunks)} chunks packed are kept in "
+                    f"{plan.work}; fix it and rerun the same command: those whose bytes the fix leaves alone "
+                    "are kept)")
 
 
 def _project_on_pythonpath():
@@ -114,9 +176,8 @@ class BeamEngine:
 
   def pack_and_write(self, plan, todo):
     """Packs the chunks not packed yet and writes the shards `todo` on the workers; returns every chunk's
-    index, read back from the work folder (a corpus error found by a worker is raised here)."""
+    index, read back from the work folder (an error a worker's step gave up with is raised here)."""
     import apache_beam as beam
-    import tensorflow as tf
     from apache_beam.options.pipeline_options import PipelineOptions
     _project_on_pythonpath()
     pipeline_args = list(self.pipeline_args)
@@ -139,31 +200,30 @@ class BeamEngine:
            | "Pieces" >> beam.FlatMap(_pieces, plan, todo)
            | "By shard" >> beam.GroupByKey()
            | "Write" >> beam.Map(_write, plan))
-    work = chunk_plan.listing(plan.work)   # one listing, then the indexes read in parallel
-    for index in range(len(plan.chunks)):
-      error = plan.chunk_path(index, "error")
-      if os.path.basename(error) in work:
-        with tf.io.gfile.GFile(error, "r") as file:
-          message = file.read()
-        tf.io.gfile.remove(error)   # the chunks packed are kept for a rerun
-        raise CorpusError(message)
+    raise_failures(plan)
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(READERS) as pool:
-      return list(pool.map(lambda index: packing.packed_chunk(plan, index), range(len(plan.chunks))))
+
+    def read(index):
+      return retrying(lambda: packing.packed_chunk(plan, index), f"reading {plan.chunk_path(index, 'json')}",
+                      plan.retry_seconds)
+    with ThreadPoolExecutor(READERS) as pool:   # small files: on gs:// the round trips take the time
+      return list(pool.map(read, range(len(plan.chunks))))
 
 
 def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_args=(), lower_case=None,
                     compress=False, text_key="text", split="train", data_dir=None,
-                    chunk_mb=chunk_plan.CHUNK_MB, documents="blank-line", overwrite=False):
+                    chunk_mb=chunk_plan.CHUNK_MB, documents="blank-line", overwrite=False,
+                    retry_seconds=RETRY_SECONDS):
   """`shard_writer.write_pretraining_data` as a Beam pipeline on `runner` with Beam's `pipeline_args`.
 
   A `tfds:` corpus is packed one file shard per worker step: its `data_dir` must be where
-  every worker reads (gs:// on Dataflow). Returns the metadata; raises `CorpusError` as the
-  single process does.
+  every worker reads (gs:// on Dataflow). Returns the metadata; raises `CorpusError` and
+  `StorageUnavailable` as the single process does (`raise_failures`), the work finished kept.
   """
   plan, metadata = chunk_plan.plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case,
                                        compress=compress, text_key=text_key, split=split, data_dir=data_dir,
-                                       chunk_mb=chunk_mb, documents=documents, overwrite=overwrite)
+                                       chunk_mb=chunk_mb, documents=documents, overwrite=overwrite,
+                                       retry_seconds=retry_seconds)
   if metadata is not None:
     return metadata
   return shard_writer.run(plan, BeamEngine(runner, pipeline_args))

@@ -5,10 +5,16 @@ ships it to workers) with the corpus cut into chunks (`tpu.data.corpus_reading`'
 What makes the bytes of the output (`Plan.settings`: T, casing, tokenizer, vocabulary,
 shards, compression, chunk size, documents, inputs) and the corpus files with their sizes
 and modification times are recorded in the work folder's `plan.json` and in
-`metadata.json`; a rerun with anything different, or on a corpus whose files changed,
-added or removed since, is refused with the differences named (`--overwrite` replaces the
-output). Temporary files of killed runs are removed when a run starts. The driver is
-`tpu.data.shard_writer`.
+`metadata.json`; a rerun with other settings is refused with the differences named
+(`--overwrite` replaces the output), and so is a finished output whose corpus files
+changed, were added or removed since. An interrupted run whose corpus files changed since
+(its settings the same: a bad line fixed, say) is taken up (`keep_unchanged`): a packed
+chunk is kept when its pieces are the same and, for each piece in a changed file, the
+SHA-256 of the bytes its lines depend on (`corpus_reading.piece_fingerprint`, recorded in
+its index) is too; the other chunks and every shard (made of all chunks) are removed, the
+count said on stderr, and `plan.json` records the new files. The output is then that of a
+fresh run on the corpus as it is. Temporary files of killed runs are removed when a run
+starts. The driver is `tpu.data.shard_writer`.
 """
 
 import dataclasses
@@ -19,6 +25,7 @@ import sys
 from tpu.data import corpus_reading
 from tpu.data import tfds_datasets
 from tpu.data.records import METADATA_FILE
+from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import SHARD_PREFIX
 from tpu.data.records import CorpusError
 from tpu.data.records import input_files
@@ -59,6 +66,7 @@ class Plan:
   chunks: list         # per chunk, its pieces [[path, start, end], ...] (a TFDS corpus: [[shard]])
   tfds: dict = None    # name, text_key, split, data_dir of a `tfds:` corpus
   documents: str = "blank-line"   # `corpus_reading.DOCUMENTS`
+  retry_seconds: float = RETRY_SECONDS   # how long a step retries transient errors (`records.retrying`)
 
   @property
   def work(self):
@@ -89,6 +97,12 @@ class Plan:
 
   def corpus_bytes(self):
     return sum(size for _, size, _ in self.files) if self.files is not None else None
+
+  def chunk_where(self, index):
+    """The pieces of chunk `index`, as 'path[start:end], ...' (a TFDS chunk: its split's file shard)."""
+    if self.tfds:
+      return f"{self.inputs[0]} {self.tfds['split']}[{self.chunks[index][0]}shard]"
+    return ", ".join(f"{path}[{start}:{end}]" for path, start, end in self.chunks[index])
 
   def where(self):
     sources = [path for path, _, _ in self.files] if self.files is not None else self.inputs
@@ -175,7 +189,8 @@ def _remove_temporaries(folder):
 
 
 def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False, text_key="text",
-             split="train", data_dir=None, chunk_mb=CHUNK_MB, documents="blank-line", overwrite=False):
+             split="train", data_dir=None, chunk_mb=CHUNK_MB, documents="blank-line", overwrite=False,
+             retry_seconds=RETRY_SECONDS):
   """Checks the flags and the output folder; returns `(plan, metadata)`, metadata if it is complete already.
 
   Creates the output and work folders and `plan.json`; removes stale temporary files;
@@ -205,7 +220,8 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
     chunks, tfds = corpus_reading.chunk_pieces(files, chunk_bytes), None
   plan = Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
               vocab=encoder.vocab, lower_case=encoder.lower_case, tokenizer=tokenizer_settings(encoder),
-              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds, documents=documents)
+              inputs=list(inputs), files=files, chunks=chunks, tfds=tfds, documents=documents,
+              retry_seconds=retry_seconds)
 
   tf.io.gfile.makedirs(out)
   metadata_path = os.path.join(out, METADATA_FILE)
@@ -250,15 +266,73 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
     if different:
       raise CorpusError(f"{out} holds an interrupted run with other settings ({different}): {again}")
     changes = corpus_changes(recorded.get("files"), files, PLAN_FILE)
-    if changes:
+    if changes and recorded.get("files") is None:
       raise CorpusError(f"{out} holds an interrupted run of a corpus that has changed since ({changes}): "
                         f"{again}")
+    if changes:
+      keep_unchanged(plan, recorded["files"], changes, shard_files)
+      write_atomically(plan_path, json.dumps(here_plan, indent=1) + "\n")
   elif shard_files and not tf.io.gfile.exists(metadata_path):
     raise CorpusError(f"{out} holds shards ({shard_files[0]} …) without the metadata.json or the work folder "
                       f"of a run of this writer, so their settings are unknown: {again}")
   else:
     write_atomically(plan_path, json.dumps(here_plan, indent=1) + "\n")
   return plan, None
+
+
+def keep_unchanged(plan, recorded, changes, shard_files):
+  """After the corpus changed since an interrupted run (`changes`, from its recorded files): keeps each
+  packed chunk whose pieces are this plan's and whose changed files' pieces have the same fingerprint
+  (`corpus_reading.piece_fingerprint`), removes the other chunks and every shard (made of all chunks), and
+  says so on stderr."""
+  import tensorflow as tf
+
+  from tpu.data.records import retrying
+  before = {path: (size, modified) for path, size, modified in recorded}
+  sizes = {path: size for path, size, _ in plan.files}
+  changed = {path for path, size, modified in plan.files if before.get(path) != (size, modified)}
+  work = listing(plan.work)
+  packed = sorted(int(name[6:11]) for name in work
+                  if name.startswith("chunk-") and name.endswith(".json") and name[6:11].isdigit())
+
+  def read(index):
+    with tf.io.gfile.GFile(plan.chunk_path(index, "json"), "r") as file:
+      return json.loads(file.read())
+
+  def unchanged(index):
+    chunk = retrying(lambda: read(index), f"reading {plan.chunk_path(index, 'json')}", plan.retry_seconds)
+    if index >= len(plan.chunks) or chunk.get("pieces") != plan.chunks[index]:
+      return False
+    recorded_prints = chunk.get("fingerprints") or []
+    if len(recorded_prints) != len(plan.chunks[index]):
+      return False
+    for piece, fingerprint in zip(plan.chunks[index], recorded_prints, strict=True):
+      if piece[0] in changed and retrying(lambda piece=piece: fingerprint_of(piece), f"reading {piece[0]}",
+                                          plan.retry_seconds) != fingerprint:
+        return False
+    return True
+
+  def fingerprint_of(piece):
+    path, start, end = piece
+    return corpus_reading.piece_fingerprint(path, start, end, sizes[path], plan.chunk_bytes)
+
+  kept = 0
+  for index in packed:
+    if unchanged(index):
+      kept += 1
+      continue
+    for suffix in ("json", "tfrecord"):   # the index first: the chunk no longer counts as packed
+      if os.path.basename(plan.chunk_path(index, suffix)) in work:
+        tf.io.gfile.remove(plan.chunk_path(index, suffix))
+  for name in work:
+    if name.endswith(".error"):
+      tf.io.gfile.remove(os.path.join(plan.work, name))
+  for name in shard_files:
+    tf.io.gfile.remove(os.path.join(plan.out, name))
+  report(f"the corpus changed since the interrupted run in {plan.out} ({changes}): keeping {kept} of "
+         f"{len(packed)} packed chunks whose bytes did not change; repacking {len(plan.chunks) - kept} of "
+         f"{len(plan.chunks)} chunks" + (f" and discarding {len(shard_files)} shards written from the old "
+                                         "corpus" if shard_files else ""))
 
 
 def listing(folder):

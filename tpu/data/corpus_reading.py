@@ -29,6 +29,14 @@ and reads at most about S bytes past its end; and `p ≤ cut(p) ≤ p + S`, so t
 consecutive pieces never cross and every byte belongs to exactly one piece. A piece's end ends the
 document in progress.
 
+**Bounds.** The lines of a piece `[a, b)` of a file of n bytes depend on its bytes in
+`piece_span`: from `a - 1` to `reach(b) = min(n, b + S + segment_bytes(S) + 1)` (the file's
+end, and n itself, when `b = n`); the reader never reads outside it (a read past it is a
+bug, raised), so a piece whose span's bytes did not change gives the same lines, which is
+what `piece_fingerprint` records for a rerun on a corpus changed elsewhere. Reads go in
+blocks of `block_bytes(S)` (S/16, from 4 KiB to 1 MiB), so the bytes read per chunk scale
+with the chunk.
+
 **Lines.** A line longer than `segment_bytes(S)` (`min(S, MAX_LINE_BYTES)`) is read in
 segments of at most that many bytes, each cut after its last ASCII space, tab or
 carriage return in its second half, else before the UTF-8 character that would cross
@@ -58,8 +66,9 @@ MAX_LINE_BYTES = 1 << 20
 SPACE_SEARCH_BYTES = 4096
 # The smallest chunk the rule allows (`cut(p) < p + S` needs a few bytes of room).
 MIN_CHUNK_BYTES = 1000
-# Bytes read from storage at a time.
+# Bytes read from storage at a time, at most: a chunk's reads take `block_bytes(S)`, which scales with it.
 BLOCK_BYTES = 1 << 20
+MIN_BLOCK_BYTES = 4096
 _SPACES = b" \t\r"
 
 
@@ -90,21 +99,82 @@ def chunk_pieces(files, chunk_bytes):
   return chunks
 
 
-class _Bytes:
-  """The bytes of an open file from a position on, read in blocks; holds what is looked at only."""
+def block_bytes(chunk_bytes):
+  """The bytes read at a time for chunks of `chunk_bytes`: a 16th of a chunk, from 4 KiB to 1 MiB."""
+  return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, chunk_bytes // 16))
 
-  def __init__(self, file, position):
+
+def reach(position, size, chunk_bytes):
+  """The end (exclusive) of what `cut(position)` may read: `position + S + segment_bytes(S) + 1`, at most
+  the file's end. The rule looks for a line start up to `p + S`, then at the line that starts there: at
+  most `segment_bytes(S) + 1` bytes to tell a blank line from a longer one."""
+  return min(size, position + chunk_bytes + segment_bytes(chunk_bytes) + 1)
+
+
+def piece_span(start, end, size, chunk_bytes):
+  """`(low, high)`: the byte range of a file of `size` bytes that decides the lines of its piece
+  `[start, end)`: `cut(start)` reads from `start - 1`, the piece's lines end by `cut(end) + 3`, and
+  `cut(end)` reads up to `reach(end)` (the file's end when `end` is). Nothing outside it is read, so
+  a file whose bytes in it are the same (and whose size is, when `high` is the file's end) gives the
+  piece the same lines."""
+  low = max(start - 1, 0)
+  high = size if end >= size else reach(end, size, chunk_bytes)
+  return low, high
+
+
+def piece_fingerprint(path, start, end, size, chunk_bytes):
+  """The SHA-256 (hex) of `piece_span`'s bytes of `path` (with the span, and the size when the span
+  reaches the file's end): what the piece `[start, end)`'s lines depend on."""
+  import hashlib
+
+  import tensorflow as tf
+  low, high = piece_span(start, end, size, chunk_bytes)
+  digest = hashlib.sha256(f"{low} {high} {size if high >= size else ''}\n".encode())
+  block = BLOCK_BYTES   # one sequential pass: large reads, few requests
+  try:
+    with tf.io.gfile.GFile(path, "rb") as file:
+      file.seek(low)
+      left = high - low
+      while left > 0:
+        data = file.read(min(block, left))
+        if not data:
+          break   # shorter than it was: the digest differs
+        digest.update(data)
+        left -= len(data)
+  except tf.errors.OpError as error:
+    if is_transient(error):
+      raise
+    raise CorpusError(f"{path}: cannot be read: {error.message}") from None
+  return digest.hexdigest()
+
+
+class _Bytes:
+  """The bytes of an open file of `size` bytes from a position on, read in blocks of `block`, never at or
+  past `bound`; holds what is looked at only."""
+
+  def __init__(self, file, position, size, bound, block):
     file.seek(position)
-    self.file, self.position = file, position
+    self.file, self.position, self.size, self.block = file, position, size, block
+    self.bound = min(bound, size)
+    self.read_to = position
     self.data = bytearray()
-    self.ended = False
+
+  @property
+  def ended(self):
+    """Whether the file's end is read."""
+    return self.read_to >= self.size
 
   def _more(self, wanted=0):
-    block = self.file.read(max(BLOCK_BYTES, wanted))
+    if self.ended:
+      return
+    if self.read_to >= self.bound:
+      raise RuntimeError(f"the chunk rule read past its bound {self.bound} (a bug of corpus_reading)")
+    block = self.file.read(min(max(self.block, wanted), self.bound - self.read_to))
     if block:
       self.data += block
-    else:
-      self.ended = True
+      self.read_to += len(block)
+    else:   # shorter than its size (changed while read): its end is here
+      self.size = self.read_to
 
   def peek(self, count):
     """Up to `count` bytes from the position (fewer at the file's end), not taken."""
@@ -121,10 +191,8 @@ class _Bytes:
       if index >= 0:
         return index + 1, True
       if len(self.data) >= limit:
-        if len(self.data) == limit and not self.ended:
-          self._more()   # the line may end right at the limit: it does when the file ends there
-          return limit, self.ended and len(self.data) == limit
-        return limit, False
+        # The line may end right at the limit: it does when the file ends there.
+        return limit, len(self.data) == limit and self.ended
       if self.ended:
         return len(self.data), True
       searched = len(self.data)
@@ -171,7 +239,7 @@ def cut(file, position, size, documents, chunk_bytes):
   if position >= size:
     return size
   horizon = position + chunk_bytes   # rules 1 and 2 look before it
-  data = _Bytes(file, position - 1)
+  data = _Bytes(file, position - 1, size, reach(position, size, chunk_bytes), block_bytes(chunk_bytes))
   line_start = position
   if data.take(1) != b"\n":   # inside a line: its end is the first line start
     length, whole = data.line_length(min(horizon, size) - position)
@@ -192,8 +260,8 @@ def cut(file, position, size, documents, chunk_bytes):
       return start
     data.take(length)
     start += length
-    while not whole and start <= horizon:   # the rest of a long line
-      length, whole = data.line_length(BLOCK_BYTES)
+    while not whole and start <= horizon:   # the rest of a long line, up to just past the horizon
+      length, whole = data.line_length(min(block_bytes(chunk_bytes), horizon + 1 - start))
       data.take(length)
       start += length
   return line_start
@@ -224,7 +292,7 @@ def piece_lines(path, start, end, size, documents, chunk_bytes):
       if begin >= stop:
         return
       limit = segment_bytes(chunk_bytes)
-      data = _Bytes(file, begin)
+      data = _Bytes(file, begin, size, stop + 3, block_bytes(chunk_bytes))
       position, line_start, fresh = begin, begin, True   # fresh: the position starts a line
       while position < stop:
         room = min(limit, stop - position)

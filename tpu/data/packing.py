@@ -1,14 +1,19 @@
 """Packing of the shard writer: each chunk's documents into examples, kept in a packed-chunk file.
 
 A chunk's documents (`tpu.data.corpus_reading`) are tokenized and packed by the one
-packing rule (`tpu.data.documents.concatenate`, as the training pipeline does): their
+packing rule (`tpu.data.documents`: its step, as `concatenate` applies it in the
+training pipeline; here `concatenate_streams`, a chunk one stream, through one
+long-lived iterator per process that packs chunk after chunk): their
 tokens with `[SEP]` between documents, cut into examples of T ids; only the chunk's last
 example can be shorter. The examples are written to the chunk's TFRecord file in the work
 folder grouped by their number j modulo N (the shards), with the group sizes, byte
 offsets and token counts in an index (`chunk-NNNNN.json`) written after it: a chunk counts
-as packed once its index exists.
+as packed once its index exists. The index also records the chunk's pieces and, per piece,
+the SHA-256 of the bytes its lines depend on (`corpus_reading.piece_fingerprint`), so a
+rerun on a corpus changed elsewhere keeps it (`tpu.data.chunk_plan`).
 """
 
+import atexit
 import json
 import threading
 
@@ -23,6 +28,8 @@ from zoo.model_dir import write_atomically
 # up to `corpus_reading.MAX_LINE_BYTES` long).
 BATCH_LINES = 2048
 BATCH_BYTES = 1 << 20
+# How long the packing pipeline's input waits for the next chunk before it passes an empty batch on.
+IDLE_SECONDS = 0.05
 
 
 def chunk_lines(plan, index):
@@ -51,34 +58,82 @@ def encoder_of(plan):
 
 
 class _Packer:
-  """The packing pipeline of one plan's tokenizer and T, built once per process and run once per chunk.
+  """The packing pipeline of one plan's tokenizer and T: built once per process, with ONE iterator that
+  packs chunk after chunk (`documents.concatenate_streams`, each chunk one stream).
 
-  Building the `tf.data` pipeline traces the tokenizer (about a second); creating an
-  iterator of the built one does not trace again, so each chunk only restarts it on its own
-  lines, which still costs about 0.17 CPU-s a chunk (BENCHMARKS.md section 10).
+  Building the `tf.data` pipeline traces the tokenizer (about a second), and creating an
+  iterator of it costs about 0.17 CPU-s more, so neither is done per chunk: a chunk's lines
+  are handed to the iterator's generator through a queue, as batches and then its end, and
+  the chunk's examples come out as one output per batch, the last one marked final.
   """
 
   def __init__(self, plan):
     import tensorflow as tf
     encoder = encoder_of(plan)
-    self.lines = None
+    self.feed = None
+    self.iterator = None
     # Batches of lines come from Python (from_generator costs about 150 µs an element).
-    texts = tf.data.Dataset.from_generator(lambda: _batches(self.lines), output_signature=(
-        tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)))
-    ids = texts.map(lambda numbers, batch: _by_document(numbers, encoder.tokenize(batch)))
-    examples = documents.concatenate(ids.unbatch(), plan.seq_length, cls_id=encoder.cls_id,
-                                     sep_id=encoder.sep_id, pad_id=encoder.pad_id)
-    self.dataset = examples.batch(BATCH_LINES).prefetch(2)
+    texts = tf.data.Dataset.from_generator(lambda: _fed(self.feed), output_signature=(
+        tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.bool)))
+    ids = texts.map(lambda numbers, batch, final: (*_by_document(numbers, encoder.tokenize(batch)), final))
+    self.dataset = documents.concatenate_streams(ids, plan.seq_length, cls_id=encoder.cls_id,
+                                                 sep_id=encoder.sep_id, pad_id=encoder.pad_id).prefetch(2)
     self.lock = threading.Lock()
 
   def examples(self, lines):
-    """Batches of the examples packed from `(document, line)` pairs (one run at a time per process)."""
+    """Batches of the examples packed from `(document, line)` pairs (one chunk at a time per process)."""
+    import queue
     with self.lock:
-      self.lines = lines
+      if self.iterator is None:
+        self.feed = queue.Queue()
+        self.iterator = self.dataset.as_numpy_iterator()
+      stop = threading.Event()
+      self.feed.put((lines, stop))
+      ended = False
       try:
-        yield from self.dataset.as_numpy_iterator()
+        for features, final in self.iterator:
+          if len(features["input_word_ids"]):
+            yield features
+          if final:
+            ended = True
+            return
       finally:
-        self.lines = None
+        if not ended:   # left early (an error of the caller's, or of the pipeline): start afresh next time
+          stop.set()
+          self._close()
+
+  def _close(self):
+    """Ends the iterator's generator (so no thread of it waits on the queue) and drops the iterator."""
+    if self.feed is not None:
+      self.feed.put(None)
+    self.feed, self.iterator = None, None
+
+
+def _fed(feed):
+  """The pipeline's input: for each chunk put in `feed`, its line batches, then its end (an empty final
+  batch) and an empty batch; None ends it. A chunk whose `stop` is set yields no more of its lines.
+  While no chunk comes, an empty batch every `IDLE_SECONDS` (until the prefetch buffer is full), so the
+  pipeline never holds a chunk's end waiting for input, however far it reads ahead."""
+  import queue
+
+  import numpy as np
+  while True:
+    try:
+      item = feed.get(timeout=IDLE_SECONDS)
+    except queue.Empty:   # waiting for a chunk: an empty batch, so no end waits behind a read-ahead
+      yield np.zeros([0], np.int64), np.array([], object), False
+      continue
+    if item is None:
+      return
+    lines, stop = item
+    for numbers, texts in _batches(lines):
+      if stop.is_set():
+        break
+      yield numbers, texts, False
+    yield np.zeros([0], np.int64), np.array([], object), True
+    # An empty batch after the end: `from_generator` asks for one element past the one it gives (the
+    # end), and this one is ready, so the end comes out before the next chunk is put in.
+    yield np.zeros([0], np.int64), np.array([], object), False
 
 
 def _batches(lines):
@@ -118,6 +173,8 @@ def _packer(plan):
   key = (vocab_checksum(plan.vocab), plan.lower_case, json.dumps(plan.tokenizer, sort_keys=True),
          plan.seq_length)
   if key not in _PACKERS:
+    if not _PACKERS:
+      atexit.register(lambda: [packer._close() for packer in _PACKERS.values()])
     _PACKERS[key] = _Packer(plan)
   return _PACKERS[key]
 
@@ -180,9 +237,21 @@ def pack_chunk(plan, index, bar=None):
         position += len(record) + 16
   chunk = dict(chunk=index, documents=counter["documents"], examples=count,
                counts=[len(group) for group in groups], full_examples=full.tolist(), tokens=tokens.tolist(),
-               starts=starts)
+               starts=starts, **fingerprints(plan, index))
   write_atomically(plan.chunk_path(index, "json"), json.dumps(chunk) + "\n")
   return chunk
+
+
+def fingerprints(plan, index):
+  """`pieces` and `fingerprints` of chunk `index` of a file corpus (`corpus_reading.piece_fingerprint`, one
+  per piece): what a rerun on a changed corpus compares to keep the chunk (`chunk_plan`); none for TFDS."""
+  if plan.tfds:
+    return {}
+  sizes = {path: size for path, size, _ in plan.files}
+  pieces = plan.chunks[index]
+  return dict(pieces=pieces, fingerprints=[
+      corpus_reading.piece_fingerprint(path, start, end, sizes[path], plan.chunk_bytes)
+      for path, start, end in pieces])
 
 
 def packed_chunk(plan, index):

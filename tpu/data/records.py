@@ -15,6 +15,8 @@ See `tpu/pretraining_data.py` for how examples are made.
 
 import hashlib
 import os
+import sys
+import time
 
 from tpu.data import documents
 from tpu.data.registry import DataError
@@ -45,6 +47,41 @@ def is_transient(error):
   transient = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
                tf.errors.ResourceExhaustedError, ConnectionError, TimeoutError)
   return isinstance(error, transient)
+
+
+# Transient storage errors are retried with doubling waits from `FIRST_WAIT_SECONDS`, each at most
+# `MAX_WAIT_SECONDS`, until `RETRY_SECONDS` have passed since the first failure (`--retry-seconds`):
+# an outage of a few minutes is waited out, a longer one ends the run with its work kept.
+FIRST_WAIT_SECONDS = 1.0
+MAX_WAIT_SECONDS = 60.0
+RETRY_SECONDS = 300.0
+
+
+def retrying(step, what, retry_seconds=None):
+  """`step()`, again after transient storage errors (`is_transient`) with doubling waits (from
+  `FIRST_WAIT_SECONDS`, at most `MAX_WAIT_SECONDS` each) while less than `retry_seconds` (default
+  `RETRY_SECONDS`) have passed since the first; then `StorageUnavailable` naming `what`. Any other
+  error is raised at once. Each retry is said on stderr."""
+  budget = RETRY_SECONDS if retry_seconds is None else retry_seconds
+  wait, first, attempt = FIRST_WAIT_SECONDS, None, 1
+  while True:
+    try:
+      return step()
+    except Exception as error:
+      if not is_transient(error):
+        raise
+      now = time.monotonic()
+      first = now if first is None else first
+      left = budget - (now - first)
+      if left <= 0:
+        raise StorageUnavailable(f"{what}: {type(error).__name__}: {error} (still failing after {attempt} "
+                                 f"attempts over {now - first:.0f} s; --retry-seconds {budget:g}); the work "
+                                 "done so far is kept: rerun the same command to continue") from None
+      wait = min(wait, left)
+      print(f"tpu.pretraining_data: {what}: {type(error).__name__}: {error}; retrying in {wait:g} s (attempt "
+            f"{attempt + 1}, for up to {budget:g} s)", file=sys.stderr, flush=True)
+      time.sleep(wait)
+      wait, attempt = min(wait * 2, MAX_WAIT_SECONDS), attempt + 1
 
 
 def shard_name(index, count, compress):

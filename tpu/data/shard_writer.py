@@ -24,18 +24,25 @@ with their sizes and modification times) until the run ends; `metadata.json` kee
 files too. A chunk counts as packed once its index exists (written after its records), a
 shard once its file exists (renamed into place complete), so a rerun of an interrupted
 run with the same command keeps both, reports on stderr what it kept, and does the rest.
-Output made with other settings, or of a corpus whose files changed since (a file added,
-removed, or of another size or modification time; on gs:// the modification time is the
-object's update time, new with every generation), is refused with the differences named
-(`tpu.data.chunk_plan`); `--overwrite` replaces it. Temporary files of killed runs are
+Output made with other settings, or a finished output of a corpus whose files changed
+since (a file added, removed, or of another size or modification time; on gs:// the
+modification time is the object's update time, new with every generation), is refused
+with the differences named (`tpu.data.chunk_plan`); `--overwrite` replaces it. An
+interrupted run of a corpus changed since (a bad line fixed) keeps the packed chunks
+whose bytes did not change (each records a fingerprint of them), repacks the others and
+rewrites every shard, to the bytes of a fresh run. Temporary files of killed runs are
 removed when a run starts, and a finished run leaves none, nor the work folder. Every
 file is written through `zoo.model_dir`'s atomic writers.
 
 Errors by kind: a fault of the corpus (not UTF-8, a file that cannot be read) is a
 `CorpusError` naming the file and line, and keeps the chunks packed before it;
-transient storage errors (`records.is_transient`) are retried in this process
-(`retrying`: doubling waits, `ATTEMPTS` in all, then `StorageUnavailable` with the work
-kept) and raised as they are from Beam's steps, for the runner to retry.
+transient storage errors (`records.is_transient`) are retried by every step, in this
+process and in Beam's workers alike (`records.retrying`: doubling waits from 1 s, at most
+60 s each, for `--retry-seconds`, 300 by default), then end the run as one
+`StorageUnavailable` naming the step and its file, with the work done kept for a rerun.
+On Beam a step that gives up (either error) leaves its message in the work folder
+(`*.error`) instead of failing the pipeline; the launcher raises it once the pipeline
+has run, so every other chunk and shard is finished and kept.
 """
 
 import sys
@@ -45,23 +52,15 @@ from tpu.data.chunk_plan import CHUNK_MB
 from tpu.data.chunk_plan import discard_work
 from tpu.data.chunk_plan import listing
 from tpu.data.chunk_plan import plan_run
-from tpu.data.chunk_plan import report
 from tpu.data.chunk_plan import report_kept
 from tpu.data.packing import pack_chunk
 from tpu.data.packing import packed_chunk
+from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
-from tpu.data.records import StorageUnavailable
-from tpu.data.records import is_transient
+from tpu.data.records import retrying
 from tpu.data.shard_assembly import finish
 from tpu.data.shard_assembly import refusal
 from tpu.data.shard_assembly import write_shard
-
-# Attempts of a step that meets transient storage errors, in one process, and the wait before the
-# second (doubled before each next): 1 + 2 + 4 + 8 s, then the run stops with its work kept.
-ATTEMPTS = 5
-
-
-FIRST_WAIT_SECONDS = 1.0
 
 
 class _Progress:
@@ -84,29 +83,9 @@ class _Progress:
     self.bar.close()
 
 
-def retrying(step, what, attempts=None, first_wait=None):
-  """`step()`, again after transient storage errors (`records.is_transient`) with doubling waits, at
-  most `attempts` times in all; then `StorageUnavailable`. Any other error is raised at once."""
-  attempts = ATTEMPTS if attempts is None else attempts
-  wait = FIRST_WAIT_SECONDS if first_wait is None else first_wait
-  for attempt in range(1, attempts + 1):
-    try:
-      return step()
-    except Exception as error:
-      if not is_transient(error):
-        raise
-      if attempt == attempts:
-        raise StorageUnavailable(f"{what}: {type(error).__name__}: {error} (after {attempts} attempts); the "
-                                 "work done so far is kept: rerun the same command to continue") from None
-      report(f"{what}: {type(error).__name__}: {error}; retrying in {wait:g} s (attempt {attempt + 1} of "
-              f"{attempts})")
-      time.sleep(wait)
-      wait *= 2
-
-
 def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False,
                            text_key="text", split="train", data_dir=None, progress=True, chunk_mb=CHUNK_MB,
-                           documents="blank-line", overwrite=False):
+                           documents="blank-line", overwrite=False, retry_seconds=RETRY_SECONDS):
   """Writes the shards, `vocab.txt` and `metadata.json` in this process (see the module docstring).
 
   Args:
@@ -122,6 +101,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
     chunk_mb: MB of corpus per chunk (the unit of packing and resume; part of the output's definition).
     documents: "blank-line" (a blank line between documents) or "line" (one document per line).
     overwrite: replace output made with other settings instead of refusing it.
+    retry_seconds: how long a step retries transient storage errors (`records.retrying`).
 
   Returns:
     The metadata.
@@ -133,7 +113,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   """
   plan, metadata = plan_run(inputs, vocab, seq_length, out, shards, lower_case=lower_case, compress=compress,
                             text_key=text_key, split=split, data_dir=data_dir, chunk_mb=chunk_mb,
-                            documents=documents, overwrite=overwrite)
+                            documents=documents, overwrite=overwrite, retry_seconds=retry_seconds)
   if metadata is not None:
     return metadata
   return run(plan, LocalEngine(progress))
@@ -172,18 +152,22 @@ class LocalEngine:
     chunks = []
     try:
       for index in range(len(plan.chunks)):
-        chunk = retrying(lambda index=index: packed_chunk(plan, index), f"chunk {index} of {plan.where()}")
+        chunk = retrying(lambda index=index: packed_chunk(plan, index),
+                         f"reading {plan.chunk_path(index, 'json')}", plan.retry_seconds)
         if chunk is not None and bar is not None:
           bar.update(plan.piece_bytes(index), sum(chunk["tokens"]))
         chunks.append(chunk or retrying(lambda index=index: pack_chunk(plan, index, bar),
-                                        f"packing chunk {index} of {plan.where()}"))
+                                        f"packing chunk {index} ({plan.chunk_where(index)})",
+                                        plan.retry_seconds))
     except CorpusError as error:   # a fault of the corpus: the chunks packed before it stay
-      kept = f"({len(chunks)} chunk(s) packed before it are kept in {plan.work})"
+      kept = (f"({len(chunks)} chunk(s) packed before it are kept in {plan.work}; fix it and rerun the same "
+              "command: those whose bytes the fix leaves alone are kept)")
       raise CorpusError(f"{error} {kept}") from None
     finally:
       if bar is not None:
         bar.close()
     if refusal(plan, chunks) is None:
       for shard in todo:
-        retrying(lambda shard=shard: write_shard(plan, shard, chunks), f"writing {plan.shard_path(shard)}")
+        retrying(lambda shard=shard: write_shard(plan, shard, chunks), f"writing {plan.shard_path(shard)}",
+                 plan.retry_seconds)
     return chunks

@@ -19,6 +19,7 @@ from tpu.data import beam_writer
 from tpu.data import chunk_plan
 from tpu.data import corpus_reading
 from tpu.data import pydocs
+from tpu.data import records
 from tpu.data import shard_writer
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
@@ -222,6 +223,14 @@ def test_the_reader_follows_the_rule_on_random_layouts(tmp_path):
         lines = list(corpus_reading.piece_lines(str(path), start, end, len(data), documents, chunk_bytes))
         begin, stop = _cut(data, start, chunk_bytes, documents), _cut(data, end, chunk_bytes, documents)
         assert lines == list(_segments(data, begin, stop, chunk_bytes, documents)), (trial, documents, start)
+        if trial % 8 == 0:   # bytes outside the piece's span, replaced, change none of its lines
+          low, high = corpus_reading.piece_span(start, end, len(data), chunk_bytes)
+          filler = _random_layout(rng) + b"words\n\n"
+          other = filler * (len(data) // len(filler) + 1)
+          changed = tmp_path / f"{trial}-changed.txt"
+          changed.write_bytes(other[:low] + data[low:high] + other[:len(data) - high])
+          assert list(corpus_reading.piece_lines(str(changed), start, end, len(data), documents,
+                                                 chunk_bytes)) == lines, (trial, documents, start)
 
 
 @pytest.fixture(scope="module")
@@ -368,8 +377,8 @@ def test_output_of_other_settings_is_refused_and_overwrite_replaces_it(corpus, t
 
 def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_path, capsys):
   """Each corpus file's size and modification time are recorded (plan.json, metadata.json): an
-  in-place edit that keeps a file's size, an added or a removed file is refused naming it, for an
-  interrupted run and a finished one alike; --overwrite redoes the work."""
+  in-place edit that keeps a file's size, an added or a removed file is refused naming it for a
+  finished run (an interrupted one keeps what did not change); --overwrite redoes the work."""
   vocab = str(corpus / "wordpiece.vocab")
   folder = tmp_path / "corpus"
   folder.mkdir()
@@ -384,14 +393,17 @@ def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_pa
     path.write_bytes(bytes(data))
     os.utime(path, ns=(modified + 10**9, modified + 10**9))
 
-  # An interrupted run (its plan written, nothing finished), then a.txt edited in place.
+  # An interrupted run (its plan written, nothing packed), then a.txt edited in place: the rerun names the
+  # change and goes on with the new files (what it keeps of packed chunks: the test after this one).
   chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
   edit_in_place(folder / "a.txt")
-  with pytest.raises(CorpusError, match=r"an interrupted run of a corpus that has changed since "
-                                        r"\(1 file\(s\) changed: \S+/a.txt \(the same size, modified since"):
-    chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
-  plan, _ = chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2, overwrite=True)
-  assert [os.path.basename(path) for path, _, _ in plan.files] == ["a.txt", "d.txt"]
+  capsys.readouterr()
+  plan, _ = chunk_plan.plan_run(inputs, vocab, T, str(tmp_path / "cut"), 2)
+  assert re.search(r"the corpus changed since the interrupted run in \S+ \(1 file\(s\) changed: \S+/a.txt "
+                   r"\(the same size, modified since .*\): keeping 0 of 0 packed chunks",
+                   capsys.readouterr().err)
+  recorded = json.loads((tmp_path / "cut" / chunk_plan.WORK_FOLDER / chunk_plan.PLAN_FILE).read_text())
+  assert recorded["files"] == plan.files
 
   # A finished run records its files; a file added, removed or changed since is named, never
   # "complete already".
@@ -426,23 +438,60 @@ def test_a_changed_corpus_is_neither_resumed_nor_complete_already(corpus, tmp_pa
     shard_writer.write_pretraining_data(inputs, vocab, T, str(tmp_path / "out"), 2, progress=False)
 
 
-class _FlakyStorage:
-  """`tf.io.gfile.GFile` whose opens of the corpus files fail with `UnavailableError` (as gs:// does
-  now and then) `failures` times in all, then read as usual."""
+@pytest.mark.parametrize("fix", [b"e", b"\xc3\xa9 and more words"])
+def test_fixing_a_bad_line_keeps_the_chunks_whose_bytes_did_not_change(corpus, tmp_path, capsys, fix):
+  """A byte that is not UTF-8 in a late chunk stops the run; once it is fixed (in place, or with text of
+  another length), the rerun keeps the packed chunks whose bytes (up to 2 S + 1 past their end: the
+  rule's look-ahead) are the same, says so, repacks the rest, discards shards of the old corpus, and
+  writes what a fresh run on the fixed corpus writes."""
+  vocab = str(corpus / "wordpiece.vocab")
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  data = (corpus / "a.txt").read_bytes() + b"\n" + (corpus / "d.txt").read_bytes()
+  chunk_bytes = 20000
+  bad = data.index(b" ", int(len(data) * 0.85))
+  (folder / "text.txt").write_bytes(data[:bad] + b"\xff" + data[bad + 1:])
 
-  def __init__(self, monkeypatch, failures):
+  def run(out):
+    return shard_writer.write_pretraining_data([str(folder / "text.txt")], vocab, T, str(out), 2,
+                                               chunk_mb=chunk_bytes / 1e6, progress=False)
+  with pytest.raises(CorpusError, match=r"text.txt:\d+: not UTF-8"):
+    run(tmp_path / "out")
+  packed = bad // chunk_bytes
+  leftover = tmp_path / "out" / shard_name(0, 2, False)
+  leftover.write_bytes(b"a shard of an interrupted run")
+  modified = (folder / "text.txt").stat().st_mtime_ns
+  (folder / "text.txt").write_bytes(data[:bad] + fix + data[bad + 1:])
+  os.utime(folder / "text.txt", ns=(modified + 10**9, modified + 10**9))   # an edit takes longer than a run
+  capsys.readouterr()
+  fixed = run(tmp_path / "out")
+  kept = sum((index + 1) * chunk_bytes + 2 * chunk_bytes + 1 <= bad for index in range(packed))
+  assert kept >= 4
+  assert re.search(rf"changed: \S+text.txt .*: keeping {kept} of {packed} packed chunks whose bytes did not "
+                   rf"change; repacking {fixed['chunks'] - kept} of {fixed['chunks']} chunks and discarding "
+                   r"1 shards", capsys.readouterr().err)
+  assert run(tmp_path / "fresh") == fixed
+  assert _contents(tmp_path / "out") == _contents(tmp_path / "fresh")
+
+
+class _FlakyStorage:
+  """`tf.io.gfile.GFile` whose opens of the corpus files (those whose path holds `match`) fail with
+  `UnavailableError` (as gs:// does now and then) `failures` times in all, then read as usual; retries wait
+  0.01 s, then 0.02 s, ..."""
+
+  def __init__(self, monkeypatch, failures, match=".txt"):
     self.failures, self.opened = failures, 0
     real = tf.io.gfile.GFile
 
     def flaky(path, mode="r"):
-      if str(path).endswith(".txt") and "r" in mode:
+      if str(path).endswith(".txt") and match in str(path) and "r" in mode:
         self.opened += 1
         if self.failures:
           self.failures -= 1
           raise tf.errors.UnavailableError(None, None, f"{path}: connection reset by peer")
       return real(path, mode)
     monkeypatch.setattr(tf.io.gfile, "GFile", flaky)
-    monkeypatch.setattr(shard_writer, "FIRST_WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(records, "FIRST_WAIT_SECONDS", 0.01)
 
 
 @pytest.mark.slow
@@ -455,10 +504,10 @@ def test_transient_read_errors_are_retried_and_exhausted_retries_keep_the_work(c
   assert _write(corpus, tmp_path / "flaky", inputs=inputs, chunk_mb=0.02) == reference
   assert _contents(tmp_path / "flaky") == _contents(tmp_path / "reference")
   stderr = capsys.readouterr().err
-  assert stderr.count("UnavailableError") == 3 and "retrying in 0.01 s (attempt 2 of 5)" in stderr
-  assert "retrying in 0.02 s (attempt 3 of 5)" in stderr
+  assert stderr.count("UnavailableError") == 3 and "retrying in 0.01 s (attempt 2, for up to 300 s)" in stderr
+  assert "retrying in 0.02 s (attempt 3, for up to 300 s)" in stderr
 
-  # Storage that stays down past the bounded retries: the run stops, keeping what it packed.
+  # Storage that stays down past the retries' time (0.05 s here): the run stops, keeping what it packed.
   storage.failures, storage.opened = 0, 0
   real_pack = shard_writer.pack_chunk
 
@@ -467,9 +516,10 @@ def test_transient_read_errors_are_retried_and_exhausted_retries_keep_the_work(c
       storage.failures = 10**6
     return real_pack(plan, index, bar)
   monkeypatch.setattr(shard_writer, "pack_chunk", pack_then_storage_goes_down)
-  with pytest.raises(StorageUnavailable, match=r"packing chunk 2 of .*UnavailableError.*after 5 attempts.*"
-                                               r"the work done so far is kept: rerun the same command"):
-    _write(corpus, tmp_path / "down", inputs=inputs, chunk_mb=0.02)
+  with pytest.raises(StorageUnavailable, match=r"packing chunk 2 \(\S+a.txt\[40000:60000\]\): "
+                                               r"UnavailableError.*still failing after \d+ attempts over 0 s;"
+                                               r" --retry-seconds 0.05\).*the work done so far is kept"):
+    _write(corpus, tmp_path / "down", inputs=inputs, chunk_mb=0.02, retry_seconds=0.05)
   work = tmp_path / "down" / chunk_plan.WORK_FOLDER
   assert sorted(name for name in os.listdir(work) if name.endswith(".json") and name.startswith("chunk")) == [
       "chunk-00000.json", "chunk-00001.json"]
@@ -478,6 +528,48 @@ def test_transient_read_errors_are_retried_and_exhausted_retries_keep_the_work(c
   capsys.readouterr()
   assert _write(corpus, tmp_path / "down", inputs=inputs, chunk_mb=0.02) == reference
   assert "keeping 2 of" in capsys.readouterr().err
+  assert _contents(tmp_path / "down") == _contents(tmp_path / "reference")
+
+
+def test_beam_steps_retry_storage_errors_and_a_lasting_outage_ends_in_one_message(corpus, tmp_path, capsys,
+                                                                                  monkeypatch):
+  """On Beam (DirectRunner in this process), a worker's read that fails twice is retried by the step
+  itself, to the single process's bytes; storage that stays down for one file ends the run with one
+  StorageUnavailable naming it, the chunks of the other file kept, and a rerun finishes the same bytes."""
+  inputs = ["a.txt", "d.txt"]
+  reference = _write(corpus, tmp_path / "reference", inputs=inputs, chunk_mb=0.05)
+
+  def beam(out, **kwargs):
+    return beam_writer.write_with_beam([str(corpus / name) for name in inputs],
+                                       str(corpus / "wordpiece.vocab"), T, str(out), 3, chunk_mb=0.05,
+                                       runner="DirectRunner", **kwargs)
+  storage = _FlakyStorage(monkeypatch, failures=2, match="d.txt")
+  capsys.readouterr()
+  assert beam(tmp_path / "flaky") == reference
+  assert _contents(tmp_path / "flaky") == _contents(tmp_path / "reference")
+  assert capsys.readouterr().err.count("d.txt: connection reset by peer; retrying in") == 2
+
+  storage.failures = 10**6
+  capsys.readouterr()
+  code = pretraining_data.main(["--input", *(str(corpus / name) for name in inputs), "--vocab",
+                                str(corpus / "wordpiece.vocab"), "--seq-length", str(T), "--out",
+                                str(tmp_path / "down"), "--shards", "3", "--chunk-mb", "0.05",
+                                "--retry-seconds", "0.05", "--runner", "DirectRunner"])
+  stderr = capsys.readouterr().err
+  errors = [line for line in stderr.splitlines() if line.startswith("tpu.pretraining_data: error:")]
+  assert code == 1 and len(errors) == 1 and "Traceback" not in stderr, stderr
+  assert re.match(r"tpu.pretraining_data: error: packing chunk \d+ \(.*d.txt\[\d+:\d+\]\): UnavailableError: "
+                  r"\S+d.txt: connection reset.*the work done so far is kept", errors[0]), errors[0]
+  work = tmp_path / "down" / chunk_plan.WORK_FOLDER
+  kept = sorted(name for name in os.listdir(work) if name.startswith("chunk") and name.endswith(".json"))
+  size_a = (corpus / "a.txt").stat().st_size
+  assert kept == [f"chunk-{index:05d}.json" for index in range(size_a // 50000)], "a.txt's chunks are kept"
+  assert not [name for name in os.listdir(work) if name.endswith(".error")]
+  assert not [name for name in os.listdir(tmp_path / "down") if name.startswith("pretrain")]
+  storage.failures = 0
+  capsys.readouterr()
+  assert beam(tmp_path / "down") == reference
+  assert f"keeping {len(kept)} of" in capsys.readouterr().err
   assert _contents(tmp_path / "down") == _contents(tmp_path / "reference")
 
 
@@ -530,7 +622,7 @@ def test_beam_refuses_and_resumes_as_one_process_does(corpus, tmp_path):
   folder.mkdir()
   (folder / "a.txt").write_bytes((corpus / "a.txt").read_bytes())
   (folder / "z_bad.txt").write_bytes(b"fine line\n\nsecond document\nbroken \xff\xfe here\n")
-  with pytest.raises(CorpusError, match=r"z_bad.txt:4: not UTF-8"):
+  with pytest.raises(CorpusError, match=r"z_bad.txt:4: not UTF-8.*\(\d+ of \d+ chunks packed are kept in"):
     beam([str(folder / "*.txt")], tmp_path / "bad", 2, chunk_mb=0.02)
   work = tmp_path / "bad" / chunk_plan.WORK_FOLDER
   assert len([name for name in os.listdir(work) if name.startswith("chunk") and name.endswith(".json")]) >= 2
