@@ -1,4 +1,4 @@
-"""Multiple choice (data type "multiple_choice"): RACE as released, SWAG's CSV, JSON lines.
+"""Multiple choice (data type "multiple_choice"): RACE as released, SWAG's CSV, JSON lines, TFDS's RACE.
 
 - `race:DIR`: RACE (Lai et al., 2017) as its archive unpacks, `DIR/{train,dev,test}/
   {middle,high}/*.txt`, one JSON object per file (an article): `article`, `questions`,
@@ -7,6 +7,8 @@
 - `swag:PATH`: SWAG's CSV (Zellers et al., 2018; `train.csv`, `val.csv`), with the
   columns `sent1` (the context), `sent2` (the start of the ending: the question),
   `ending0` ... `ending{N-1}` and `label`.
+- `tfds:race/middle`, `tfds:race/high`: TFDS's RACE (its levels are configs), one example
+  per question as above.
 - `jsonl:PATH` with `--task multiple_choice`: one JSON object per line, `context`,
   `question` (may be empty or absent), `options` (a list of N strings) and `label` (the
   right option's index, or its letter "A", "B", ...).
@@ -245,3 +247,53 @@ def load_jsonl(path):
   path = os.path.expanduser(path)
   return choices_source(path, parse_choices_jsonl(path))
 
+
+
+# ---------------------------------------------------------------------------------------------
+# TFDS's RACE.
+
+
+class _TfdsRace:
+  """`tfds:race/middle` and `tfds:race/high`: TFDS's RACE (one example per article), one example per
+  question here, as `race:DIR` reads the archive."""
+
+  data_type = MULTIPLE_CHOICE
+
+  def load(self, name, split, *, data_dir, download, shuffle_files, data_type=None, **unused):
+    from tpu.data import tfds_datasets
+    if data_type not in (None, MULTIPLE_CHOICE):
+      raise ValueError(f"{tfds_datasets.spec_of(name)} holds {MULTIPLE_CHOICE} data; data_type {data_type!r} "
+                       "does not apply")
+    builder = tfds_datasets.tfds_builder(name, data_dir)
+    tfds_split = tfds_datasets.split_name(name, split, dict(RACE_SPLITS))
+    articles, _ = tfds_datasets.read(builder, tfds_split, download, shuffle_files)
+
+    def questions(article):
+      options = article["options"]
+      options = options.to_tensor() if isinstance(options, tf.RaggedTensor) else options
+      letters = tf.strings.unicode_decode(tf.strings.strip(article["answers"]), "UTF-8")
+      label = tf.cast(letters[:, :1].to_tensor(default_value=-1)[:, 0] - ord("A"), tf.int64)
+      count = tf.size(article["questions"])
+      return tf.data.Dataset.from_tensor_slices(dict(
+          context=tf.fill([count], article["article"]), question=article["questions"], options=options,
+          label=label))
+
+    message = f"{tfds_datasets.spec_of(name)}: an answer is not one of A, B, C, D"
+
+    def checked(example):
+      label = example["label"]
+      check = tf.debugging.Assert((label >= 0) & (label < 4), [message, example["question"]])
+      with tf.control_dependencies([check]):
+        return dict(example, label=tf.identity(label))
+
+    examples = articles.flat_map(questions).map(checked)
+    return MultipleChoiceSource(examples, MULTIPLE_CHOICE, label_names=list("ABCD"), num_choices=4)
+
+
+def _register_tfds():
+  from tpu.data import tfds_datasets
+  for level in RACE_LEVELS:
+    tfds_datasets.register_dataset(f"race/{level}", _TfdsRace())
+
+
+_register_tfds()

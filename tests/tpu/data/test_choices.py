@@ -89,3 +89,33 @@ def test_json_lines_with_letters_or_indexes(tmp_path):
   path.write_text(json.dumps(dict(context="c", options="ab", label=0)) + "\n", encoding="utf-8")
   with pytest.raises(DataError, match=r"questions.jsonl:1: options must be a list of strings"):
     data.load(f"jsonl:{path}", data_type="multiple_choice")
+
+
+def _tfds_race(articles):
+  """`as_dataset` of TFDS's RACE builder (features as `tfds.builder("race/middle").info` has them)."""
+  import tensorflow as tf
+  spec = dict(article=tf.TensorSpec([], tf.string), questions=tf.TensorSpec([None], tf.string),
+              answers=tf.TensorSpec([None], tf.string), options=tf.RaggedTensorSpec([None, None], tf.string),
+              example_id=tf.TensorSpec([], tf.string))
+
+  def as_dataset(self, split, **options):
+    return tf.data.Dataset.from_generator(
+        lambda: (dict(article, options=tf.ragged.constant(article["options"])) for article in articles),
+        output_signature=spec)
+  return as_dataset
+
+
+def test_tfds_race_one_example_per_question():
+  import tensorflow as tf
+  import tensorflow_datasets as tfds
+  articles = [dict(article=a["article"], questions=a["questions"], answers=a["answers"], options=a["options"],
+                   example_id=a["id"]) for a in colour_articles(2)]
+  with tfds.testing.mock_data(as_dataset_fn=_tfds_race(articles)):
+    source = data.load("tfds:race/high", "validation")
+    assert source.num_choices == 4
+    expected = [dict(context=a["article"], question=q, options=o, label="ABCD".index(answer)) for a in articles
+                for q, o, answer in zip(a["questions"], a["options"], a["answers"], strict=True)]
+    assert _examples(source) == expected
+    with pytest.raises(tf.errors.InvalidArgumentError, match="an answer is not one of A, B, C, D"):
+      with tfds.testing.mock_data(as_dataset_fn=_tfds_race([dict(articles[0], answers=["A", "E"])])):
+        _examples(data.load("tfds:race/middle", "train"))
