@@ -114,7 +114,8 @@ def test_tfds_race_one_example_per_question():
     source = data.load("tfds:race/high", "validation")
     assert source.num_choices == 4
     expected = [dict(context=a["article"], question=q, options=o, label="ABCD".index(answer))
-                for a in articles for q, o, answer in zip(a["questions"], a["options"], a["answers"], strict=True)]
+                for a in articles
+                for q, o, answer in zip(a["questions"], a["options"], a["answers"], strict=True)]
     assert _examples(source) == expected
     with pytest.raises(tf.errors.InvalidArgumentError, match="an answer is not one of A, B, C, D"):
       with tfds.testing.mock_data(as_dataset_fn=_tfds_race([dict(articles[0], answers=["A", "E"])])):
