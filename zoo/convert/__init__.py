@@ -1,10 +1,13 @@
-"""Importers for published checkpoints (Hugging Face Funnel and BERT, Google's TF1 BERT).
+"""Importers for published checkpoints (Hugging Face Funnel, BERT and ALBERT, Google's TF1 BERT and
+ALBERT, the Funnel authors' TF releases), and the export to Hugging Face.
 
-`load_hf_funnel(path)` builds a zoo `FunnelEncoder` from a Hugging Face `FunnelModel`
-or `FunnelBaseModel` checkpoint directory; `load_hf_bert(path)` and
-`load_tf1_bert(path)` a `TransformerEncoder` from a Hugging Face `BertModel` /
-`BertForPreTraining` directory or Google's TF1 release (also RealFormer's, with
-`residual_attention=True`). `convert_to_model_dir(format, src, out)` (the work of
+`load_hf_funnel(path)` builds a zoo `FunnelEncoder` from a Hugging Face `FunnelModel`,
+`FunnelBaseModel` (or `FunnelForMaskedLM`, `FunnelForPreTraining`,
+`FunnelForMultipleChoice`, with their heads) checkpoint directory; `load_hf_bert(path)`
+and `load_tf1_bert(path)` a `TransformerEncoder` from a Hugging Face `BertModel` /
+`BertForPreTraining` / `BertForMultipleChoice` directory or Google's TF1 release (also
+RealFormer's, with `residual_attention=True`); `python -m zoo.convert --help` lists every
+format. `convert_to_model_dir(format, src, out)` (the work of
 `python -m zoo.convert FORMAT SRC --out DIR`) writes them as zoo model directories
 (`zoo.model_dir`) with the checkpoint's tokenizer settings; `read_checkpoint`,
 `write_model_dir` and `describe` are its steps (`zoo.convert.model_dir_writer`), and

@@ -42,7 +42,7 @@ def read(src, *, seq_length=512):
 
 FORMAT = registry.Format(
     name="hf-albert", direction="in", order=3, hub=True,
-    help="a Hugging Face AlbertModel or AlbertForMaskedLM checkpoint",
+    help="a Hugging Face AlbertModel, AlbertForMaskedLM or AlbertForMultipleChoice checkpoint",
     description="Convert a Hugging Face ALBERT checkpoint directory (config.json and model.safetensors or "
                 "pytorch_model.bin, with its spiece.model and tokenizer files) into a zoo TransformerEncoder "
                 "model directory (factorized embeddings, every layer shared) whose SentencePiece tokenizer "

@@ -2,6 +2,8 @@
 
 from zoo.convert import registry
 from zoo.convert.model_dir_writer import run_import
+from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
+from zoo.model_dir import MASKED_LM_ROOT
 
 
 def add_realformer_arguments(parser):
@@ -23,7 +25,10 @@ def bert_checkpoint(converted, src, lower_case, tokenizer, vocab, source):
   from zoo.convert.model_dir_writer import ConvertedCheckpoint
   if vocab is None:
     raise FileNotFoundError(f"{src}: no vocab.txt (or tokenizer.json) beside the checkpoint")
-  settings = dict(head_activation=converted.encoder.get_config()["activation"]) if converted.heads else {}
+  # The masked-LM and discriminator heads compute with the encoder's activation (a multiple-choice
+  # scoring layer has none).
+  pretraining = set(converted.heads) & {MASKED_LM_ROOT, DISCRIMINATOR_HEAD_ROOT}
+  settings = dict(head_activation=converted.encoder.get_config()["activation"]) if pretraining else {}
   return ConvertedCheckpoint(converted.encoder, converted.heads, lower_case, tokenizer, vocab, source,
                              settings)
 
@@ -46,7 +51,7 @@ def read(src, *, seq_length=512, residual_attention=False, running_mean=False):
 
 FORMAT = registry.Format(
     name="hf-bert", direction="in", order=2, hub=True,
-    help="a Hugging Face BertModel or BertForPreTraining checkpoint",
+    help="a Hugging Face BertModel, BertForPreTraining or BertForMultipleChoice checkpoint",
     description="Convert a Hugging Face BERT checkpoint directory (config.json and model.safetensors or "
                 "pytorch_model.bin, with its vocab.txt and tokenizer files) into a zoo TransformerEncoder "
                 "model directory.",

@@ -29,7 +29,8 @@ def read(src, *, seq_length=512, with_decoder=None):
 
 FORMAT = registry.Format(
     name="hf-funnel", direction="in", order=1, hub=True,
-    help="a Hugging Face FunnelModel or FunnelBaseModel checkpoint",
+    help="a Hugging Face FunnelModel, FunnelBaseModel, FunnelForMaskedLM, FunnelForPreTraining or "
+         "FunnelForMultipleChoice checkpoint",
     description="Convert a Hugging Face Funnel checkpoint directory (config.json and model.safetensors or "
                 "pytorch_model.bin, with its vocab.txt and tokenizer files) into a zoo model directory.",
     add_arguments=_arguments, run=run_import, read=read,
