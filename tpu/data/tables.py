@@ -29,7 +29,6 @@ import re
 
 import numpy as np
 
-from tpu.data import choices
 from tpu.data import tagged
 from tpu.data.registry import DataError
 from tpu.data.registry import Source
@@ -80,7 +79,8 @@ class JsonlSource(_Table):
   data_types = ("classification", "regression", "text", "tagging", "multiple_choice")
 
   def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
-    if data_type == "multiple_choice":
+    if data_type == "multiple_choice":   # imported here: its sources register after the tables'
+      from tpu.data import choices
       return choices.load_jsonl(target)
     if data_type == "tagging":
       columns = text_columns_tuple(text_columns)
