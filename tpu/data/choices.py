@@ -29,6 +29,7 @@ import os
 from tpu.data.registry import DataError
 from tpu.data.registry import DataSource
 from tpu.data.registry import Source
+from tpu.data.registry import json_lines
 from tpu.data.registry import read_utf8
 from tpu.data.registry import register
 from zoo.lazy import lazy_module
@@ -218,15 +219,7 @@ class SwagSource(Source):
 def parse_choices_jsonl(path):
   """The examples of a JSON-lines file of multiple-choice questions (see the module docstring)."""
   examples = []
-  for number, text in enumerate(read_utf8(path).split("\n"), start=1):
-    if not text.strip():
-      continue
-    try:
-      record = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise DataError(path, number, f"invalid JSON: {e.msg} (column {e.colno})") from None
-    if not isinstance(record, dict):
-      raise DataError(path, number, f"expected a JSON object per line, found {type(record).__name__}")
+  for number, record in json_lines(path):
     for key in ("context", "options", "label"):
       if key not in record:
         raise DataError(path, number, f"no key {key!r}; a multiple-choice line has 'context', 'question' "

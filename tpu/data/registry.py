@@ -249,6 +249,28 @@ def read_utf8(path):
     raise DataError(path, data.count(b"\n", 0, e.start) + 1, f"not valid UTF-8 ({e.reason})") from e
 
 
+def json_lines(path, content=None):
+  """`[(line number, object)]` of a JSON-lines file (blank lines skipped); `DataError` names the line of
+  invalid JSON or of a value that is not an object, and an empty file. `content`: the file's text, if
+  read already."""
+  import json
+  rows = []
+  text = read_utf8(path) if content is None else content
+  for number, line in enumerate(text.split("\n"), start=1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataError(path, number, f"invalid JSON: {e.msg} (column {e.colno})") from None
+    if not isinstance(record, dict):
+      raise DataError(path, number, f"expected a JSON object per line, found {type(record).__name__}")
+    rows.append((number, record))
+  if not rows:
+    raise DataError(path, 1, "the file is empty; expected one JSON object per line")
+  return rows
+
+
 def matching_files(pattern):
   """The files of a local or `gs://` glob, sorted; `DataError` when none matches."""
   import os

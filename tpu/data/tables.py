@@ -22,7 +22,6 @@ line. Their columns:
 
 import csv
 import io
-import json
 import math
 import os
 import re
@@ -33,6 +32,7 @@ from tpu.data import tagged
 from tpu.data.registry import DataError
 from tpu.data.registry import Source
 from tpu.data.registry import from_columns
+from tpu.data.registry import json_lines
 from tpu.data.registry import read_utf8
 from tpu.data.registry import register
 from tpu.data.registry import text_columns_tuple
@@ -164,19 +164,7 @@ def _parse_delimited(path, content, delimiter):
 
 def _parse_jsonl(path, content):
   """Returns ([(line, object)], keys of the first object, first object's line) of a JSON-lines file."""
-  rows = []
-  for line, text in enumerate(content.split("\n"), start=1):
-    if not text.strip():
-      continue
-    try:
-      record = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise DataError(path, line, f"invalid JSON: {e.msg} (column {e.colno})") from e
-    if not isinstance(record, dict):
-      raise DataError(path, line, f"expected a JSON object per line, found {type(record).__name__}")
-    rows.append((line, record))
-  if not rows:
-    raise DataError(path, 1, "the file is empty; expected one JSON object per line")
+  rows = json_lines(path, content)
   return rows, sorted(rows[0][1]), rows[0][0]
 
 

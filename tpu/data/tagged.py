@@ -24,7 +24,6 @@ validation file), invalid JSON. Tag names are sorted when not given.
 """
 
 import dataclasses
-import json
 import os
 import re
 
@@ -32,6 +31,7 @@ from tpu.data import tfds_datasets
 from tpu.data.registry import DataError
 from tpu.data.registry import DataSource
 from tpu.data.registry import Source
+from tpu.data.registry import json_lines
 from tpu.data.registry import read_utf8
 from tpu.data.registry import register
 from zoo.lazy import lazy_module
@@ -169,15 +169,7 @@ def parse_conll(path):
 
 def parse_tagged_jsonl(path, words_key, tags_key):
   sentences = []
-  for number, text in enumerate(read_utf8(path).split("\n"), start=1):
-    if not text.strip():
-      continue
-    try:
-      record = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise DataError(path, number, f"invalid JSON: {e.msg} (column {e.colno})") from e
-    if not isinstance(record, dict):
-      raise DataError(path, number, f"expected a JSON object per line, found {type(record).__name__}")
+  for number, record in json_lines(path):
     for key in (words_key, tags_key):
       if key not in record:
         raise DataError(path, number, f"no key {key!r}; the keys are {sorted(record)}")
@@ -189,8 +181,6 @@ def parse_tagged_jsonl(path, words_key, tags_key):
     if not words:
       raise DataError(path, number, "a sentence without words")
     sentences.append((number, words, [(number, tag) for tag in tags]))
-  if not sentences:
-    raise DataError(path, 1, "the file is empty; expected one JSON object per line")
   return sentences
 
 

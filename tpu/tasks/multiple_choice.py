@@ -25,9 +25,9 @@ Example:
 
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
-from tpu.tasks.base import weighted_sum
 from tpu.tasks.registry import Setting
 from tpu.tasks.registry import register
+from tpu.tasks.sequence import SoftmaxLoss
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")
@@ -85,7 +85,7 @@ def encode_choices(text_encoder, contexts, questions, options, max_qa_length, la
 
 
 @register
-class MultipleChoiceTask(Task):
+class MultipleChoiceTask(SoftmaxLoss, Task):
   """Multiple choice on `zoo.models.MultipleChoice`'s scores (see the module docstring)."""
 
   name = "multiple_choice"
@@ -126,19 +126,6 @@ class MultipleChoiceTask(Task):
     features["label"] = tf.cast(raw["label"], tf.int32)
     features["weight"] = tf.ones_like(features["label"], tf.float32)
     return features
-
-  def denominators(self, features):
-    return dict(examples=tf.reduce_sum(features["weight"]))
-
-  def loss(self, features, outputs, denominator=None):
-    from zoo.models import losses
-    return losses.classification_loss(features["label"], outputs, features["weight"], denominator)
-
-  def loss_and_stats(self, features, outputs, denominators):
-    count = denominators["examples"]
-    correct = tf.equal(tf.argmax(outputs, axis=-1, output_type=tf.int32), features["label"])
-    accuracy = (weighted_sum(correct, features["weight"]), count)
-    return self.loss(features, outputs, count), dict(accuracy=accuracy)
 
   def eval_outputs(self, features, outputs, denominators):
     return (dict(loss=(self.loss(features, outputs, 1.0), denominators["examples"])),

@@ -88,6 +88,25 @@ def regression_metrics(labels, predictions):
   return dict(pearson=pearson(labels, predictions), spearman=pearson(_ranks(labels), _ranks(predictions)))
 
 
+class SoftmaxLoss:
+  """The softmax cross-entropy over the last axis of the outputs (logits or scores) and its accuracy,
+  normalised by the global count of examples (`weight` 1; padding 0): the loss of `classify` and of
+  `multiple_choice`. A mixin for `Task` subclasses (before `Task` in the bases)."""
+
+  def denominators(self, features):
+    return dict(examples=tf.reduce_sum(features["weight"]))
+
+  def loss(self, features, outputs, denominator=None):
+    from zoo.models import losses
+    return losses.classification_loss(features["label"], outputs, features["weight"], denominator)
+
+  def loss_and_stats(self, features, outputs, denominators):
+    count = denominators["examples"]
+    correct = tf.equal(tf.argmax(outputs, axis=-1, output_type=tf.int32), features["label"])
+    accuracy = (weighted_sum(correct, features["weight"]), count)
+    return self.loss(features, outputs, count), dict(accuracy=accuracy)
+
+
 class _SequenceTask(Task):
   """A task with one label per example, on `SequenceClassifier`'s logits; served as the whole model."""
 
@@ -119,7 +138,7 @@ class _SequenceTask(Task):
 
 
 @register
-class ClassifyTask(_SequenceTask):
+class ClassifyTask(SoftmaxLoss, _SequenceTask):
   """Sequence classification: softmax cross-entropy on `SequenceClassifier`'s logits."""
 
   name = "classify"
@@ -137,16 +156,6 @@ class ClassifyTask(_SequenceTask):
 
   def build(self):
     return self._classifier(self.config.num_classes, "classifier")
-
-  def loss(self, features, outputs, denominator=None):
-    from zoo.models import losses
-    return losses.classification_loss(features["label"], outputs, features["weight"], denominator)
-
-  def loss_and_stats(self, features, outputs, denominators):
-    count = denominators["examples"]
-    correct = tf.equal(tf.argmax(outputs, axis=-1, output_type=tf.int32), features["label"])
-    accuracy = (weighted_sum(correct, features["weight"]), count)
-    return self.loss(features, outputs, count), dict(accuracy=accuracy)
 
   def eval_outputs(self, features, outputs, denominators):
     count = denominators["examples"]
