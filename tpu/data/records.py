@@ -78,8 +78,8 @@ def retrying(step, what, retry_seconds=None):
                                  f"attempts over {now - first:.0f} s; --retry-seconds {budget:g}); the work "
                                  "done so far is kept: rerun the same command to continue") from None
       wait = min(wait, left)
-      print(f"tpu.pretraining_data: {what}: {type(error).__name__}: {error}; retrying in {wait:.3g} s (attempt "
-            f"{attempt + 1}, for up to {budget:g} s)", file=sys.stderr, flush=True)
+      print(f"tpu.pretraining_data: {what}: {type(error).__name__}: {error}; retrying in {wait:.3g} s "
+            f"(attempt {attempt + 1}, for up to {budget:g} s)", file=sys.stderr, flush=True)
       time.sleep(wait)
       wait, attempt = min(wait * 2, MAX_WAIT_SECONDS), attempt + 1
 
