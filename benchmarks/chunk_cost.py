@@ -12,7 +12,8 @@ once. Each run's CPU-seconds are this process's (every thread's) user + system t
 the run; the bytes read are those the reads of the corpus files return
 (`tf.io.gfile.GFile`, counted). Prints, per chunk size, the chunks, CPU-s per corpus MB in
 each round and their median, the median's ratio to the first size's, and the bytes read
-per chunk and per corpus byte.
+per chunk and per corpus byte, the 1-minute load average at the start and end of its runs
+(the least and the most), and XLA_FLAGS.
 """
 
 import argparse
@@ -79,10 +80,11 @@ def run(folder, megabytes, sizes, rounds, progress=print):
         out = os.path.join(folder, "out")
         shutil.rmtree(out, ignore_errors=True)
         progress(f"round {round_ + 1}: {megabytes} MB in chunks of {size:g} MB")
-        counter[0], started = 0, _cpu()
+        counter[0], started, load = 0, _cpu(), os.getloadavg()[0]
         metadata = shard_writer.write_pretraining_data([corpus], vocab, 128, out, 4, progress=False,
                                                        chunk_mb=size)
-        results[size].append(dict(cpu=_cpu() - started, chunks=metadata["chunks"], read=counter[0]))
+        results[size].append(dict(cpu=_cpu() - started, chunks=metadata["chunks"], read=counter[0],
+                                  load=(load, os.getloadavg()[0])))
   finally:
     tf.io.gfile.GFile = real
   return results
@@ -92,15 +94,19 @@ def report(results, megabytes):
   first = next(iter(results))
   base = statistics.median(entry["cpu"] for entry in results[first]) / megabytes
   rounds = len(results[first])
-  lines = [f"| chunk MB | chunks | CPU-s per corpus MB, rounds 1–{rounds} | median | × {first:g} MB chunks | "
-           "MB read per chunk | bytes read / corpus bytes |", "|---|---|---|---|---|---|---|"]
+  lines = [f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (unset: '')", "",
+           f"| chunk MB | chunks | CPU-s per corpus MB, rounds 1–{rounds} | median | × {first:g} MB chunks | "
+           "MB read per chunk | bytes read / corpus bytes | load (1-min, runs' start–end) |",
+           "|---|---|---|---|---|---|---|---|"]
   for size, entries in results.items():
     per_mb = [entry["cpu"] / megabytes for entry in entries]
     median = statistics.median(per_mb)
     chunks, read = entries[0]["chunks"], entries[0]["read"]
     values = ", ".join(f"{value:.3f}" for value in per_mb)
+    loads = [value for entry in entries for value in entry["load"]]
     lines.append(f"| {size:g} | {chunks:,} | {values} | {median:.3f} | {median / base:.2f}× | "
-                 f"{read / chunks / 1e6:.2f} | {read / (megabytes * 1e6):.2f} |")
+                 f"{read / chunks / 1e6:.2f} | {read / (megabytes * 1e6):.2f} | "
+                 f"{min(loads):.1f}–{max(loads):.1f} |")
   return "\n".join(lines) + "\n"
 
 
