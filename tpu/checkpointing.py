@@ -260,18 +260,13 @@ def resume_input(model_dir, worker, step, stream, seed, reset_input=False, repla
   prefix = model_dir.input_state_prefix(index, count, step)
   new = Resume(seed + step, origin=step)
   records = _saved_records(model_dir, step)
+  saved, other = {}, None   # nothing saved at `step`: a new shuffle, said below
   if prefix in records:
     saved = _saved_stream(prefix)
-    other = None
   elif records:   # saved by another number of workers?
     other = records[0]
     saved = _saved_stream(other)
     saved["workers"] = int(re.search(r"worker-\d+-of-(\d+)", other).group(1))
-  else:
-    log.warning("no input position saved at step %d for %s: the input pipeline starts a new shuffle (seed "
-                "%d), so this run's examples after the resume differ from an uninterrupted run's", step,
-                worker.name, seed + step)
-    return new
   differences = _differences(saved, stream)
   if differences:
     listed = "; ".join(differences)
