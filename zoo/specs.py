@@ -535,7 +535,9 @@ class EncoderKit(typing.NamedTuple):
 
   `options` go to every layer the encoder makes (Keras 3: its dtype policy),
   `embedding_options` to its `EncoderEmbeddings` only (Keras 3: a word-embedding layer to
-  share); `cast(x, like)` casts a tensor to the dtype of another.
+  share); `cast(x, like)` casts a tensor to the dtype of another. `layers`, when a dict,
+  keeps every layer the graph makes by name, and a graph built again with the same kit
+  (at another sequence length) wires those same layers, so both share their weights.
   """
 
   keras: typing.Any
@@ -547,6 +549,16 @@ class EncoderKit(typing.NamedTuple):
   cast: typing.Callable
   options: dict
   embedding_options: dict
+  layers: dict | None = None
+
+  def make(self, factory, *args, name, **kwargs):
+    """`factory(*args, name=name, **kwargs)`, or the layer of that name this kit already made."""
+    if self.layers is not None and name in self.layers:
+      return self.layers[name]
+    layer = factory(*args, name=name, **kwargs)
+    if self.layers is not None:
+      self.layers[name] = layer
+    return layer
 
 
 def encoder_inputs(keras, seq_length=None):
@@ -564,7 +576,7 @@ class EncoderSpec:
 
   The edition's model class, after the spec in the bases, gives
   `_kit(kwargs) -> (EncoderKit, kwargs)` (taking out the keyword arguments that are its own,
-  such as Keras 3's `dtype`), `_after_build(kit)`, run once the model is made, and
+  such as Keras 3's `dtype`), `_after_build(kit, graph)`, run once the model is made, and
   `_edition_config()` / `_edition_arguments(config)`, its own fields of the config and how
   they read back. `self._config` holds the constructor arguments and `self._embeddings` the
   `EncoderEmbeddings`, whose word table Model Garden's heads and pretrainers read through
@@ -577,7 +589,11 @@ class EncoderSpec:
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
     self._config = config
     self._embeddings = embeddings
-    self._after_build(kit)
+    self._after_build(kit, graph)
+
+  def length_problem(self, length):
+    """Why the encoder cannot run on `length` tokens (naming the lengths it takes), or None."""
+    return None
 
   def get_embedding_table(self):
     return self._embeddings.word_embeddings.embeddings
@@ -638,6 +654,15 @@ class TransformerEncoderSpec(EncoderSpec):
       raise ValueError("position_encoding='shift' needs a static seq_length")
     self._build(config, kwargs, transformer_graph)
 
+  def length_problem(self, length):
+    if length < 1:
+      return f"a sequence needs at least 1 token, got {length}"
+    maximum = self._config["max_sequence_length"]
+    if self._config["position_encoding"] == ABSOLUTE and length > maximum:
+      return (f"{length} tokens exceed max_sequence_length {maximum}, the size of the absolute position "
+              f"table: the encoder takes 1 to {maximum} tokens")
+    return None
+
 
 def layer_stack(make, names, sharing):
   """The blocks called `names` (`make(name, **shared)`), sharing across layers as `sharing` says
@@ -656,39 +681,42 @@ def layer_stack(make, names, sharing):
   return blocks
 
 
-def transformer_graph(config, kit):
-  """`TransformerEncoder`'s layers and graph in `kit`'s edition: `(inputs, outputs, embeddings)`."""
+def transformer_graph(config, kit, inputs=None):
+  """`TransformerEncoder`'s layers and graph in `kit`'s edition: `(inputs, outputs, embeddings)`.
+
+  `inputs`: the tensors to run the graph on (default new `keras.Input`s of `seq_length`).
+  """
   c = types.SimpleNamespace(**config)
   relative = c.position_encoding != ABSOLUTE
   initializer = kit.keras.initializers.TruncatedNormal(stddev=c.initializer_range)
 
-  embeddings = kit.embeddings(
-      c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size,
+  embeddings = kit.make(
+      kit.embeddings, c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size,
       max_sequence_length=None if relative else c.max_sequence_length,
       type_vocab_size=0 if relative else c.type_vocab_size, dropout=c.dropout,
       layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options,
       **kit.embedding_options)
 
   def block(name, **shared):
-    return kit.block(
-        c.num_heads, c.hidden_size // c.num_heads, c.intermediate_size, activation=c.activation,
+    return kit.make(
+        kit.block, c.num_heads, c.hidden_size // c.num_heads, c.intermediate_size, activation=c.activation,
         dropout=c.dropout, attention_dropout=c.attention_dropout, norm_first=c.norm_first,
         layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
         use_segment_bias=relative, residual_attention=c.residual_attention,
         running_mean=c.running_mean, kernel_initializer=initializer, attention_window=c.attention_window,
         global_tokens=c.global_tokens, name=name, **shared, **kit.options)
   blocks = layer_stack(block, [f"layer_{i}" for i in range(c.num_layers)], c.layer_sharing)
-  final_norm = kit.keras.layers.LayerNormalization(
-      epsilon=c.layer_norm_epsilon, dtype="float32", name="final_norm") if c.norm_first else None
-  pooler = kit.keras.layers.Dense(c.hidden_size, activation="tanh", kernel_initializer=initializer,
-                                  name="pooler", **kit.options)
+  final_norm = kit.make(kit.keras.layers.LayerNormalization, epsilon=c.layer_norm_epsilon, dtype="float32",
+                        name="final_norm") if c.norm_first else None
+  pooler = kit.make(kit.keras.layers.Dense, c.hidden_size, activation="tanh", kernel_initializer=initializer,
+                    name="pooler", **kit.options)
 
-  inputs = encoder_inputs(kit.keras, c.seq_length)
+  inputs = inputs if inputs is not None else encoder_inputs(kit.keras, c.seq_length)
   mask = inputs["input_mask"]
   hidden = embeddings(inputs["input_word_ids"], None if relative else inputs["input_type_ids"])
   block_kwargs = {}
   if relative:
-    segments = kit.cls_segment_ids(name="cls_segment_ids", **kit.options)
+    segments = kit.make(kit.cls_segment_ids, name="cls_segment_ids", **kit.options)
     block_kwargs["query_segment_ids"] = segments(inputs["input_type_ids"])
   if c.seq_length is not None and c.position_encoding == SHIFT:
     positions = list(range(c.seq_length))
@@ -751,6 +779,23 @@ class FunnelEncoderSpec(EncoderSpec):
     check_funnel_config(config)
     self._build(config, kwargs, funnel_graph)
 
+  def length_problem(self, length):
+    c = self._config
+    shortest = shortest_funnel_length(len(c["block_sizes"]), c["separate_cls"], c["truncate_seq"])
+    if length < shortest:
+      lengths = block_lengths(length, len(c["block_sizes"]), c["separate_cls"], c["truncate_seq"])
+      return (f"{length} tokens are too few for {len(c['block_sizes'])} blocks (lengths {lengths}): the "
+              f"encoder takes {shortest} tokens or more (relative positions: no maximum)")
+    return None
+
+
+def shortest_funnel_length(num_blocks, separate_cls=True, truncate_seq=True):
+  """The fewest tokens a Funnel encoder of `num_blocks` blocks runs on: its last block keeps 2."""
+  length = 2
+  while block_lengths(length, num_blocks, separate_cls, truncate_seq)[-1] < 2:
+    length += 1
+  return length
+
 
 def check_funnel_config(config):
   """The `FunnelEncoder` argument checks."""
@@ -768,8 +813,9 @@ def check_funnel_config(config):
   lengths = block_lengths(config["seq_length"], len(config["block_sizes"]), config["separate_cls"],
                           config["truncate_seq"])
   if lengths[-1] < 2:
+    shortest = shortest_funnel_length(len(config["block_sizes"]), config["separate_cls"], config["truncate_seq"])
     raise ValueError(f"seq_length {config['seq_length']} is too short for "
-                     f"{len(config['block_sizes'])} blocks (lengths {lengths})")
+                     f"{len(config['block_sizes'])} blocks (lengths {lengths}): at least {shortest}")
   applications = sum(s * r for s, r in zip(config["block_sizes"], config["block_repeats"], strict=True))
   check_local_attention(config["attention_window"], config["global_tokens"])
   pooled = len(config["block_sizes"]) > 1
@@ -790,8 +836,11 @@ def check_funnel_config(config):
     raise ValueError(f"decoder_residual_layer must be in [0, {applications}), got {index}")
 
 
-def funnel_graph(config, kit):
-  """`FunnelEncoder`'s layers and graph in `kit`'s edition: `(inputs, outputs, embeddings)`."""
+def funnel_graph(config, kit, inputs=None):
+  """`FunnelEncoder`'s layers and graph in `kit`'s edition: `(inputs, outputs, embeddings)`.
+
+  `inputs`: the tensors to run the graph on (default new `keras.Input`s of `seq_length`).
+  """
   c = types.SimpleNamespace(**config)
   head_size = c.head_size or c.hidden_size // c.num_heads
   initializer = kit.keras.initializers.TruncatedNormal(stddev=c.initializer_range)
@@ -805,8 +854,8 @@ def funnel_graph(config, kit):
 
   # Layers.
   def transformer_block(name, residual, **shared):
-    return kit.block(
-        c.num_heads, head_size, c.intermediate_size, activation=c.activation, dropout=c.dropout,
+    return kit.make(
+        kit.block, c.num_heads, head_size, c.intermediate_size, activation=c.activation, dropout=c.dropout,
         attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
         layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
         use_segment_bias=c.use_segment_bias, separate_cls=cls_terms_zeroed,
@@ -814,8 +863,8 @@ def funnel_graph(config, kit):
         kernel_initializer=initializer, attention_window=c.attention_window, global_tokens=c.global_tokens,
         name=name, **shared, **kit.options)
 
-  embeddings = kit.embeddings(
-      c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size, dropout=c.dropout,
+  embeddings = kit.make(
+      kit.embeddings, c.vocab_size, c.embedding_width or c.hidden_size, c.hidden_size, dropout=c.dropout,
       layer_norm_epsilon=c.layer_norm_epsilon, initializer=initializer, name="embeddings", **kit.options,
       **kit.embedding_options)
   # The encoder's layers, block by block (the decoder's are never shared).
@@ -823,18 +872,18 @@ def funnel_graph(config, kit):
   stack = iter(layer_stack(lambda name, **shared: transformer_block(name, c.residual_attention, **shared),
                            names, c.layer_sharing))
   blocks = [[next(stack) for _ in range(size)] for size in c.block_sizes]
-  pooling = kit.pooling(c.pooling_type, c.separate_cls, c.truncate_seq, semantics=c.pooling_semantics,
-                        name="pooling", **kit.options)
+  pooling = kit.make(kit.pooling, c.pooling_type, c.separate_cls, c.truncate_seq,
+                     semantics=c.pooling_semantics, name="pooling", **kit.options)
   decoder = [transformer_block(f"decoder_layer_{i}", False) for i in range(c.num_decoder_layers)]
-  pooler = kit.keras.layers.Dense(c.hidden_size, activation="tanh", kernel_initializer=initializer,
-                                  name="pooler", **kit.options)
+  pooler = kit.make(kit.keras.layers.Dense, c.hidden_size, activation="tanh", kernel_initializer=initializer,
+                    name="pooler", **kit.options)
 
   # The functional graph.
-  inputs = encoder_inputs(kit.keras, c.seq_length)
+  inputs = inputs if inputs is not None else encoder_inputs(kit.keras, c.seq_length)
   full_mask = mask = inputs["input_mask"]
   segments = None
   if c.use_segment_bias:
-    segments = kit.cls_segment_ids(name="cls_segment_ids", **kit.options)(inputs["input_type_ids"])
+    segments = kit.make(kit.cls_segment_ids, name="cls_segment_ids", **kit.options)(inputs["input_type_ids"])
   full_segments = segments
   full_positions = positions = np.arange(c.seq_length, dtype=np.float64)
   hidden = embeddings(inputs["input_word_ids"])
@@ -891,8 +940,8 @@ def funnel_graph(config, kit):
 
   sequence_output = encoder_output
   if decoder:
-    upsampling = kit.upsampling(2 ** (len(c.block_sizes) - 1), c.separate_cls, c.truncate_seq,
-                                name="upsampling", **kit.options)
+    upsampling = kit.make(kit.upsampling, 2 ** (len(c.block_sizes) - 1), c.separate_cls, c.truncate_seq,
+                          name="upsampling", **kit.options)
     hidden = upsampling(encoder_output, target_length=c.seq_length) + layer_outputs[decoder_residual_layer]
     for layer in decoder:
       hidden = run(layer, hidden, attention_mask=full_mask, query_positions=full_positions.tolist(),

@@ -3,7 +3,7 @@
 Imports `keras` (3.x) only, never `tf_keras`; the backend is Keras' (`KERAS_BACKEND`). Where
 keras-hub is installed, it also registers the zoo's keras-hub classes (`zoo.keras3.hub`) and
 gives keras-hub's `from_preset` a converter for Hugging Face Funnel directories
-(`zoo.keras3.hf_presets`).
+(`zoo.keras3.hf_presets`) and a loader of zoo model directories (`zoo.keras3.run_presets`).
 """
 
 import importlib.util
@@ -42,4 +42,6 @@ if importlib.util.find_spec("keras_hub") is not None:
   from zoo.keras3 import hf_presets
   from zoo.keras3 import hub  # noqa: F401  (registers the keras-hub classes)
   from zoo.keras3 import pretraining  # noqa: F401  (the masked-LM tasks, for keras-hub's from_preset)
+  from zoo.keras3 import run_presets
   hf_presets.install()
+  run_presets.install()

@@ -10,6 +10,7 @@ names, so weights move between the editions by name (`zoo.named_weights`).
 
 import keras
 from keras import ops
+from keras.src import backend
 
 from zoo import specs
 from zoo.keras3.embeddings import ClsSegmentIds
@@ -31,7 +32,57 @@ def dtype_policy(dtype=None):
   return keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
 
 
-class EncoderModel(keras.Model):
+def _lengths(data):
+  """The static second dimension of every tensor (or tensor spec) of rank 2 or more in `data`."""
+  return tuple(item.shape[1] for item in keras.tree.flatten(data)
+               if getattr(item, "shape", None) is not None and len(item.shape) >= 2)
+
+
+class PerLengthFunctions:
+  """Under TensorFlow, a compiled train, test and predict function per input length.
+
+  Keras' TensorFlow trainer traces its step functions with `reduce_retracing`: after a model
+  has met two lengths, it traces one function for any length, where the zoo's encoders would
+  not know theirs (their graph is built per length). This mixin (before the Keras model in
+  the bases) keeps one Keras function per length instead, so each is traced with its static
+  length, as JAX's jit compiles one per shape. Other backends are untouched.
+  """
+
+  def make_train_function(self, force=False):
+    return self._per_length("train", force)
+
+  def make_test_function(self, force=False):
+    return self._per_length("test", force)
+
+  def make_predict_function(self, force=False):
+    return self._per_length("predict", force)
+
+  def _per_length(self, kind, force):
+    make = getattr(super(), f"make_{kind}_function")
+    attribute = f"{kind}_function"
+    if keras.backend.backend() != "tensorflow" or self.run_eagerly:
+      return make(force=force)
+    current = getattr(self, attribute, None)
+    if current is not None and not force:
+      return current
+    functions = {}
+
+    def function(data):
+      spec = getattr(data, "element_spec", None)
+      if spec is None and not isinstance(data, (list, tuple)):   # train_on_batch's generator of one batch
+        data = list(data)
+      key = _lengths(spec if spec is not None else data)
+      if key not in functions:
+        make(force=True)   # sets the attribute to Keras' function
+        functions[key] = getattr(self, attribute)
+        setattr(self, attribute, function)
+      return functions[key](data if spec is not None or isinstance(data, list) else iter(data))
+
+    setattr(self, attribute, function)
+    return function
+
+
+class EncoderModel(PerLengthFunctions, keras.Model):
   """What both encoders' Keras 3 edition shares: its layers' classes, the dtype and the config.
 
   The constructor's arguments, checks and functional graph are each encoder's spec
@@ -39,6 +90,16 @@ class EncoderModel(keras.Model):
   `dtype` (as for any Keras layer) sets the policy of every layer of the encoder, and
   `word_embeddings`, another encoder's word-embedding layer, makes this one use that layer
   (ELECTRA's generator shares the discriminator's table; not part of the config).
+
+  Any sequence length, as keras-hub's BERT: the functional graph is built for `seq_length`,
+  and inputs of another length run the same graph wired again at theirs, on the same layers
+  (so the same weights). The Funnel's pooling grids and relative positions are Python
+  constants of the length (no gathers, static shapes for XLA), so each length is traced on
+  its own: JAX and XLA on TPU compile once per length met, TensorFlow traces once per length;
+  PyTorch runs eagerly. A length must be known when traced (inputs padded to a fixed
+  length, as keras-hub's preprocessors pad); `length_problem` names the lengths an encoder
+  takes (a Funnel's blocks need enough tokens to pool; an absolute position table has a
+  maximum).
   """
 
   @staticmethod
@@ -49,11 +110,59 @@ class EncoderModel(keras.Model):
     kit = specs.EncoderKit(keras=keras, embeddings=EncoderEmbeddings, block=TransformerBlock,
                            pooling=FunnelPooling, upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds,
                            cast=lambda x, like: ops.cast(x, like.dtype), options=dict(dtype=policy),
-                           embedding_options={} if shared is None else dict(word_embeddings=shared))
+                           embedding_options={} if shared is None else dict(word_embeddings=shared), layers={})
     return kit, kwargs
 
-  def _after_build(self, kit):
+  def _after_build(self, kit, graph):
     self.dtype_policy = kit.options["dtype"]   # a functional model takes no dtype: its layers' policy
+    # Not tracked (the functional graph tracks the layers): what wires them at other lengths.
+    object.__setattr__(self, "_rewire", lambda length, inputs: graph(dict(self._config, seq_length=length),
+                                                                     kit, inputs=inputs)[1])
+    self.input_spec = None   # any length (checked in `call`)
+
+  def _length(self, inputs):
+    """The static length of `inputs` (a dict of `[B, T]` tensors, or a list in input order)."""
+    first = inputs["input_word_ids"] if isinstance(inputs, dict) else keras.tree.flatten(inputs)[0]
+    return first.shape[1]
+
+  def _other_length(self, inputs):
+    """`inputs`' length when the built graph does not take it as it is, else None; raises on a length
+    the encoder cannot take."""
+    length = self._length(inputs)
+    built = self._config["seq_length"]
+    if length is None:
+      if built is None:
+        return None
+      raise ValueError(f"{self.name}: the sequence length must be known when traced (the graph is built per "
+                       "length): pad the inputs to a fixed length, as keras-hub's preprocessors do")
+    problem = self.length_problem(length)
+    if problem:
+      raise ValueError(f"{self.name}: {problem}")
+    return None if built is None or length == built else length
+
+  def call(self, inputs, training=None, mask=None):
+    length = self._other_length(inputs)
+    if length is None:
+      return super().call(inputs, training=training, mask=mask)
+    return self._rewire(length, dict(inputs) if isinstance(inputs, dict) else dict(
+        zip(specs.INPUT_NAMES, keras.tree.flatten(inputs), strict=True)))
+
+  def compute_output_spec(self, inputs, training=None, mask=None):
+    if self._length(inputs) is None and self._config["seq_length"] is not None:
+      # Symbolic inputs of any length (a keras-hub backbone's): the built graph's outputs with
+      # the lengths unknown.
+      def any_length(spec):
+        shape = list(spec.shape)
+        shape[0] = None
+        if len(shape) == 3:     # [B, T, D]
+          shape[1] = None
+        elif len(shape) == 4:   # attention probabilities [B, N, T, S]
+          shape[2:] = [None, None]
+        return keras.KerasTensor(shape, dtype=spec.dtype)
+      return keras.tree.map_structure(any_length, self.output)
+    if self._other_length(inputs) is None:
+      return super().compute_output_spec(inputs, training=training, mask=mask)
+    return backend.compute_output_spec(self.call, inputs, training=training)
 
   def _edition_config(self):
     return {"dtype": self.dtype_policy.name}

@@ -33,6 +33,7 @@ from keras import ops
 
 from zoo.choices import recorded_pooling_semantics
 from zoo.keras3.encoders import FunnelEncoder
+from zoo.keras3.encoders import PerLengthFunctions
 from zoo.keras3.encoders import TransformerEncoder
 from zoo.keras3.encoders import dtype_policy
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
@@ -46,11 +47,13 @@ from zoo.named_weights import copy_weights
 # Backbones.
 
 
-class ZooBackbone(keras_hub.models.Backbone):
+class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
   """A keras-hub backbone around a `zoo.keras3` encoder (`encoder_class`) built from `encoder_config`.
 
-  Inputs `token_ids`, `segment_ids`, `padding_mask` (`[B, seq_length]`); outputs
-  `sequence_output` and `pooled_output` (the tanh dense on [cls]). `dtype` (or a
+  Inputs `token_ids`, `segment_ids`, `padding_mask` (`[B, T]`, any length T the encoder takes:
+  `length_problem`); outputs `sequence_output` and `pooled_output` (the tanh dense on [cls]).
+  `seq_length` is the length the encoder's graph is built for first (a Funnel's has no
+  maximum; an absolute position table's maximum is `max_sequence_length`). `dtype` (or a
   `dtype` in `encoder_config`; default the global policy) is the policy of every layer of
   the encoder: "bfloat16" keeps bfloat16 weights, "mixed_bfloat16" float32 weights and
   bfloat16 compute; layer norms, attention scores and probabilities stay float32.
@@ -73,10 +76,11 @@ class ZooBackbone(keras_hub.models.Backbone):
     policy = dtype_policy(dtype)   # the encoder's layers are built with it
     encoder = self.encoder_class(**encoder_config, dtype=policy, word_embeddings=word_embeddings,
                                  name="encoder")
-    seq_length = encoder_config.get("seq_length")
-    token_ids = keras.Input(shape=(seq_length,), dtype="int32", name="token_ids")
-    segment_ids = keras.Input(shape=(seq_length,), dtype="int32", name="segment_ids")
-    padding_mask = keras.Input(shape=(seq_length,), dtype="int32", name="padding_mask")
+    # Any length, as keras-hub's BERT takes (the encoder rewires itself per length; see
+    # `zoo.keras3.encoders.EncoderModel`).
+    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+    padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
     outputs = encoder(dict(input_word_ids=token_ids, input_mask=ops.cast(padding_mask, "int32"),
                            input_type_ids=segment_ids))
     super().__init__(
@@ -90,6 +94,10 @@ class ZooBackbone(keras_hub.models.Backbone):
   @property
   def vocabulary_size(self):
     return self.encoder_config["vocab_size"]
+
+  def length_problem(self, length):
+    """Why the backbone cannot run on `length` tokens (naming the lengths it takes), or None."""
+    return self.encoder.length_problem(length)
 
   def get_config(self):
     config = super().get_config()
@@ -167,13 +175,31 @@ class TransformerTextClassifierPreprocessor(keras_hub.models.TextClassifierPrepr
 # Classifiers.
 
 
-class ZooTextClassifier(keras_hub.models.TextClassifier):
+def apply_sequence_length(task, sequence_length=None, seq_length=None):
+  """A task's `sequence_length` (keras-hub's name: `TextClassifier.from_preset(path, sequence_length=32)`;
+  `seq_length`, the zoo's, means the same): the length its preprocessor packs to, checked against the
+  lengths the backbone takes."""
+  if sequence_length is not None and seq_length is not None and sequence_length != seq_length:
+    raise ValueError(f"sequence_length={sequence_length} and seq_length={seq_length}: give one")
+  length = sequence_length if sequence_length is not None else seq_length
+  if length is None:
+    return
+  problem = task.backbone.length_problem(int(length))
+  if problem:
+    raise ValueError(f"sequence_length={length}: {problem}")
+  if task.preprocessor is not None:
+    task.preprocessor.sequence_length = int(length)
+
+
+class ZooTextClassifier(PerLengthFunctions, keras_hub.models.TextClassifier):
   """Dropout and a dense layer on the backbone's `pooled_output`: `BertTextClassifier`'s head.
 
-  The logits are float32 under any dtype policy (the zoo's convention).
+  The logits are float32 under any dtype policy (the zoo's convention). `sequence_length`
+  (or `seq_length`): the preprocessor's length (`apply_sequence_length`).
   """
 
-  def __init__(self, backbone, num_classes, preprocessor=None, activation=None, dropout=0.1, **kwargs):
+  def __init__(self, backbone, num_classes, preprocessor=None, activation=None, dropout=0.1,
+               sequence_length=None, seq_length=None, **kwargs):
     self.backbone = backbone
     self.preprocessor = preprocessor
     self.output_dropout = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
@@ -188,6 +214,7 @@ class ZooTextClassifier(keras_hub.models.TextClassifier):
     self.num_classes = num_classes
     self.activation = keras.activations.get(activation)
     self.dropout = dropout
+    apply_sequence_length(self, sequence_length, seq_length)
 
   def get_config(self):
     config = super().get_config()
@@ -258,16 +285,20 @@ OTHER_HEADS = {
            "token-classification task",
     "squad": "a question-answering head (start and end logits over the tokens), and keras-hub has no "
              "question-answering task",
-    "mlm": "a masked-LM head, which this package does not build as a keras-hub MaskedLM",
-    "electra": "a generator and a discriminator, which this package does not build as keras-hub tasks",
+    "mlm": "a masked-LM head: keras_hub.models.MaskedLM.from_preset(path) (after import zoo.keras3) gives "
+           "the run's masked LM with its trained head",
+    "electra": "a generator and a discriminator: its discriminator is the encoder (and "
+               "keras_hub.models.MaskedLM.from_preset(path) puts a new masked-LM head on it)",
 }
 
 
-def _not_a_classifier(path, task):
-  head = OTHER_HEADS.get(task, "no classifier head") if task else "no task head (converted weights)"
-  return (f"{path}: a {task!r} run has {head}, so it does not load as a keras-hub task with its trained "
-          "head. backbone_from_model_dir gives its encoder with the trained weights (and its SavedModel "
-          "export the whole model); pass num_classes for a new text classifier on that encoder")
+def not_a_classifier(path, task):
+  """Why a directory without a sequence classifier loads as a text classifier only with `num_classes`."""
+  what = f"a {task!r} run has {OTHER_HEADS.get(task, 'no classifier head')}" if task else (
+      "converted weights have no task head")
+  return (f"{path}: {what}; no text classifier head to load. backbone_from_model_dir gives its encoder with "
+          "the trained weights (and its SavedModel export the whole model); pass num_classes for a new text "
+          "classifier on that encoder")
 
 
 def trained_head(path, num_classes):
@@ -298,7 +329,7 @@ def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0
   task = settings.get("task")
   run_classes = settings.get("num_classes") if task in SEQUENCE_CLASSIFIER_TASKS else None
   if not (num_classes or run_classes):
-    raise ValueError(_not_a_classifier(path, task))
+    raise ValueError(not_a_classifier(path, task))
   backbone, loaded = backbone_from_model_dir(path, **overrides)
   num_classes = num_classes or run_classes
   _, _, preprocessor_class, classifier_class = FAMILIES[loaded.family]

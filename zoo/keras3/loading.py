@@ -71,12 +71,18 @@ def load_model_dir(path, **overrides):
   encoder = ENCODER_CLASSES[family](**config)
   assign_named_arrays(encoder, checkpoint_arrays(prefix, encoder_root(prefix)),
                       source=f"the checkpoint {prefix}")
-  tokenizer = settings.get("tokenizer") or {}
   return LoadedModelDir(
       encoder=encoder, family=family, encoder_config={k: v for k, v in config.items() if k != "dtype"},
-      vocab=list(model_dir.read_vocab()), lower_case=bool(settings.get("lower_case", True)),
-      special_tokens={**DEFAULT_SPECIAL_TOKENS, **tokenizer.get("special_tokens", {})},
-      cls_type_id=int(tokenizer.get("cls_type_id", 0)),
-      max_chars_per_word=int(tokenizer.get("max_chars_per_word", 100)),
       seq_length=config["seq_length"], num_classes=settings.get("num_classes"),
-      label_names=settings.get("label_names"), tokenizer_kind=tokenizer.get("kind", "wordpiece"))
+      label_names=settings.get("label_names"), **tokenizer_settings(model_dir, settings))
+
+
+def tokenizer_settings(model_dir, settings):
+  """The `LoadedModelDir` fields of a model directory's tokenizer: `vocab`, `lower_case`,
+  `special_tokens`, `cls_type_id`, `max_chars_per_word`, `tokenizer_kind`."""
+  tokenizer = settings.get("tokenizer") or {}
+  return dict(vocab=list(model_dir.read_vocab()), lower_case=bool(settings.get("lower_case", True)),
+              special_tokens={**DEFAULT_SPECIAL_TOKENS, **tokenizer.get("special_tokens", {})},
+              cls_type_id=int(tokenizer.get("cls_type_id", 0)),
+              max_chars_per_word=int(tokenizer.get("max_chars_per_word", 100)),
+              tokenizer_kind=tokenizer.get("kind", "wordpiece"))

@@ -46,10 +46,12 @@ from keras import ops
 
 from zoo import specs
 from zoo.keras3.base import ZooLayer
+from zoo.keras3.encoders import PerLengthFunctions
 from zoo.keras3.hub import FunnelBackbone
 from zoo.keras3.hub import FunnelTokenizer
 from zoo.keras3.hub import TransformerBackbone
 from zoo.keras3.hub import TransformerTokenizer
+from zoo.keras3.hub import apply_sequence_length
 from zoo.keras3.transformer_block import ACTIVATIONS
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
@@ -133,7 +135,7 @@ class MaskedLMHead(keras.layers.Layer):
     return config   # the embedding is the backbone's: the task builds its head from the backbone
 
 
-class ZooMaskedLM(keras_hub.models.MaskedLM):
+class ZooMaskedLM(PerLengthFunctions, keras_hub.models.MaskedLM):
   """A keras-hub masked-LM task on a zoo backbone: `MaskedLMHead` on its `sequence_output`.
 
   Inputs: the backbone's (`token_ids`, `segment_ids`, `padding_mask`) and `mask_positions`
@@ -141,7 +143,8 @@ class ZooMaskedLM(keras_hub.models.MaskedLM):
   encoder's); `mlm_transform`: see `MaskedLMHead`.
   """
 
-  def __init__(self, backbone, preprocessor=None, activation=None, mlm_transform=True, **kwargs):
+  def __init__(self, backbone, preprocessor=None, activation=None, mlm_transform=True, sequence_length=None,
+               seq_length=None, **kwargs):
     config = backbone.encoder_config
     if isinstance(backbone, FunnelBackbone) and not config.get("num_decoder_layers"):
       raise ValueError("a Funnel-Transformer masked LM needs the decoder (num_decoder_layers >= 1): without "
@@ -158,6 +161,7 @@ class ZooMaskedLM(keras_hub.models.MaskedLM):
     super().__init__(inputs=inputs, outputs=logits, **kwargs)
     self.activation = activation
     self.mlm_transform = mlm_transform
+    apply_sequence_length(self, sequence_length, seq_length)
 
   def get_config(self):
     config = super().get_config()
@@ -257,7 +261,7 @@ def electra_generator_config(encoder_config, overrides=None):
   return {**encoder_config, **defaults, **(overrides or {})}
 
 
-class ZooElectra(keras_hub.models.Task):
+class ZooElectra(PerLengthFunctions, keras_hub.models.Task):
   """ELECTRA pre-training in keras-hub (`zoo.models.ElectraPretrainer` for Keras 3).
 
   A small generator (a backbone of the same family; `generator_config`, default
@@ -282,7 +286,7 @@ class ZooElectra(keras_hub.models.Task):
   """
 
   def __init__(self, backbone, generator_config=None, preprocessor=None, discriminator_weight=50.0,
-               activation=None, mlm_transform=True, **kwargs):
+               activation=None, mlm_transform=True, sequence_length=None, seq_length=None, **kwargs):
     config = backbone.encoder_config
     if isinstance(backbone, FunnelBackbone) and not config.get("num_decoder_layers"):
       raise ValueError("a Funnel-Transformer ELECTRA needs the decoder (num_decoder_layers >= 1): the "
@@ -307,8 +311,7 @@ class ZooElectra(keras_hub.models.Task):
     self.discriminator_logits = keras.layers.Dense(1, kernel_initializer=initializer, dtype="float32",
                                                    name="discriminator_logits")
 
-    length = config.get("seq_length")
-    inputs = {name: keras.Input(shape=(length,), dtype="int32", name=name) for name in ELECTRA_INPUTS[:3]}
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ELECTRA_INPUTS[:3]}
     inputs.update({name: keras.Input(shape=(None,), dtype="float32" if name == "mask_weights" else "int32",
                                      name=name) for name in ELECTRA_INPUTS[3:]})
     encoder_inputs = {name: inputs[name] for name in ELECTRA_INPUTS[:3]}
@@ -326,6 +329,7 @@ class ZooElectra(keras_hub.models.Task):
     self.discriminator_weight = discriminator_weight
     self.activation = activation
     self.mlm_transform = mlm_transform
+    apply_sequence_length(self, sequence_length, seq_length)
 
   def compute_losses(self, x, y_pred):
     """`loss`, `mlm_loss` and `disc_loss` (float32 scalars) of inputs `x` and outputs `y_pred`."""

@@ -55,8 +55,8 @@ class EncoderModel(keras.Model):
                            embedding_options={})
     return kit, kwargs
 
-  def _after_build(self, kit):
-    del kit   # tf_keras layers take the global dtype policy
+  def _after_build(self, kit, graph):
+    del kit, graph   # tf_keras layers take the global dtype policy; the graph has its static length
 
   def _edition_config(self):
     return {}

@@ -1,0 +1,164 @@
+"""Zoo model directories through keras-hub's own `from_preset`: training runs and converted checkpoints.
+
+A directory `python -m tpu.train` writes (or `python -m zoo.convert` converts into) holds
+`config.json` (the preset and its settings), `vocab.txt` and TensorFlow checkpoints; keras-hub
+reads neither format. `install()` (run by `import zoo.keras3` when keras-hub is installed) gives
+keras-hub's preset loading a loader for them, so they load as a Hugging Face directory does:
+
+    import keras_hub
+    import zoo.keras3
+
+    backbone = keras_hub.models.Backbone.from_preset("runs/sst2")        # a FunnelBackbone
+    tokenizer = keras_hub.models.Tokenizer.from_preset("runs/sst2")      # its vocabulary and casing
+    classifier = keras_hub.models.TextClassifier.from_preset("runs/sst2", sequence_length=64)
+    masked_lm = keras_hub.models.MaskedLM.from_preset("runs/mlm")        # with the run's trained head
+
+- The backbone holds the latest checkpoint's encoder (`zoo.keras3.hub.backbone_from_model_dir`);
+  `seq_length` and `dtype` go to it.
+- The preprocessors pack to the run's `seq_length` (`sequence_length=` sets another); a
+  masked-LM preprocessor selects the run's `max_predictions_per_seq` positions.
+- `TextClassifier.from_preset`: a `classify` or `regress` run's classifier has the run's
+  number of classes and its trained head (so it predicts as the run and its SavedModel do).
+  As for keras-hub's own presets, `num_classes` asks for a new, random head; a directory
+  without a classifier (a converted checkpoint, another task's run) needs it.
+- `MaskedLM.from_preset`: an `mlm` run's task has the run's trained head (its activation and
+  transform); any other directory's starts a new head, as keras-hub's tasks do.
+"""
+
+import os
+import types
+
+from zoo.keras3 import hub
+from zoo.model_dir import CONFIG_FILE
+from zoo.model_dir import MASKED_LM_ROOT
+from zoo.model_dir import MODEL_ROOT
+from zoo.model_dir import ModelDir
+from zoo.model_dir import read_json
+
+# The config.json fields that mark another preset format (keras-hub's own, transformers', timm's).
+OTHER_FORMATS = ("registered_name", "model_type", "architecture")
+
+
+def is_model_dir(config):
+  """Whether a preset's parsed config.json is a zoo model directory's (it names the zoo preset, `model`)."""
+  return isinstance(config, dict) and "model" in config and not any(key in config for key in OTHER_FORMATS)
+
+
+def model_dir_config(preset):
+  """The config.json of a zoo model directory at `preset` (a local or gs:// path), else None."""
+  path = str(preset)
+  if not (path.startswith("gs://") or os.path.isdir(path)):
+    return None
+  try:
+    config = read_json(os.path.join(path, CONFIG_FILE))
+  except FileNotFoundError:
+    return None
+  return config if is_model_dir(config) else None
+
+
+def _trained_masked_lm_head(model_dir, settings):
+  """`{HEAD_NAMES name: array}` of an `mlm` run's trained head, or None for any other directory."""
+  from zoo.named_weights import checkpoint_arrays
+  if settings.get("task") != "mlm":
+    return None
+  arrays = checkpoint_arrays(model_dir.latest_checkpoint(), MODEL_ROOT)
+  prefix = f"{MASKED_LM_ROOT}/"
+  return {name[len(prefix):]: value for name, value in arrays.items() if name.startswith(prefix)}
+
+
+def model_dir_loader():
+  """keras-hub's `PresetLoader` of zoo model directories (a class: keras-hub's module imported here)."""
+  from keras_hub.models import MaskedLM
+  from keras_hub.models import MaskedLMPreprocessor
+  from keras_hub.models import TextClassifier
+  from keras_hub.src.utils.preset_utils import PresetLoader
+
+  from zoo import presets
+
+  class ModelDirLoader(PresetLoader):
+    """A zoo model directory as a keras-hub preset; see the module docstring."""
+
+    def __init__(self, preset, config):
+      super().__init__(preset, config)
+      self.model_dir = ModelDir(str(preset))
+      self.family, self.encoder_config = presets.encoder_arguments(config)
+
+    def check_backbone_class(self):
+      return hub.FAMILIES[self.family][0]
+
+    def load_backbone(self, cls, load_weights, **kwargs):
+      kwargs = {key: value for key, value in kwargs.items() if value is not None}
+      if load_weights:
+        return hub.backbone_from_model_dir(self.preset, **kwargs)[0]
+      _, config = presets.encoder_arguments(self.config, **kwargs)
+      dtype = config.pop("dtype", None)
+      return cls(config, dtype=dtype)
+
+    def load_tokenizer(self, cls, config_file=None, **kwargs):
+      from zoo.keras3.loading import tokenizer_settings
+      settings = types.SimpleNamespace(family=self.family, **tokenizer_settings(self.model_dir, self.config))
+      tokenizer = hub.tokenizer_from_loaded(settings)
+      return tokenizer if not kwargs else type(tokenizer).from_config({**tokenizer.get_config(), **kwargs})
+
+    def load_preprocessor(self, cls, config_file=None, **kwargs):
+      kwargs.setdefault("tokenizer", self.load_tokenizer(cls.tokenizer_cls))
+      kwargs.setdefault("sequence_length", self.encoder_config["seq_length"])
+      if issubclass(cls, MaskedLMPreprocessor) and self.config.get("max_predictions_per_seq"):
+        kwargs.setdefault("mask_selection_length", int(self.config["max_predictions_per_seq"]))
+      return cls(**kwargs)
+
+    def load_task(self, cls, load_weights, load_task_weights, **kwargs):
+      task_kind = self.config.get("task")
+      if issubclass(cls, TextClassifier):
+        run_classes = self.config.get("num_classes") if task_kind in hub.SEQUENCE_CLASSIFIER_TASKS else None
+        if kwargs.get("num_classes") is None and not run_classes:
+          raise ValueError(hub.not_a_classifier(self.preset, task_kind))
+        kwargs.setdefault("num_classes", run_classes)
+      if issubclass(cls, MaskedLM) and task_kind == "mlm":
+        kwargs.setdefault("activation", self.config.get("head_activation"))
+        kwargs.setdefault("mlm_transform", self.config.get("mlm_transform", True))
+      if "backbone" not in kwargs:
+        backbone_kwargs = {key: kwargs.pop(key) for key in ("dtype",) if key in kwargs}
+        kwargs["backbone"] = self.load_backbone(cls.backbone_cls, load_weights, **backbone_kwargs)
+      if "preprocessor" not in kwargs and cls.preprocessor_cls:
+        kwargs["preprocessor"] = self.load_preprocessor(cls.preprocessor_cls)
+      task = cls(**kwargs)
+      if load_weights and load_task_weights:
+        self._load_head(task, task_kind)
+      return task
+
+    def _load_head(self, task, task_kind):
+      if isinstance(task, TextClassifier) and task_kind in hub.SEQUENCE_CLASSIFIER_TASKS:
+        head = hub.trained_head(self.preset, task.num_classes)
+        if head is not None:
+          task.output_dense.set_weights(head)
+      elif isinstance(task, MaskedLM):
+        head = _trained_masked_lm_head(self.model_dir, self.config)
+        if head is not None:
+          for name, variable in task.masked_lm_head.named_weights().items():
+            variable.assign(head[name])
+
+  return ModelDirLoader
+
+
+def install():
+  """Makes keras-hub's `from_preset` (backbones, tokenizers, preprocessors, tasks) read zoo model
+  directories with `model_dir_loader()`'s loader; every other preset keeps keras-hub's loader. Once."""
+  import keras_hub.src.models.backbone
+  import keras_hub.src.models.preprocessor
+  import keras_hub.src.models.task
+  import keras_hub.src.tokenizers.tokenizer
+  from keras_hub.src.utils import preset_utils
+  if getattr(preset_utils.get_preset_loader, "zoo_model_dirs", False):
+    return
+  keras_hub_loader = preset_utils.get_preset_loader
+  loader_class = model_dir_loader()
+
+  def get_preset_loader(preset):
+    config = model_dir_config(preset)
+    return keras_hub_loader(preset) if config is None else loader_class(preset, config)
+
+  get_preset_loader.zoo_model_dirs = True
+  for module in (preset_utils, keras_hub.src.models.backbone, keras_hub.src.models.preprocessor,
+                 keras_hub.src.models.task, keras_hub.src.tokenizers.tokenizer):
+    module.get_preset_loader = get_preset_loader
