@@ -34,22 +34,6 @@ def authors_tf_positions(length, block):
   return (1 - stride + stride * np.arange(length)).astype(np.float64)
 
 
-def covered_length(length, steps, separate_cls=True, truncate_seq=True):
-  """How many leading positions of a length-`length` sequence survive `steps` poolings.
-
-  Truncation (and, at odd lengths, the windows that follow it) can leave the last
-  positions in no pooled window at all; everything before them is covered.
-  """
-  ends = np.arange(1, length + 1)   # exclusive end of the positions each token covers
-  for _ in range(steps):
-    body = ends
-    if separate_cls:
-      body = ends[1:-1] if truncate_seq else ends[1:]
-    pooled = np.maximum.reduceat(body, np.arange(0, len(body), 2)) if len(body) else body
-    ends = np.concatenate([ends[:1], pooled]) if separate_cls else pooled
-  return int(ends.max())
-
-
 def pooled_length(length, separate_cls=True, truncate_seq=True):
   """Sequence length after one stride-2 pooling step.
 

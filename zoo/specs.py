@@ -46,7 +46,6 @@ from zoo.choices import check_pooling_semantics
 from zoo.choices import recorded_pooling_semantics
 from zoo.grids import authors_tf_positions
 from zoo.grids import block_lengths
-from zoo.grids import covered_length
 from zoo.grids import pool_positions
 from zoo.grids import position_grid
 from zoo.windows import local_geometry
@@ -495,7 +494,7 @@ class FunnelPoolingSpec(LayerSpec):
 
 
 class FunnelUpsamplingSpec(LayerSpec):
-  """`FunnelUpsampling`'s arguments and the static length its output keeps."""
+  """`FunnelUpsampling`'s arguments."""
 
   def __init__(self, stride, separate_cls=True, truncate_seq=True, **kwargs):
     super().__init__(**kwargs)
@@ -504,14 +503,6 @@ class FunnelUpsamplingSpec(LayerSpec):
     self.stride = stride
     self.separate_cls = separate_cls
     self.truncate_seq = truncate_seq
-
-  def _covered_mask(self, target_length):
-    """None when every output position lies in a pooled window, else a bool `[1, T, 1]` of those that do."""
-    covered = covered_length(target_length, self.stride.bit_length() - 1, self.separate_cls,
-                             self.truncate_seq)
-    if covered >= target_length:
-      return None
-    return (np.arange(target_length) < covered)[None, :, None]
 
   def get_config(self):
     config = super().get_config()

@@ -113,8 +113,8 @@ class FunnelUpsampling(specs.FunnelUpsamplingSpec, WeightlessLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   `zoo.layers.FunnelUpsampling` for Keras 3: each non-[cls] vector repeated `stride`
-  times, [cls] re-attached in front (`separate_cls`), the positions truncation left in
-  no window set to zero (a static mask). Call: `inputs [B, T', D]`, `target_length`.
+  times, [cls] re-attached in front (`separate_cls`), zeros past the repeated vectors (the
+  authors' `upsample`). Call: `inputs [B, T', D]`, `target_length`.
   """
 
   def call(self, inputs, target_length):
@@ -128,7 +128,4 @@ class FunnelUpsampling(specs.FunnelUpsamplingSpec, WeightlessLayer):
     if length < target_length:
       repeated = ops.pad(repeated, [[0, 0], [0, target_length - length], [0, 0]])
     repeated = repeated[:, :target_length]
-    keep = self._covered_mask(target_length)
-    if keep is not None:   # zero what no pooled window covered (a static mask)
-      repeated = repeated * ops.cast(keep, repeated.dtype)
     return repeated

@@ -36,6 +36,8 @@ transformers 5 saves them.
 import os
 import types
 
+import numpy as np
+
 from zoo.convert import hf_funnel
 from zoo.convert import tokenizer_files
 from zoo.convert import weights as weight_formats
@@ -89,14 +91,57 @@ def _weight_files(preset):
 def convert_weights(backbone, loader, transformers_config):
   """Sets the backbone's encoder from the preset's safetensors files; see the module docstring."""
   directory = _weight_files(loader.preset)
-  weights = hf_funnel.read_hf_weights(directory)
+  all_weights = hf_funnel.read_hf_weights(directory)
+  weights = all_weights
   if any(name.startswith("funnel.") for name in weights):   # a task model: its encoder is `funnel.`
     weights = {name[len("funnel."):]: value for name, value in weights.items() if name.startswith("funnel.")}
   weights = {name: value for name, value in weights.items() if name.startswith(ENCODER_PREFIXES)}
   config = backbone.encoder_config
   skip = () if config["num_decoder_layers"] else ("decoder.",)
-  hf_funnel.assign_hf_weights(backbone.encoder, weights, config, source=hf_funnel.weights_source(directory),
-                              skip_prefixes=skip)
+  source = hf_funnel.weights_source(directory)
+  hf_funnel.assign_hf_weights(backbone.encoder, weights, config, source=source, skip_prefixes=skip)
+  head = classification_head(all_weights, source)
+  if head is not None:   # FunnelForSequenceClassification / ForMultipleChoice: linear_hidden is the pooler
+    backbone.encoder.get_layer("pooler").set_weights(head["pooler"])
+
+
+def classification_head(weights, source):
+  """`{"pooler": [kernel, bias], "logits": [kernel, bias]}` of a Funnel classification head
+  (`FunnelClassificationHead`: `linear_hidden`, tanh, dropout, `linear_out` on the first token of
+  the encoder's output, as the zoo's pooler and a classifier's logits), or None without one."""
+  names = [f"{hf_funnel.CHOICE_HEAD}{layer}.{weight}" for layer in ("linear_hidden", "linear_out")
+           for weight in ("weight", "bias")]
+  if not any(name in weights for name in names):
+    return None
+  missing = [name for name in names if name not in weights]
+  if missing:
+    raise ValueError(f"{source}: the classification head lacks {', '.join(missing)}")
+  hidden_weight, hidden_bias, out_weight, out_bias = (np.asarray(weights[name], np.float32) for name in names)
+  return dict(pooler=[hidden_weight.T, hidden_bias], logits=[out_weight.T, out_bias])
+
+
+def num_labels(config):
+  """The number of classes of a Hugging Face `...ForSequenceClassification` config.json."""
+  return len(config["id2label"]) if config.get("id2label") else int(config.get("num_labels", 2))
+
+
+def load_text_classifier(loader, cls, load_weights, load_task_weights, **kwargs):
+  """A `zoo.keras3.hub.FunnelTextClassifier` of a Funnel directory: a `FunnelForSequenceClassification`'s
+  has its number of classes and trained head unless `num_classes` asks for a new one (keras-hub's rule
+  for classifier presets); any other Funnel directory needs `num_classes`."""
+  from keras_hub.src.utils.preset_utils import PresetLoader
+  architectures = loader.config.get("architectures") or ()
+  trained = "FunnelForSequenceClassification" in architectures
+  if not trained and kwargs.get("num_classes") is None:
+    raise ValueError(f"{loader.preset}: a {'/'.join(architectures) or 'Funnel'} checkpoint has no sequence "
+                     "classification head: pass num_classes for a new one")
+  kwargs.setdefault("num_classes", num_labels(loader.config))
+  task = PresetLoader.load_task(loader, cls, load_weights, load_task_weights, **kwargs)
+  if trained and load_weights and load_task_weights:
+    weights = hf_funnel.read_hf_weights(_weight_files(loader.preset))
+    head = classification_head(weights, loader.preset)
+    task.output_dense.set_weights(head["logits"])
+  return task
 
 
 def _tokenizer_settings(preset, funnel):
@@ -223,9 +268,12 @@ def install():
   keras_hub_load_task = TransformersPresetLoader.load_task
 
   def load_task(self, cls, load_weights, load_task_weights, **kwargs):
+    from zoo.keras3.hub import FunnelTextClassifier
     from zoo.keras3.pretraining import FunnelMaskedLM
     if self.converter is converters["funnel"] and issubclass(cls, FunnelMaskedLM):
       return load_masked_lm(self, cls, load_weights, load_task_weights, **kwargs)
+    if self.converter is converters["funnel"] and issubclass(cls, FunnelTextClassifier):
+      return load_text_classifier(self, cls, load_weights, load_task_weights, **kwargs)
     return keras_hub_load_task(self, cls, load_weights, load_task_weights, **kwargs)
 
   def __init__(self, preset, config):

@@ -102,6 +102,12 @@ class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
   def get_config(self):
     config = super().get_config()
     config.update(encoder_config=dict(self.encoder_config))
+    if self.dtype_policy.name.startswith("mixed_"):
+      # Saved in `encoder_config` rather than as the layer's `dtype`: keras-hub 0.32's preset loader
+      # cannot read a saved mixed policy back (`Invalid dtype: mixed_bfloat16`), and reads this one (a
+      # `dtype` given to `from_preset` still wins). Plain float policies stay keras-hub's `dtype`,
+      # which a load casts to the global policy.
+      config.update(encoder_config=dict(self.encoder_config, dtype=self.dtype_policy.name), dtype=None)
     return config
 
 
@@ -175,6 +181,42 @@ class TransformerTextClassifierPreprocessor(keras_hub.models.TextClassifierPrepr
 # Classifiers.
 
 
+class TrainsWhatItReads:
+  """A task mixin (before the keras-hub task in the bases): the encoder layers its outputs never read
+  (`unused_layers`, name prefixes: a classifier's Funnel decoder, a masked LM's pooler) are not among
+  its trainable variables, so its optimizer keeps no slots for them and no backend warns that they
+  have no gradients. Their weights stay in the backbone, saved and loaded as before, and train again
+  in a task that reads them."""
+
+  unused_layers = ()
+
+  def _unused_ids(self):
+    backbones = [getattr(self, name, None) for name in ("backbone", "generator")]
+    return {id(variable) for backbone in backbones if backbone is not None
+            for layer in backbone.encoder.layers if layer.name.startswith(self.unused_layers)
+            for variable in layer.weights}
+
+  def _split(self, trainable):
+    unused = self._unused_ids()
+    return ([v for v in trainable if id(v) not in unused], [v for v in trainable if id(v) in unused])
+
+  @property
+  def trainable_variables(self):
+    return self._split(super().trainable_variables)[0]
+
+  @property
+  def non_trainable_variables(self):
+    return super().non_trainable_variables + self._split(super().trainable_variables)[1]
+
+  @property
+  def trainable_weights(self):
+    return self._split(super().trainable_weights)[0]
+
+  @property
+  def non_trainable_weights(self):
+    return super().non_trainable_weights + self._split(super().trainable_weights)[1]
+
+
 def apply_sequence_length(task, sequence_length=None, seq_length=None):
   """A task's `sequence_length` (keras-hub's name: `TextClassifier.from_preset(path, sequence_length=32)`;
   `seq_length`, the zoo's, means the same): the length its preprocessor packs to, checked against the
@@ -191,12 +233,15 @@ def apply_sequence_length(task, sequence_length=None, seq_length=None):
     task.preprocessor.sequence_length = int(length)
 
 
-class ZooTextClassifier(PerLengthFunctions, keras_hub.models.TextClassifier):
+class ZooTextClassifier(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.TextClassifier):
   """Dropout and a dense layer on the backbone's `pooled_output`: `BertTextClassifier`'s head.
 
   The logits are float32 under any dtype policy (the zoo's convention). `sequence_length`
-  (or `seq_length`): the preprocessor's length (`apply_sequence_length`).
+  (or `seq_length`): the preprocessor's length (`apply_sequence_length`). A Funnel decoder is
+  not trained (the head reads the pooled [cls] of the encoder: `TrainsWhatItReads`).
   """
+
+  unused_layers = ("decoder_layer_",)
 
   def __init__(self, backbone, num_classes, preprocessor=None, activation=None, dropout=0.1,
                sequence_length=None, seq_length=None, **kwargs):
@@ -346,6 +391,24 @@ def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0
   return classifier
 
 
+def check_special_tokens(vocab, special_tokens=None):
+  """Raises a `ValueError` naming the `special_tokens` argument when the vocabulary lacks one of the
+  special tokens (default BERT's `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`), with the names to pass
+  when it holds Funnel's `<pad>`-style ones."""
+  from zoo.convert.tokenizer_files import FUNNEL_NAMES
+  names = {**DEFAULT_SPECIAL_TOKENS, **(special_tokens or {})}
+  tokens = set(vocab)
+  missing = {role: token for role, token in names.items() if token not in tokens}
+  if not missing:
+    return
+  hint = ""
+  if all(token in tokens for token in FUNNEL_NAMES.values()):
+    hint = f" This vocabulary has Funnel's: pass special_tokens={FUNNEL_NAMES}."
+  raise ValueError(f"the vocabulary ({len(vocab)} tokens) lacks the special token(s) {missing}: name the tokens "
+                   f"it uses for these roles with special_tokens={{role: token}} (roles pad, unk, cls, sep, "
+                   f"mask).{hint}")
+
+
 def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=True, special_tokens=None,
                            activation=None, dropout=0.1, **overrides):
   """A keras-hub text classifier on a zoo preset's encoder (`zoo.presets`) with random weights.
@@ -355,6 +418,7 @@ def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=Tr
   encoder arguments over the preset's.
   """
   from zoo import presets
+  check_special_tokens(vocab, special_tokens)
   chosen = presets.get(preset)
   config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
   backbone_class, tokenizer_class, preprocessor_class, classifier_class = FAMILIES[chosen.family]

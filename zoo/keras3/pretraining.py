@@ -51,7 +51,9 @@ from zoo.keras3.hub import FunnelBackbone
 from zoo.keras3.hub import FunnelTokenizer
 from zoo.keras3.hub import TransformerBackbone
 from zoo.keras3.hub import TransformerTokenizer
+from zoo.keras3.hub import TrainsWhatItReads
 from zoo.keras3.hub import apply_sequence_length
+from zoo.keras3.hub import check_special_tokens
 from zoo.keras3.transformer_block import ACTIVATIONS
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
@@ -135,13 +137,16 @@ class MaskedLMHead(keras.layers.Layer):
     return config   # the embedding is the backbone's: the task builds its head from the backbone
 
 
-class ZooMaskedLM(PerLengthFunctions, keras_hub.models.MaskedLM):
+class ZooMaskedLM(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.MaskedLM):
   """A keras-hub masked-LM task on a zoo backbone: `MaskedLMHead` on its `sequence_output`.
 
   Inputs: the backbone's (`token_ids`, `segment_ids`, `padding_mask`) and `mask_positions`
   int32 `[B, P]`; output: float32 logits `[B, P, V]`. `activation`: the head's (default the
-  encoder's); `mlm_transform`: see `MaskedLMHead`.
+  encoder's); `mlm_transform`: see `MaskedLMHead`. The backbone's pooler is not trained (no
+  output reads it: `zoo.keras3.hub.TrainsWhatItReads`).
   """
+
+  unused_layers = ("pooler",)
 
   def __init__(self, backbone, preprocessor=None, activation=None, mlm_transform=True, sequence_length=None,
                seq_length=None, **kwargs):
@@ -261,7 +266,7 @@ def electra_generator_config(encoder_config, overrides=None):
   return {**encoder_config, **defaults, **(overrides or {})}
 
 
-class ZooElectra(PerLengthFunctions, keras_hub.models.Task):
+class ZooElectra(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Task):
   """ELECTRA pre-training in keras-hub (`zoo.models.ElectraPretrainer` for Keras 3).
 
   A small generator (a backbone of the same family; `generator_config`, default
@@ -284,6 +289,8 @@ class ZooElectra(PerLengthFunctions, keras_hub.models.Task):
   dict of `mlm_logits` float32 `[B, P, V]`, `sampled_ids`, `corrupted_ids`, `disc_logits`
   float32 `[B, T]` and `disc_labels`.
   """
+
+  unused_layers = ("pooler",)   # neither the generator's nor the discriminator's is read
 
   def __init__(self, backbone, generator_config=None, preprocessor=None, discriminator_weight=50.0,
                activation=None, mlm_transform=True, sequence_length=None, seq_length=None, **kwargs):
@@ -411,6 +418,7 @@ def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_to
   preset's (e.g. `hidden_size`, `dtype`).
   """
   from zoo import presets
+  check_special_tokens(vocab, special_tokens)
   chosen = presets.get(preset)
   dtype = overrides.pop("dtype", None)
   config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
@@ -432,6 +440,7 @@ def electra_from_preset(preset, vocab, seq_length, lower_case=True, special_toke
   arguments over `electra_generator_config`'s quarter width) and `discriminator_weight` (λ).
   """
   from zoo import presets
+  check_special_tokens(vocab, special_tokens)
   chosen = presets.get(preset)
   dtype = overrides.pop("dtype", None)
   config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}

@@ -178,9 +178,12 @@ class FunnelUpsampling(specs.FunnelUpsamplingSpec, ZooLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   Each non-[cls] vector is repeated `stride` times (`stride = 2^(blocks - 1)`), [cls]
-  is re-attached in front when `separate_cls`, and the positions that truncation
-  dropped at the end (in no pooled window) are filled with zeros. Token `p ≥ 1` of the
-  output is the pooled vector whose window contains position `p`.
+  is re-attached in front when `separate_cls`, and the positions past the repeated
+  vectors are zeros: the authors' `upsample` (and Hugging Face's), at every length. At
+  lengths whose blocks all pool an even number of tokens (512, 128, ...), these are the
+  positions truncation left in no pooled window, and token `p ≥ 1` is the pooled vector
+  whose window contains position `p`; elsewhere the last pooled vectors repeat over the
+  positions a ceil-rounded window left out, as in their code.
 
   Args:
     stride: total pooling factor to undo (a power of two).
@@ -208,7 +211,4 @@ class FunnelUpsampling(specs.FunnelUpsamplingSpec, ZooLayer):
     if length < target_length:
       repeated = tf.pad(repeated, [[0, 0], [0, target_length - length], [0, 0]])
     repeated = repeated[:, :target_length]
-    keep = self._covered_mask(target_length)
-    if keep is not None:   # zero what no pooled window covered (a static mask)
-      repeated *= tf.constant(keep, repeated.dtype)
     return repeated

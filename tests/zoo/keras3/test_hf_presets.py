@@ -46,6 +46,10 @@ RELEASES = {"small": "funnel_b4_4_4_decoder", "small-base": "funnel_b4_4_4",
             "xlarge": "funnel_b10_10_10_decoder", "xlarge-base": "funnel_b10_10_10"}
 CLASSIFIERS = ("funnel_classifier", "bert")
 TEXTS = LONG + SHORT + ["Ünïcödé wörds, 漢字 and CJK: 東京!", "A  B\tc\nd"]
+LABELS = [0, 1, 2, 0, 1, 2, 0, 1]
+# A length below the directories' (LENGTH) that the three blocks still pool: what a keras-hub user
+# sets for short texts (`sequence_length=`), on the same backbone as the full length.
+SHORT_LENGTH = 9
 
 
 def _save(model, tokenizer, path, **kwargs):
@@ -97,14 +101,14 @@ def directories(tmp_path_factory):
   cases["funnel_hub"] = (f"hf://{HUB_ID}", LENGTH, funnel, funnel_tokenizer)
   # A registered preset by its name, its handle served by the cache (a stand-in of the release's files).
   cases["funnel_small_base_en"] = ("funnel_small_base_en", LENGTH, base, funnel_tokenizer)
-  return cases, cache
+  return cases, cache, classifier
 
 
 def _load_in_every_backend(cases, cache, root):
   """`(inputs, {backend: the runner's outputs})`, one process per backend."""
   inputs = make_inputs(separate_cls=True)
   np.savez(root / "inputs.npz", **inputs)
-  spec = dict(inputs=str(root / "inputs.npz"), texts=TEXTS,
+  spec = dict(inputs=str(root / "inputs.npz"), texts=TEXTS, labels=LABELS, short=SHORT_LENGTH,
               cases=[dict(name=name, preset=preset, seq_length=length, classifier=name in CLASSIFIERS)
                      for name, (preset, length, _, _) in cases.items()])
   (root / "spec.json").write_text(json.dumps(spec))
@@ -123,9 +127,10 @@ def _load_in_every_backend(cases, cache, root):
 # One test: the three backends' processes are its cost, run once whichever worker takes it.
 @pytest.mark.slow
 def test_hugging_face_directories_load_through_keras_hub_entry_points(directories, tmp_path):
-  cases, cache = directories
+  cases, cache, hf_classifier = directories
   inputs, results = _load_in_every_backend(cases, cache, tmp_path)
   mask = inputs["input_mask"]
+  short_inputs = {key: value[:, :SHORT_LENGTH] for key, value in inputs.items()}
   for backend, out in results.items():
     assert str(out["backend"]) == backend
     # The authors' ten releases are FunnelBackbone presets, with the parameters the zoo counts.
@@ -142,12 +147,25 @@ def test_hugging_face_directories_load_through_keras_hub_entry_points(directorie
       if funnel:
         expected = hf_reference(model, inputs).last_hidden_state.numpy()
         difference = max_difference(out[f"{name}/sequence_output"], expected, mask, model.config)
+        # predict() at the full length, then at a short one, on the same backbone (one compiled step
+        # per length under every backend): transformers' outputs at that length.
+        predicted = max_difference(out[f"{name}/predicted"], expected, mask, model.config)
+        short = max_difference(out[f"{name}/predicted_short"], hf_reference(model, short_inputs)
+                               .last_hidden_state.numpy(), short_inputs["input_mask"], model.config)
+        print(f"{backend} {name}: predict max |difference| {predicted:.2e} at {LENGTH} tokens, {short:.2e} at "
+              f"{SHORT_LENGTH}")
+        assert predicted < TOLERANCE and short < TOLERANCE, (backend, name, predicted, short)
       else:
         types = np.minimum(inputs["input_type_ids"], 1)
         expected = hf_reference(model, {**inputs, "input_type_ids": types}).last_hidden_state.numpy()
         difference = np.abs(out[f"{name}/sequence_output"] - expected)[mask > 0].max()
       print(f"{backend} {name}: max |difference| {difference:.2e}")
       assert difference < TOLERANCE, (backend, name, difference)
+      if name == "funnel":
+        # A new classifier on the directory with the decoder fits at the short length, and no backend
+        # warns of variables without gradients (the decoder, which it does not read, is not trained).
+        assert int(out[f"{name}/fit_length"]) == SHORT_LENGTH and np.isfinite(out[f"{name}/fit_loss"])
+        assert json.loads(str(out[f"{name}/gradient_warnings"])) == [], backend
       # Tokenizer.from_preset: transformers' tokenizer's ids.
       assert str(out[f"{name}/tokenizer"]) == ("FunnelTokenizer" if funnel else "BertTokenizer")
       expected_ids = [hf_tokenizer(text, add_special_tokens=False)["input_ids"] for text in TEXTS]
@@ -159,3 +177,16 @@ def test_hugging_face_directories_load_through_keras_hub_entry_points(directorie
       assert str(out[f"{name}/classifier"]) == ("FunnelTextClassifier" if funnel else "BertTextClassifier")
       logits = out[f"{name}/logits"]
       assert logits.shape == (len(TEXTS), 3) and np.isfinite(logits).all()
+      if not funnel:
+        continue
+      # Without num_classes: FunnelForSequenceClassification's own head and label count, at the
+      # sequence_length asked for: transformers' logits on its tokenizer's ids at that length.
+      assert (int(out[f"{name}/trained_classes"]), int(out[f"{name}/trained_length"])) == (3, SHORT_LENGTH)
+      encoded = hf_tokenizer(TEXTS, padding="max_length", truncation=True, max_length=SHORT_LENGTH,
+                             return_tensors="pt")
+      with torch.no_grad():
+        expected_logits = hf_classifier(**encoded).logits.numpy()
+      difference = np.abs(out[f"{name}/trained_logits"] - expected_logits).max()
+      print(f"{backend} {name}: classifier logits at {SHORT_LENGTH} tokens, max |difference| {difference:.2e}")
+      assert difference < TOLERANCE, (backend, difference)
+
