@@ -15,6 +15,11 @@ Reads what ships beside the weights, without TensorFlow:
 
 `settings(...)` returns `(lower_case, tokenizer)`, the two `config.json` fields of a
 model directory (`tpu.config.TrainConfig.lower_case` and `.tokenizer`).
+
+`keras_hub_settings` reads the same Hugging Face files for keras-hub's `WordPieceTokenizer`
+(`zoo.keras3.hf_presets`), which, unlike `TextEncoder`, keeps accents while lower-casing
+and leaves CJK characters unsplit when the files say so; it resolves the files as
+transformers 5's `AutoTokenizer` does (see its docstring).
 """
 
 import json
@@ -55,27 +60,68 @@ def _token(value):
   return value if isinstance(value, str) and value else None
 
 
+def _vocab_txt(src):
+  """The tokens (index = id) of `vocab.txt`, None when there is none."""
+  path = os.path.join(src, "vocab.txt")
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as file:
+    return [line.rstrip("\n").rstrip("\r") for line in file]
+
+
+def _fast_vocab(src, fast):
+  """The WordPiece tokens (index = id) of `fast`, the directory's parsed `tokenizer.json`; None when it
+  holds no vocabulary."""
+  fast_path = os.path.join(src, FAST_TOKENIZER)
+  model = fast.get("model")
+  if not isinstance(model, dict) or not isinstance(model.get("vocab"), dict):
+    return None
+  if model.get("type") != "WordPiece" or model.get("continuing_subword_prefix", "##") != "##":
+    raise TokenizerFilesError(f"{fast_path}: a {model.get('type')} model with continuing_subword_prefix="
+                              f"{model.get('continuing_subword_prefix')!r}; the zoo's tokenizers reproduce "
+                              "WordPiece with '##' only")
+  ids = sorted(model["vocab"].items(), key=lambda item: item[1])
+  if [i for _, i in ids] != list(range(len(ids))):
+    raise TokenizerFilesError(f"{fast_path}: the WordPiece ids are not 0..{len(ids) - 1} without gaps")
+  return [token for token, _ in ids]
+
+
 def hf_vocab(src):
   """The WordPiece tokens (index = id) of `vocab.txt`, else of the fast tokenizer's `tokenizer.json`.
 
   None when there is neither.
   """
-  path = os.path.join(src, "vocab.txt")
-  if os.path.isfile(path):
-    with open(path, encoding="utf-8") as file:
-      return [line.rstrip("\n").rstrip("\r") for line in file]
-  fast_path = os.path.join(src, FAST_TOKENIZER)
-  model = read_json_object(fast_path).get("model")
-  if not isinstance(model, dict) or not isinstance(model.get("vocab"), dict):
-    return None
-  if model.get("type") != "WordPiece" or model.get("continuing_subword_prefix", "##") != "##":
-    raise TokenizerFilesError(f"{fast_path}: a {model.get('type')} model with continuing_subword_prefix="
-                              f"{model.get('continuing_subword_prefix')!r}; TextEncoder reproduces WordPiece "
-                              "with '##' only")
-  ids = sorted(model["vocab"].items(), key=lambda item: item[1])
-  if [i for _, i in ids] != list(range(len(ids))):
-    raise TokenizerFilesError(f"{fast_path}: the WordPiece ids are not 0..{len(ids) - 1} without gaps")
-  return [token for token, _ in ids]
+  tokens = _vocab_txt(src)
+  if tokens is None:
+    tokens = _fast_vocab(src, read_json_object(os.path.join(src, FAST_TOKENIZER)))
+  return tokens
+
+
+def _hf_files(src):
+  """`(tokenizer_config.json, special_tokens_map.json, tokenizer.json)` parsed, each {} when absent."""
+  return tuple(read_json_object(os.path.join(src, name))
+               for name in (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, FAST_TOKENIZER))
+
+
+def _special_names(src, defaults, sources, tokens):
+  """`{role: token}`: for each role the first of `sources` (parsed files, in precedence order) to name
+  its `{role}_token`, else `defaults`' name.
+
+  Raises:
+    TokenizerFilesError: a name `tokens` (the vocabulary, when not None) does not hold.
+  """
+  names = dict(defaults)
+  for role in SPECIAL_ROLES:
+    token = next(filter(None, (_token(source.get(f"{role}_token")) for source in sources)), None)
+    if token:
+      names[role] = token
+  if tokens is not None:
+    vocab = set(tokens)
+    missing = {role: token for role, token in names.items() if token not in vocab}
+    if missing:
+      raise TokenizerFilesError(f"{src}: the vocabulary lacks the special token(s) {missing} that the "
+                                "tokenizer files name")
+  return names
 
 
 def hf_settings(src, funnel=False):
@@ -92,9 +138,7 @@ def hf_settings(src, funnel=False):
       token the vocabulary does not hold.
   """
   config_path = os.path.join(src, TOKENIZER_CONFIG)
-  config = read_json_object(config_path)
-  special_map = read_json_object(os.path.join(src, SPECIAL_TOKENS_MAP))
-  fast = read_json_object(os.path.join(src, FAST_TOKENIZER))
+  config, special_map, fast = _hf_files(src)
   normalizer = fast.get("normalizer") if isinstance(fast.get("normalizer"), dict) else {}
   model = fast.get("model") if isinstance(fast.get("model"), dict) else {}
 
@@ -117,22 +161,81 @@ def hf_settings(src, funnel=False):
                               "splits words on whitespace and punctuation first")
 
   tokens = hf_vocab(src)
-  vocab = None if tokens is None else set(tokens)
-  names = dict(BERT_NAMES)
-  if funnel and vocab is not None and FUNNEL_NAMES["cls"] in vocab and BERT_NAMES["cls"] not in vocab:
-    names = dict(FUNNEL_NAMES)   # FunnelTokenizer's defaults
-  for role in SPECIAL_ROLES:
-    token = _token(config.get(f"{role}_token")) or _token(special_map.get(f"{role}_token"))
-    if token:
-      names[role] = token
-  if vocab is not None:
-    missing = {role: token for role, token in names.items() if token not in vocab}
-    if missing:
-      raise TokenizerFilesError(f"{src}: the vocabulary lacks the special token(s) {missing} that the "
-                                "tokenizer files name")
+  vocab = set(tokens or ())
+  funnel_names = funnel and FUNNEL_NAMES["cls"] in vocab and BERT_NAMES["cls"] not in vocab
+  names = _special_names(src, FUNNEL_NAMES if funnel_names else BERT_NAMES, (config, special_map), tokens)
   max_chars = model.get("max_input_chars_per_word", HF_MAX_CHARS_PER_WORD)
   tokenizer = dict(special_tokens=names, cls_type_id=2 if funnel else 0, max_chars_per_word=int(max_chars))
   return lower_case, tokenizer
+
+
+def _flag(config, field, default, path):
+  """`config[field]` (a parsed tokenizer_config.json), `default` when absent.
+
+  Raises:
+    TokenizerFilesError: a value that is not true or false (nor null, when `default` is None).
+  """
+  value = config.get(field, default)
+  if not isinstance(value, bool) and not (value is None and default is None):
+    raise TokenizerFilesError(f"{path}: {field}={json.dumps(value)}, where transformers takes true or false")
+  return value
+
+
+def keras_hub_settings(src, funnel=False):
+  """keras-hub `WordPieceTokenizer` arguments giving transformers 5's ids for a Hugging Face directory.
+
+  transformers 5's `BertTokenizer` and `FunnelTokenizer` (what `AutoTokenizer` loads, also
+  for files naming transformers 4's `BertTokenizerFast`) take the vocabulary from
+  `tokenizer.json`'s WordPiece model when there is one, else from `vocab.txt`, and build
+  everything else from `tokenizer_config.json` and the class's defaults. They do not read
+  `tokenizer.json`'s normaliser (`lowercase`, `strip_accents`, `handle_chinese_chars`) or
+  its WordPiece settings, so a `tokenizer.json` without `tokenizer_config.json` is uncased
+  with accents stripped whatever its normaliser says. Hence:
+
+  - `lowercase`: `do_lower_case`, default true.
+  - `strip_accents`: `strip_accents` when true or false (accents kept or stripped whatever
+    the casing), `lowercase` when it is null or absent.
+  - `split_on_cjk`: `tokenize_chinese_chars`, default true (false: a run of CJK characters
+    is one word).
+  - `special_tokens_names`, `{role: token}` for `pad unk cls sep mask`: when
+    `tokenizer_config.json` lists `added_tokens_decoder`, its `{role}_token`s; without it
+    (older files) `special_tokens_map.json`'s over `tokenizer_config.json`'s; else the
+    class's, BERT's `[CLS]`-style, or for `funnel` `<cls>`-style unless the vocabulary has
+    BERT's `[CLS]` and not `<cls>`.
+  - `vocabulary`: the tokens, index = id.
+
+  transformers ignores `do_basic_tokenize` and both files' `max_input_chars_per_word` (its
+  WordPiece makes a word of more than 100 characters one unknown token); keras-hub's
+  limit is 100 UTF-8 bytes, the same for ASCII words. Beyond these settings keras-hub's
+  pre-tokenization differs from transformers' on some text: it splits words at control and
+  format characters (which transformers deletes, or with FunnelTokenizer's
+  `clean_text=false` keeps), does not split at non-ASCII spaces (U+00A0, U+3000, ...), and
+  when lower-casing it case-folds with NFKC normalization: "ß" becomes "ss", "ﬁ" "fi",
+  full-width letters ASCII ones, and Hangul, which transformers' accent stripping leaves
+  decomposed into jamo, is recomposed into syllables.
+
+  Raises:
+    TokenizerFilesError: no vocabulary (neither `vocab.txt` nor a WordPiece `tokenizer.json`
+      with '##' and ids without gaps), a setting that is not true or false, or a special
+      token the vocabulary does not hold.
+  """
+  config_path = os.path.join(src, TOKENIZER_CONFIG)
+  config, special_map, fast = _hf_files(src)
+  tokens = _fast_vocab(src, fast)
+  if tokens is None:
+    tokens = _vocab_txt(src)
+  if tokens is None:
+    raise TokenizerFilesError(f"{src}: no vocab.txt or WordPiece {FAST_TOKENIZER} to build a tokenizer from")
+  lowercase = _flag(config, "do_lower_case", True, config_path)
+  strip_accents = _flag(config, "strip_accents", None, config_path)
+  vocab = set(tokens)
+  funnel_names = funnel and not (BERT_NAMES["cls"] in vocab and FUNNEL_NAMES["cls"] not in vocab)
+  sources = (config,) if "added_tokens_decoder" in config else (special_map, config)
+  names = _special_names(src, FUNNEL_NAMES if funnel_names else BERT_NAMES, sources, tokens)
+  return dict(vocabulary=tokens, lowercase=lowercase,
+              strip_accents=lowercase if strip_accents is None else strip_accents,
+              split_on_cjk=_flag(config, "tokenize_chinese_chars", True, config_path),
+              special_tokens_names=names)
 
 
 def google_settings(lower_case):

@@ -145,25 +145,23 @@ def load_text_classifier(loader, cls, load_weights, load_task_weights, **kwargs)
 
 
 def _tokenizer_settings(preset, funnel):
-  """`(vocabulary, lower_case, special-token names)` of the preset's tokenizer files (vocab.txt or a
-  WordPiece tokenizer.json, tokenizer_config.json, special_tokens_map.json)."""
+  """keras-hub `WordPieceTokenizer` arguments of the preset's tokenizer files (vocab.txt or a WordPiece
+  tokenizer.json, tokenizer_config.json, special_tokens_map.json) giving transformers' ids, with
+  `special_tokens_names` (`tokenizer_files.keras_hub_settings`)."""
   directory = _fetch(preset, [hf_funnel.CONFIG_FILE, *tokenizer_files.TOKENIZER_FILES])
-  lower_case, settings = tokenizer_files.hf_settings(directory, funnel=funnel)
-  vocab = tokenizer_files.hf_vocab(directory)
-  if vocab is None:
-    raise ValueError(f"{preset}: no vocab.txt or WordPiece tokenizer.json to build the tokenizer from")
-  return vocab, lower_case, settings["special_tokens"]
+  return tokenizer_files.keras_hub_settings(directory, funnel=funnel)
 
 
 def convert_tokenizer(cls, preset, **kwargs):
   """`cls` (the backbone's tokenizer class) with the preset's vocabulary and tokenizer settings."""
-  vocab, lower_case, special_tokens = _tokenizer_settings(preset, funnel=True)
-  return cls(vocabulary=vocab, lowercase=lower_case, special_tokens_names=special_tokens, **kwargs)
+  return cls(**{**_tokenizer_settings(preset, funnel=True), **kwargs})
 
 
 def bert_converter():
-  """keras-hub's own BERT converter, whose tokenizer also reads directories without vocab.txt or
-  do_lower_case (as transformers 5 writes them: the vocabulary in tokenizer.json)."""
+  """keras-hub's own BERT converter, whose tokenizer (keras-hub's `BertTokenizer`) takes the settings of
+  every layout of tokenizer files as transformers 5 does (`tokenizer_files.keras_hub_settings`): the
+  vocabulary from tokenizer.json or vocab.txt, accents stripped or kept as `strip_accents` says
+  (keras-hub's own reads vocab.txt and do_lower_case only), CJK characters split or not."""
   from keras_hub.src.utils.preset_utils import check_file_exists
   from keras_hub.src.utils.preset_utils import load_json
   from keras_hub.src.utils.transformers import convert_bert
@@ -171,10 +169,17 @@ def bert_converter():
   def bert_tokenizer(cls, preset, **kwargs):
     has_config = check_file_exists(preset, tokenizer_files.TOKENIZER_CONFIG)
     config = load_json(preset, tokenizer_files.TOKENIZER_CONFIG) if has_config else {}
-    if check_file_exists(preset, "vocab.txt") and "do_lower_case" in config:
+    if "XLMRoberta" in (config.get("tokenizer_class") or ""):   # SentencePiece, which keras-hub's reads
       return convert_bert.convert_tokenizer(cls, preset, **kwargs)
-    vocab, lower_case, _ = _tokenizer_settings(preset, funnel=False)
-    return cls(vocabulary=vocab, lowercase=lower_case, **kwargs)
+    settings = _tokenizer_settings(preset, funnel=False)
+    names = settings.pop("special_tokens_names")
+    renamed = {f"{role}_token": token for role, token in names.items()
+               if role != "unk" and token != tokenizer_files.BERT_NAMES[role]}
+    if renamed:
+      raise tokenizer_files.TokenizerFilesError(
+          f"{preset}: {tokenizer_files.TOKENIZER_CONFIG} or {tokenizer_files.SPECIAL_TOKENS_MAP} name "
+          f"{renamed}; keras-hub's BertTokenizer packs with [CLS], [SEP], [PAD] and [MASK]")
+    return cls(**{**settings, "oov_token": names["unk"], **kwargs})
 
   names = {name: getattr(convert_bert, name) for name in dir(convert_bert) if not name.startswith("_")}
   return types.SimpleNamespace(**{**names, "convert_tokenizer": bert_tokenizer})
