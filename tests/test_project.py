@@ -17,7 +17,8 @@ FORBIDDEN_KERAS = re.compile(r"(^|[^_\w])tf\.keras\b|"  # forbidden
                              r"from tensorflow import keras|^\s*import keras\b|^\s*from keras\b", re.M)
 # The Keras 3 edition and what measures it import Keras 3 on purpose (and never tf_keras:
 # tests/test_structure.py).
-KERAS3_SOURCES = ("zoo/keras3/", "benchmarks/keras3.py", "notebooks/05_keras3_jax_tpu.ipynb")
+KERAS3_SOURCES = ("zoo/keras3/", "benchmarks/keras3.py", "benchmarks/keras3_lengths.py",
+                  "notebooks/05_keras3_jax_tpu.ipynb")
 DOCUMENTED_MODULES = [
     "zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
     "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.models.encoder_inputs",

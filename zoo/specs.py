@@ -804,7 +804,8 @@ def check_funnel_config(config):
   lengths = block_lengths(config["seq_length"], len(config["block_sizes"]), config["separate_cls"],
                           config["truncate_seq"])
   if lengths[-1] < 2:
-    shortest = shortest_funnel_length(len(config["block_sizes"]), config["separate_cls"], config["truncate_seq"])
+    shortest = shortest_funnel_length(len(config["block_sizes"]), config["separate_cls"],
+                                      config["truncate_seq"])
     raise ValueError(f"seq_length {config['seq_length']} is too short for "
                      f"{len(config['block_sizes'])} blocks (lengths {lengths}): at least {shortest}")
   applications = sum(s * r for s, r in zip(config["block_sizes"], config["block_repeats"], strict=True))

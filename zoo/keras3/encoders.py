@@ -110,7 +110,8 @@ class EncoderModel(PerLengthFunctions, keras.Model):
     kit = specs.EncoderKit(keras=keras, embeddings=EncoderEmbeddings, block=TransformerBlock,
                            pooling=FunnelPooling, upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds,
                            cast=lambda x, like: ops.cast(x, like.dtype), options=dict(dtype=policy),
-                           embedding_options={} if shared is None else dict(word_embeddings=shared), layers={})
+                           embedding_options={} if shared is None else dict(word_embeddings=shared),
+                           layers={})
     return kit, kwargs
 
   def _after_build(self, kit, graph):

@@ -10,7 +10,8 @@ BERT does:
 
     backbone = keras_hub.models.Backbone.from_preset("funnel-dir")   # a zoo.keras3.hub.FunnelBackbone
     tokenizer = keras_hub.models.Tokenizer.from_preset("hf://funnel-transformer/small")
-    classifier = keras_hub.models.TextClassifier.from_preset("funnel-dir", num_classes=2)
+    classifier = keras_hub.models.TextClassifier.from_preset("funnel-dir", num_classes=2, sequence_length=64)
+    trained = keras_hub.models.TextClassifier.from_preset("funnel-sst2-dir")   # its head and classes
     masked_lm = keras_hub.models.MaskedLM.from_preset("funnel-dir")  # a FunnelForMaskedLM's head too
     keras_hub.models.Backbone.from_preset("funnel_small_base_en")    # a registered preset (`PUBLISHED`)
 
@@ -18,19 +19,22 @@ BERT does:
   hf-funnel` maps it: Hugging Face's pooling semantics, the decoder's residual, ... The
   decoder is built for `FunnelModel` and the task models on it (masked LM, pre-training,
   token classification, question answering), not for `FunnelBaseModel` and the sequence
-  classification and multiple-choice models on it. The static length is the config's
-  `max_position_embeddings` (512 by default); `Backbone.from_preset(path, seq_length=128)`
-  sets another.
+  classification and multiple-choice models on it. The backbone takes any length (see
+  `zoo.keras3.encoders.EncoderModel`); its graph is built first for the config's
+  `max_position_embeddings` (512 by default) or `Backbone.from_preset(path, seq_length=128)`.
 - The weights are read from the directory's safetensors files (single or sharded, with
   safetensors' numpy API: no TensorFlow checkpoint reader) and checked by the converter's
-  rules: each encoder weight is used once with its shape, a task model's head is left out
-  (the backbone has none), and Hugging Face's missing query bias is 0.
-- The tokenizer is the vocabulary with the casing and special-token names of the tokenizer
-  files (`zoo.convert.tokenizer_files`), a `zoo.keras3.hub.FunnelTokenizer`.
+  rules: each encoder weight is used once with its shape, and Hugging Face's missing query
+  bias is 0. A classification head's `linear_hidden` (`FunnelForSequenceClassification`,
+  `FunnelForMultipleChoice`) is the backbone's pooler; `TextClassifier.from_preset` on a
+  `FunnelForSequenceClassification` without `num_classes` takes its label count and
+  `linear_out` as its logits layer (`load_text_classifier`). Other heads are left out.
+- The tokenizer is the vocabulary with the settings of the tokenizer files as transformers 5
+  reads them (`zoo.convert.tokenizer_files.keras_hub_settings`), a `zoo.keras3.hub.FunnelTokenizer`.
 
-BERT directories keep keras-hub's own converter (`BertBackbone`); only its tokenizer is
-completed, for directories with the vocabulary in tokenizer.json and no vocab.txt, as
-transformers 5 saves them.
+BERT directories keep keras-hub's own converter (`BertBackbone`), with its tokenizer built
+from the same settings for every layout of tokenizer files (keras-hub's own reads vocab.txt
+and `do_lower_case` only).
 """
 
 import os

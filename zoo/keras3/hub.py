@@ -18,7 +18,7 @@ Used the way keras-hub's BERT is:
   model directory's vocabulary, casing and special-token names (Funnel checkpoints
   name theirs `<cls>`, `<sep>`, ...).
 - `FunnelTextClassifierPreprocessor`, ...: keras-hub's `[CLS] a [SEP] b [SEP]` packing to
-  the encoder's static length.
+  the preprocessor's `sequence_length` (any length the backbone takes: `length_problem`).
 - `FunnelTextClassifier`, `TransformerTextClassifier`: dropout and float32 logits on the
   pooled [cls] vector, like keras-hub's `BertTextClassifier`.
 
@@ -408,9 +408,9 @@ def check_special_tokens(vocab, special_tokens=None):
   hint = ""
   if all(token in tokens for token in FUNNEL_NAMES.values()):
     hint = f" This vocabulary has Funnel's: pass special_tokens={FUNNEL_NAMES}."
-  raise ValueError(f"the vocabulary ({len(vocab)} tokens) lacks the special token(s) {missing}: name the tokens "
-                   f"it uses for these roles with special_tokens={{role: token}} (roles pad, unk, cls, sep, "
-                   f"mask).{hint}")
+  raise ValueError(f"the vocabulary ({len(vocab)} tokens) lacks the special token(s) {missing}: name the "
+                   f"tokens it uses for these roles with special_tokens={{role: token}} (roles pad, unk, "
+                   f"cls, sep, mask).{hint}")
 
 
 def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=True, special_tokens=None,

@@ -49,9 +49,9 @@ from zoo.keras3.base import ZooLayer
 from zoo.keras3.encoders import PerLengthFunctions
 from zoo.keras3.hub import FunnelBackbone
 from zoo.keras3.hub import FunnelTokenizer
+from zoo.keras3.hub import TrainsWhatItReads
 from zoo.keras3.hub import TransformerBackbone
 from zoo.keras3.hub import TransformerTokenizer
-from zoo.keras3.hub import TrainsWhatItReads
 from zoo.keras3.hub import apply_sequence_length
 from zoo.keras3.hub import check_special_tokens
 from zoo.keras3.transformer_block import ACTIVATIONS

@@ -64,6 +64,7 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
       expected = json.load(file)
     report["trained_head_vs_run"] = float(np.abs(trained.predict(TEXTS, verbose=0) - expected["texts"]).max())
     report.update(_pairs(trained, run_dir, expected["pairs"]))
+    report["keras_hub_entry_points"] = _entry_points(keras_hub, run_dir, expected)
   report["refused"] = []
   for other in other_runs:   # runs whose heads are no text classifier's
     try:
@@ -83,6 +84,52 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
   report["dtypes"] = _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded)
   with open(out_path, "w") as file:
     json.dump(report, file, indent=1)
+
+
+def _entry_points(keras_hub, run_dir, expected):
+  """The classification run and the masked-LM run (`expected["mlm"]`) through keras-hub's own
+  `from_preset`: the classes each resolves to, the tokenizer's ids against the zoo's TextEncoder's,
+  the classifier's and the masked LM's outputs against the runs' tf_keras models', and the errors."""
+  import keras
+  import tensorflow as tf
+
+  import zoo.keras3.pretraining as zoo_pretraining
+  from zoo.keras3.loading import load_model_dir
+  result = dict(backbone=type(keras_hub.models.Backbone.from_preset(run_dir)).__name__)
+  tokenizer = keras_hub.models.Tokenizer.from_preset(run_dir)
+  result["tokenizer"] = type(tokenizer).__name__
+  encoder = _text_encoder(load_model_dir(run_dir))
+  ids = [np.asarray(row).tolist() for row in tokenizer(TEXTS)]
+  result["tokenizer_ids_equal"] = ids == encoder.tokenize(tf.constant(TEXTS)).to_list()
+  classifier = keras_hub.models.TextClassifier.from_preset(run_dir)
+  result.update(classifier=type(classifier).__name__, classes=classifier.num_classes,
+                sequence_length=classifier.preprocessor.sequence_length)
+  result["classifier_vs_run"] = float(np.abs(classifier.predict(TEXTS, verbose=0) - expected["texts"]).max())
+  short = keras_hub.models.TextClassifier.from_preset(run_dir, sequence_length=8)
+  result.update(short_length=short.preprocessor.sequence_length,
+                short_logits_shape=list(short.predict(TEXTS, verbose=0).shape))
+  mlm = expected["mlm"]
+  masked_lm = keras_hub.models.MaskedLM.from_preset(mlm["dir"])
+  result.update(masked_lm=type(masked_lm).__name__,
+                mask_selection_length=masked_lm.preprocessor.mask_selection_length)
+  features = encoder.encode(tf.constant(TEXTS))
+  logits = masked_lm(dict(token_ids=features["input_word_ids"].numpy(),
+                          segment_ids=features["input_type_ids"].numpy(),
+                          padding_mask=features["input_mask"].numpy(),
+                          mask_positions=np.array(mlm["positions"], np.int32)), training=False)
+  difference = np.abs(keras.ops.convert_to_numpy(logits) - np.array(mlm["logits"]))
+  result["masked_lm_vs_run"] = float(difference.max())
+  for key, attempt in (
+      ("mlm_as_classifier", lambda: keras_hub.models.TextClassifier.from_preset(mlm["dir"])),
+      ("too_short", lambda: keras_hub.models.TextClassifier.from_preset(run_dir, sequence_length=4)),
+      ("funnel_vocab_error", lambda: zoo_pretraining.masked_lm_from_preset(
+          "funnel_b4_4_4_decoder", ["<pad>", "<unk>", "<cls>", "<sep>", "<mask>", "the"], seq_length=16))):
+    try:
+      attempt()
+      result[key] = "no error"
+    except ValueError as error:
+      result[key] = str(error)
+  return result
 
 
 def _text_encoder(loaded):
@@ -136,6 +183,10 @@ def _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded):
   architecture = {key: loaded.encoder_config[key]
                   for key in ("hidden_size", "num_heads", "intermediate_size", "block_sizes")}
   result = dict(global_policy=keras.config.dtype_policy().name)
+  mixed = zoo_hub.classifier_from_model_dir(model_dir, num_classes=2, dtype="mixed_bfloat16")
+  mixed.save_to_preset(f"{preset_dir}_mixed")
+  result["mixed_bfloat16_preset_reloaded"] = keras_hub.models.TextClassifier.from_preset(
+      f"{preset_dir}_mixed").backbone.dtype_policy.name
   for dtype in ("bfloat16", "mixed_bfloat16"):
     backbone, _ = zoo_hub.backbone_from_model_dir(model_dir, dtype=dtype)
     result[f"backbone_from_model_dir_{dtype}"] = describe(backbone, directory_float32)

@@ -152,8 +152,8 @@ def test_hugging_face_directories_load_through_keras_hub_entry_points(directorie
         predicted = max_difference(out[f"{name}/predicted"], expected, mask, model.config)
         short = max_difference(out[f"{name}/predicted_short"], hf_reference(model, short_inputs)
                                .last_hidden_state.numpy(), short_inputs["input_mask"], model.config)
-        print(f"{backend} {name}: predict max |difference| {predicted:.2e} at {LENGTH} tokens, {short:.2e} at "
-              f"{SHORT_LENGTH}")
+        print(f"{backend} {name}: predict max |difference| {predicted:.2e} at {LENGTH} tokens, "
+              f"{short:.2e} at {SHORT_LENGTH}")
         assert predicted < TOLERANCE and short < TOLERANCE, (backend, name, predicted, short)
       else:
         types = np.minimum(inputs["input_type_ids"], 1)
@@ -187,6 +187,7 @@ def test_hugging_face_directories_load_through_keras_hub_entry_points(directorie
       with torch.no_grad():
         expected_logits = hf_classifier(**encoded).logits.numpy()
       difference = np.abs(out[f"{name}/trained_logits"] - expected_logits).max()
-      print(f"{backend} {name}: classifier logits at {SHORT_LENGTH} tokens, max |difference| {difference:.2e}")
+      print(f"{backend} {name}: classifier logits at {SHORT_LENGTH} tokens, "
+            f"max |difference| {difference:.2e}")
       assert difference < TOLERANCE, (backend, difference)
 

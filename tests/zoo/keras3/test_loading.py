@@ -21,6 +21,7 @@ from tests.zoo.convert.test_hf_funnel import hf_reference
 from tests.zoo.convert.test_hf_funnel import make_inputs
 from tests.zoo.convert.test_hf_funnel import max_difference
 from tests.zoo.keras3.conftest import run_in_backend
+from tests.zoo.keras3.hub_run import TEXTS as HUB_TEXTS
 from zoo.convert import convert_to_model_dir
 
 TOLERANCE = 1e-4
@@ -86,8 +87,25 @@ def _classification_run(path):
   pairs = served(text=tf.constant([a for a, _ in PAIRS]), text_b=tf.constant([b for _, b in PAIRS]))
   logits = path / "logits.json"
   logits.write_text(json.dumps(dict(texts=model(features, training=False).numpy().tolist(),
-                                    pairs=pairs["logits"].numpy().tolist())))
+                                    pairs=pairs["logits"].numpy().tolist(),
+                                    mlm=_masked_lm_run(path.parent / "mlm", features))))
   return str(path), str(logits)
+
+
+def _masked_lm_run(path, features):
+  """An `mlm` run (Funnel with a decoder, its head without transform, as the task's default) and its
+  tf_keras model's masked-LM logits at fixed positions of `features`: `{dir, positions, logits}`."""
+  import numpy as np
+
+  from tests.model_dirs import write_run
+  from tpu.config import TrainConfig
+  tiny = dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1], num_decoder_layers=1)
+  config = TrainConfig(model="funnel_b4_4_4", model_overrides=tiny, task="mlm", data="demo",
+                       model_dir=str(path), seq_length=16, vocab_size=len(RUN_VOCAB)).validate()
+  model = write_run(path, config, RUN_VOCAB, seed=5)
+  positions = np.tile(np.array([[1, 2, 5]], np.int32), [features["input_word_ids"].shape[0], 1])
+  logits = model(dict(features, masked_lm_positions=positions), training=False)["mlm_logits"]
+  return dict(dir=str(path), positions=positions.tolist(), logits=logits.numpy().tolist())
 
 
 def _runs_of_other_tasks(path):
@@ -133,6 +151,21 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
                  logits, *_runs_of_other_tasks(tmp_path), _converted_albert(tmp_path))
   report = json.loads(out.read_text())
   assert report["trained_head_vs_run"] < 1e-5   # the run's trained head, not a new one
+  # keras-hub's own from_preset on the run directories: the backbone, the tokenizer (the export's
+  # ids), the classifier with the run's classes and trained head, the masked LM with its head.
+  entry = report["keras_hub_entry_points"]
+  assert (entry["backbone"], entry["tokenizer"], entry["classifier"], entry["masked_lm"]) == (
+      "FunnelBackbone", "FunnelTokenizer", "FunnelTextClassifier", "FunnelMaskedLM")
+  assert entry["tokenizer_ids_equal"] and entry["classes"] == 3 and entry["sequence_length"] == 16
+  print(f"keras-hub from_preset on runs: classifier vs the run {entry['classifier_vs_run']:.2e}, masked LM "
+        f"vs the run {entry['masked_lm_vs_run']:.2e}")
+  assert entry["classifier_vs_run"] < 1e-5 and entry["masked_lm_vs_run"] < 1e-5
+  assert entry["short_length"] == 8 and entry["short_logits_shape"] == [len(HUB_TEXTS), 3]
+  assert entry["mask_selection_length"] == 3   # the run's max_predictions_per_seq
+  assert "no text classifier head" in entry["mlm_as_classifier"] and "MaskedLM.from_preset" in entry[
+      "mlm_as_classifier"]
+  assert "too few for 3 blocks" in entry["too_short"] and "5 tokens or more" in entry["too_short"]
+  assert "special_tokens=" in entry["funnel_vocab_error"] and "<unk>" in entry["funnel_vocab_error"]
   # Sentence pairs through keras-hub's preprocessor: the ids and segment ids of the export's tokenizer
   # (the zoo's TextEncoder), and the export's logits.
   assert report["pair_features_equal"] == dict(token_ids=True, segment_ids=True, padding_mask=True)
@@ -163,7 +196,9 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
   # bfloat16 weights, or float32 weights with bfloat16 compute; float32 layer norms in both.
   dtypes = report.pop("dtypes")
   assert dtypes.pop("global_policy") == "float32"
-  assert len(dtypes) == 10
+  assert len(dtypes) == 11
+  # A backbone saved in mixed_bfloat16 reloads in it without a dtype.
+  assert dtypes.pop("mixed_bfloat16_preset_reloaded") == "mixed_bfloat16"
   for name, built in dtypes.items():
     policy = "mixed_bfloat16" if name.endswith("mixed_bfloat16") else "bfloat16"
     assert built["policy"] == policy, name
