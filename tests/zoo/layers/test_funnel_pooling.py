@@ -381,17 +381,24 @@ def test_upsampling_repeats_each_pooled_token_over_its_window(length, pools, sep
   assert dropped == (list(range(length - stride + 1, length)) if truncate_seq and separate_cls else [])
 
 
-@pytest.mark.parametrize("length,pools", [(9, 1), (10, 2)])
-def test_upsampling_zeros_what_truncation_dropped_at_uneven_lengths(length, pools):
-  """Docstring: "the positions that truncation dropped at the end are filled with zeros"."""
-  hidden = _hidden(1, length, seed=8)
-  pool = FunnelPooling("mean", separate_cls=True, truncate_seq=True)
-  pooled = tf.constant(hidden)
-  for _ in range(pools):
-    pooled = pool(pooled)
-  output = FunnelUpsampling(2 ** pools)(pooled, target_length=length).numpy()
-  coverage = _coverage(length, pools, True, True)
-  np.testing.assert_array_equal(output, _upsample_reference(pooled.numpy(), coverage, length))
+@pytest.mark.parametrize("separate_cls,truncate_seq", [(True, True), (True, False), (False, False)])
+def test_upsampling_is_the_authors_at_every_length(separate_cls, truncate_seq):
+  """Hugging Face's `upsample` (the authors' rule): also where a block pools an odd number of tokens
+  (9, 10, 13 tokens ...), where a ceil-rounded window leaves positions that the repeat still fills."""
+  import torch
+  from transformers.models.funnel.modeling_funnel import upsample
+  pool = FunnelPooling("mean", separate_cls, truncate_seq)
+  for length in range(5, 21):
+    hidden = _hidden(1, length, seed=length)
+    pooled = tf.constant(hidden)
+    for pools in (1, 2, 3):
+      pooled = pool(pooled)
+      if pooled.shape[1] < 2:
+        break
+      output = FunnelUpsampling(2 ** pools, separate_cls, truncate_seq)(pooled, target_length=length).numpy()
+      expected = upsample(torch.from_numpy(pooled.numpy()), 2 ** pools, length, separate_cls,
+                          truncate_seq).numpy()
+      np.testing.assert_array_equal(output, expected, err_msg=f"length {length}, {pools} pooling steps")
 
 
 def test_upsampling_inverts_pooling_shapes():
