@@ -304,7 +304,7 @@ def backbone_from_model_dir(path, **overrides):
   return backbone, loaded
 
 
-def _not_wordpiece(kind):
+def not_wordpiece(kind):
   return (f"the directory's tokenizer is a {kind} model; the Keras 3 edition's keras-hub tokenizers are "
           "WordPiece: backbone_from_model_dir gives its encoder, to run on ids from "
           "zoo.text.SentencePieceEncoder or from the directory's export")
@@ -318,7 +318,7 @@ def tokenizer_from_loaded(loaded):
       backbone loads; tokenize with the directory's own exported model or `zoo.text`).
   """
   if loaded.tokenizer_kind != "wordpiece":
-    raise ValueError(_not_wordpiece(loaded.tokenizer_kind))
+    raise ValueError(not_wordpiece(loaded.tokenizer_kind))
   tokenizer_class = FAMILIES[loaded.family][1]
   return tokenizer_class(vocabulary=loaded.vocab, lowercase=loaded.lower_case,
                          special_tokens_names=loaded.special_tokens)
@@ -374,7 +374,7 @@ def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0
   settings = ModelDir(path).read_config()
   kind = (settings.get("tokenizer") or {}).get("kind", "wordpiece")
   if kind != "wordpiece":
-    raise ValueError(_not_wordpiece(kind))
+    raise ValueError(not_wordpiece(kind))
   task = settings.get("task")
   run_classes = settings.get("num_classes") if task in SEQUENCE_CLASSIFIER_TASKS else None
   if not (num_classes or run_classes):

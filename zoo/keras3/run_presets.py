@@ -96,6 +96,9 @@ def model_dir_loader():
 
     def load_tokenizer(self, cls, config_file=None, **kwargs):
       from zoo.keras3.loading import tokenizer_settings
+      kind = (self.config.get("tokenizer") or {}).get("kind", "wordpiece")
+      if kind != "wordpiece":   # before reading a vocab.txt that such a directory does not have
+        raise ValueError(f"{self.preset}: {hub.not_wordpiece(kind)}")
       settings = types.SimpleNamespace(family=self.family, **tokenizer_settings(self.model_dir, self.config))
       tokenizer = hub.tokenizer_from_loaded(settings)
       return tokenizer if not kwargs else type(tokenizer).from_config({**tokenizer.get_config(), **kwargs})

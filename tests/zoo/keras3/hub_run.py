@@ -46,6 +46,10 @@ def main(model_dir, preset_dir, out_path, run_dir=None, run_logits=None, *other_
                                                         input_type_ids=inputs["segment_ids"]))["sequence_output"]
   report["backbone_vs_encoder"] = float(np.abs(keras.ops.convert_to_numpy(backbone_output)
                                                - keras.ops.convert_to_numpy(encoder_output)).max())
+  # The converted checkpoint through keras-hub's own Backbone.from_preset.
+  from_preset = keras_hub.models.Backbone.from_preset(model_dir).predict_on_batch(inputs)["sequence_output"]
+  report["from_preset_vs_encoder"] = float(np.abs(keras.ops.convert_to_numpy(from_preset)
+                                                  - keras.ops.convert_to_numpy(encoder_output)).max())
 
   classifier.compile(optimizer=keras.optimizers.Adam(1e-3),
                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))

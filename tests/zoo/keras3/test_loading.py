@@ -186,6 +186,7 @@ def test_a_model_directory_is_a_keras_hub_classifier_that_trains_on_jax_and_roun
   assert report["backend"] == "jax"
   assert report["token_ids_equal"] and report["padding_mask_equal"]   # the zoo's TextEncoder's ids
   assert report["backbone_vs_encoder"] < 1e-6
+  assert report["from_preset_vs_encoder"] < 1e-6   # keras_hub.models.Backbone.from_preset(converted dir)
   assert report["weights_changed"] and all(np.isfinite(report["losses"]))
   assert report["losses"][-1] < report["losses"][0]
   assert report["logits_dtype"] == "float32"
