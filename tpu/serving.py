@@ -30,7 +30,7 @@ from zoo.model_dir import SAVED_MODEL_FILE
 from zoo.model_dir import ModelDir
 from zoo.model_dir import find_checkpoint
 from zoo.model_dir import write_version_atomically
-from zoo.models.encoder_inputs import INPUT_NAMES
+from zoo.specs.encoder_inputs import INPUT_NAMES
 from zoo.text import text_encoder as make_text_encoder
 
 MODEL_INFO_FILE = "model_info.json"

@@ -262,7 +262,7 @@ def masked_lm_head(encoder, weights, layout, activation, source):
   """
   import tensorflow as tf
 
-  from zoo.layers.constants import ACTIVATIONS
+  from zoo.layers.activations import ACTIVATIONS
   from zoo.models.heads import MaskedLMHead
   names = _mlm_names(layout)
   present = [name for name in names.values() if name in weights]

@@ -18,12 +18,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo import specs
 from zoo.choices import ABSOLUTE
 from zoo.choices import FACTORIZED
 from zoo.keras3.base import ZooLayer
-from zoo.specs import AttentionResult
-from zoo.specs import clone_initializer
+from zoo.specs.attention import MultiHeadAttentionSpec
+from zoo.specs.base import AttentionResult
+from zoo.specs.base import clone_initializer
 from zoo.windows import local_geometry
 
 # Added to the float32 logits of masked positions: a fully masked row becomes uniform.
@@ -99,7 +99,7 @@ def _grid(positions, length):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class MultiHeadAttention(specs.MultiHeadAttentionSpec, AttentionLayer):
+class MultiHeadAttention(MultiHeadAttentionSpec, AttentionLayer):
   """Scaled dot-product multi-head attention with optional residual attention.
 
   `zoo.layers.MultiHeadAttention` for Keras 3 (see its docstring): the same arguments,

@@ -8,10 +8,11 @@ D model width.
 import keras
 from keras import ops
 
-from zoo import specs
 from zoo.keras3.base import WeightlessLayer
 from zoo.keras3.base import ZooLayer
-from zoo.specs import clone_initializer
+from zoo.specs.base import clone_initializer
+from zoo.specs.embeddings import EncoderEmbeddingsSpec
+from zoo.specs.encoder_inputs import ClsSegmentIdsSpec
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -44,7 +45,7 @@ class PositionEmbedding(ZooLayer):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class EncoderEmbeddings(specs.EncoderEmbeddingsSpec, ZooLayer):
+class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
   """Word embeddings, plus absolute positions and token types when enabled, then layer
   norm (float32), dropout and an optional projection E -> D.
 
@@ -119,7 +120,7 @@ class EncoderEmbeddings(specs.EncoderEmbeddingsSpec, ZooLayer):
     return keras.KerasTensor((*word_ids.shape, self.hidden_size), dtype=self.compute_dtype)
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ClsSegmentIds(specs.ClsSegmentIdsSpec, WeightlessLayer):
+class ClsSegmentIds(ClsSegmentIdsSpec, WeightlessLayer):
   """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`."""
 
   def call(self, type_ids):

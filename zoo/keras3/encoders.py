@@ -12,17 +12,21 @@ import keras
 from keras import ops
 from keras.src import backend
 
-from zoo import specs
 from zoo.keras3.embeddings import ClsSegmentIds
 from zoo.keras3.embeddings import EncoderEmbeddings
 from zoo.keras3.funnel_pooling import FunnelPooling
 from zoo.keras3.funnel_pooling import FunnelUpsampling
 from zoo.keras3.transformer_block import TransformerBlock
+from zoo.specs import encoder_inputs as input_specs
+from zoo.specs.encoder import EncoderKit
+from zoo.specs.encoder_inputs import INPUT_NAMES
+from zoo.specs.funnel_encoder import FunnelEncoderSpec
+from zoo.specs.transformer_encoder import TransformerEncoderSpec
 
 
 def encoder_inputs(seq_length=None):
   """Named int32 `[B, T]` Keras 3 inputs, as Model Garden's encoders take them."""
-  return specs.encoder_inputs(keras, seq_length)
+  return input_specs.encoder_inputs(keras, seq_length)
 
 
 def dtype_policy(dtype=None):
@@ -86,10 +90,11 @@ class EncoderModel(PerLengthFunctions, keras.Model):
   """What both encoders' Keras 3 edition shares: its layers' classes, the dtype and the config.
 
   The constructor's arguments, checks and functional graph are each encoder's spec
-  (`zoo.specs`, shared with the tf_keras edition). Two keyword arguments are this edition's:
-  `dtype` (as for any Keras layer) sets the policy of every layer of the encoder, and
-  `word_embeddings`, another encoder's word-embedding layer, makes this one use that layer
-  (ELECTRA's generator shares the discriminator's table; not part of the config).
+  (`zoo.specs.transformer_encoder`, `zoo.specs.funnel_encoder`, shared with the tf_keras
+  edition). Two keyword arguments are this edition's: `dtype` (as for any Keras layer) sets
+  the policy of every layer of the encoder, and `word_embeddings`, another encoder's
+  word-embedding layer, makes this one use that layer (ELECTRA's generator shares the
+  discriminator's table; not part of the config).
 
   Any sequence length, as keras-hub's BERT: the functional graph is built for `seq_length`,
   and inputs of another length run the same graph wired again at theirs, on the same layers
@@ -102,16 +107,14 @@ class EncoderModel(PerLengthFunctions, keras.Model):
   maximum).
   """
 
-  @staticmethod
-  def _kit(kwargs):
+  @classmethod
+  def _kit(cls, kwargs):
     kwargs = dict(kwargs)
     policy = dtype_policy(kwargs.pop("dtype", None))
     shared = kwargs.pop("word_embeddings", None)
-    kit = specs.EncoderKit(keras=keras, embeddings=EncoderEmbeddings, block=TransformerBlock,
-                           pooling=FunnelPooling, upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds,
-                           cast=lambda x, like: ops.cast(x, like.dtype), options=dict(dtype=policy),
-                           embedding_options={} if shared is None else dict(word_embeddings=shared),
-                           layers={})
+    kit = EncoderKit(keras=keras, **cls.layer_classes(), cast=lambda x, like: ops.cast(x, like.dtype),
+                     options=dict(dtype=policy),
+                     embedding_options={} if shared is None else dict(word_embeddings=shared), layers={})
     return kit, kwargs
 
   def _after_build(self, kit, graph):
@@ -146,7 +149,7 @@ class EncoderModel(PerLengthFunctions, keras.Model):
     if length is None:
       return super().call(inputs, training=training, mask=mask)
     return self._rewire(length, dict(inputs) if isinstance(inputs, dict) else dict(
-        zip(specs.INPUT_NAMES, keras.tree.flatten(inputs), strict=True)))
+        zip(INPUT_NAMES, keras.tree.flatten(inputs), strict=True)))
 
   def compute_output_spec(self, inputs, training=None, mask=None):
     if self._length(inputs) is None and self._config["seq_length"] is not None:
@@ -177,18 +180,31 @@ class EncoderModel(PerLengthFunctions, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TransformerEncoder(specs.TransformerEncoderSpec, EncoderModel):
+class TransformerEncoder(TransformerEncoderSpec, EncoderModel):
   """A stack of `TransformerBlock`s over token embeddings: Post-LN, Pre-LN, RealFormer.
 
-  `zoo.models.TransformerEncoder` for Keras 3; see its docstring for the arguments.
+  `zoo.models.TransformerEncoder` for Keras 3; see its docstring for the arguments, and
+  `zoo/specs/transformer_encoder.py` for the constructor and the forward wiring.
   """
+
+  @staticmethod
+  def layer_classes():
+    """The Keras 3 layers a Transformer encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
+    return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, cls_segment_ids=ClsSegmentIds)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
+class FunnelEncoder(FunnelEncoderSpec, EncoderModel):
   """Funnel-Transformer: blocks of relative-attention layers with pooling in between.
 
   `zoo.models.FunnelEncoder` for Keras 3; see its docstring for the arguments (blocks
   and repeats, pooling type and semantics, pool-query-only, `separate_cls`,
-  `truncate_seq`, position rules, the decoder, residual attention across blocks).
+  `truncate_seq`, position rules, the decoder, residual attention across blocks), and
+  `zoo/specs/funnel_encoder.py` for the constructor and the forward wiring.
   """
+
+  @staticmethod
+  def layer_classes():
+    """The Keras 3 layers a Funnel encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
+    return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, pooling=FunnelPooling,
+                upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds)

@@ -11,10 +11,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo import specs
 from zoo.choices import POOLING_TYPES
 from zoo.choices import check_choice
 from zoo.keras3.base import WeightlessLayer
+from zoo.specs.funnel_pooling import FunnelPoolingSpec
+from zoo.specs.funnel_pooling import FunnelUpsamplingSpec
 
 POOLING_MODES = POOLING_TYPES + ("first", "any", "all")
 # Below any activation and finite in float32 and bfloat16: the max of an all-padding window.
@@ -96,7 +97,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelPooling(specs.FunnelPoolingSpec, WeightlessLayer):
+class FunnelPooling(FunnelPoolingSpec, WeightlessLayer):
   """Stride-2 pooling of a Funnel-Transformer sequence, its mask and its ids.
 
   `zoo.layers.FunnelPooling` for Keras 3: the same arguments (`pooling_type`,
@@ -109,7 +110,7 @@ class FunnelPooling(specs.FunnelPoolingSpec, WeightlessLayer):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelUpsampling(specs.FunnelUpsamplingSpec, WeightlessLayer):
+class FunnelUpsampling(FunnelUpsamplingSpec, WeightlessLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   `zoo.layers.FunnelUpsampling` for Keras 3: each non-[cls] vector repeated `stride`

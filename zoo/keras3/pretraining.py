@@ -44,7 +44,6 @@ import keras_hub
 import numpy as np
 from keras import ops
 
-from zoo import specs
 from zoo.keras3.base import ZooLayer
 from zoo.keras3.encoders import PerLengthFunctions
 from zoo.keras3.hub import FunnelBackbone
@@ -62,6 +61,7 @@ from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import atomic_path
 from zoo.model_dir import write_atomically
 from zoo.named_weights import named_arrays
+from zoo.specs.pretrainers import ReplacedTokenSamplerSpec
 
 WEIGHTS_DIR_FORMAT = "zoo-keras3-weights/1"
 # The head's weights by their names in the tf_keras edition (Model Garden's MaskedLM layer).
@@ -205,7 +205,7 @@ ELECTRA_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", 
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ReplacedTokenSampler(specs.ReplacedTokenSamplerSpec, ZooLayer):
+class ReplacedTokenSampler(ReplacedTokenSamplerSpec, ZooLayer):
   """ELECTRA's corruption step (`zoo.models.pretrainers.ReplacedTokenSampler` for Keras 3).
 
   At each real prediction (`mask_weights > 0`) a token is drawn from the generator's

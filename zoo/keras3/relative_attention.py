@@ -11,10 +11,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo import specs
 from zoo.choices import SHIFT
 from zoo.keras3.attention import MultiHeadAttention
-from zoo.specs import static_vector
+from zoo.specs.base import static_vector
+from zoo.specs.relative_attention import RelativeMultiHeadAttentionSpec
 
 
 def sinusoid_frequencies(width):
@@ -41,7 +41,7 @@ def static_positions(positions, length, name):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHeadAttention):
+class RelativeMultiHeadAttention(RelativeMultiHeadAttentionSpec, MultiHeadAttention):
   """Relative-position multi-head attention, factorized (default) or shift form.
 
   `zoo.layers.RelativeMultiHeadAttention` for Keras 3: the same arguments, weights

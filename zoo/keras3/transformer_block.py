@@ -7,13 +7,13 @@ S key length, D model width, F feed-forward width, N heads.
 import keras
 from keras import ops
 
-from zoo import specs
 from zoo.choices import ACTIVATION_NAMES
 from zoo.keras3.attention import AttentionLayer
 from zoo.keras3.attention import AttentionResult
 from zoo.keras3.attention import MultiHeadAttention
 from zoo.keras3.relative_attention import RelativeMultiHeadAttention
-from zoo.specs import clone_initializer
+from zoo.specs.base import clone_initializer
+from zoo.specs.transformer_block import TransformerBlockSpec
 
 ACTIVATIONS = {
     "gelu": lambda x: keras.activations.gelu(x, approximate=False),
@@ -25,7 +25,7 @@ assert tuple(ACTIVATIONS) == ACTIVATION_NAMES
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TransformerBlock(specs.TransformerBlockSpec, AttentionLayer):
+class TransformerBlock(TransformerBlockSpec, AttentionLayer):
   """One encoder layer: multi-head attention and a feed-forward net, each residual.
 
   `zoo.layers.TransformerBlock` for Keras 3 (see its docstring): Post-LN

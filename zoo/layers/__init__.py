@@ -1,6 +1,6 @@
 """Reusable Keras layers of the zoo (see README.md in this folder)."""
 
-from zoo.layers import constants
+from zoo.layers import activations
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import drop_attention_probs
@@ -21,7 +21,7 @@ __all__ = [
     "MultiHeadAttention",
     "RelativeMultiHeadAttention",
     "TransformerBlock",
-    "constants",
+    "activations",
     "drop_attention_probs",
     "pool_positions",
     "pool_sequence",

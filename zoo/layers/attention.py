@@ -21,11 +21,11 @@ import tensorflow as tf
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
-from zoo import specs
 from zoo.choices import FACTORIZED
 from zoo.layers import seeds
 from zoo.layers.base import ZooLayer
-from zoo.specs import AttentionResult
+from zoo.specs.attention import MultiHeadAttentionSpec
+from zoo.specs.base import AttentionResult
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
 # fully masked row becomes a uniform distribution, never NaN or Inf.
@@ -72,7 +72,7 @@ def drop_attention_probs(probs, rate):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class MultiHeadAttention(specs.MultiHeadAttentionSpec, ZooLayer):
+class MultiHeadAttention(MultiHeadAttentionSpec, ZooLayer):
   """Scaled dot-product multi-head attention with optional residual attention.
 
   Computes `softmax(q̂·k + mask_bias) v` per head with `q̂ = q / sqrt(head_size)`, then

@@ -7,13 +7,13 @@ import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 from official.nlp.modeling import layers as nlp_layers
 
-from zoo import specs
 from zoo.layers import seeds
 from zoo.layers.base import ZooLayer
+from zoo.specs.embeddings import EncoderEmbeddingsSpec
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class EncoderEmbeddings(specs.EncoderEmbeddingsSpec, ZooLayer):
+class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
   """Word embeddings, plus absolute positions and token types when enabled, then
   layer norm, dropout and an optional projection from width E to the model width D.
 

@@ -9,7 +9,7 @@ stays out of the pooling: the sequence is read as `[cls, cls, x1, x2, ...]` so t
 so lengths stay powers of two (512 -> 256 -> 128). Without `separate_cls`,
 `truncate_seq` has no effect and an odd length leaves a last window of one token.
 
-Padding (`semantics`, `constants.POOLING_SEMANTICS`):
+Padding (`semantics`, `zoo.choices.POOLING_SEMANTICS`):
 
 - "zoo" (the default): a pooled token is real when **any** token of its window is
   real, and mean/max pooling read only the real tokens of a window. Outputs at real
@@ -36,12 +36,13 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from zoo import specs
+from zoo.choices import POOLING_TYPES
+from zoo.choices import check_choice
 from zoo.grids import pool_positions  # noqa: F401  (a public name of zoo.layers)
 from zoo.grids import pooled_length  # noqa: F401  (a public name of zoo.layers)
 from zoo.layers.base import ZooLayer
-from zoo.layers.constants import POOLING_TYPES
-from zoo.layers.constants import check_choice
+from zoo.specs.funnel_pooling import FunnelPoolingSpec
+from zoo.specs.funnel_pooling import FunnelUpsamplingSpec
 
 # All pooling modes of `pool_sequence`: the pooling types plus "first" (stride
 # selection, for ids), "any" and "all" (for masks: the window's maximum or minimum).
@@ -136,7 +137,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelPooling(specs.FunnelPoolingSpec, ZooLayer):
+class FunnelPooling(FunnelPoolingSpec, ZooLayer):
   """Stride-2 pooling of a Funnel-Transformer sequence, its mask and its ids.
 
   Between blocks, Funnel-Transformer shortens the hidden sequence by 2 (Dai et al.,
@@ -146,11 +147,11 @@ class FunnelPooling(specs.FunnelPoolingSpec, ZooLayer):
   described in the module docstring.
 
   Args:
-    pooling_type: "mean" or "max" (`constants.POOLING_TYPES`).
+    pooling_type: "mean" or "max" (`zoo.choices.POOLING_TYPES`).
     separate_cls: keep [cls] out of the pooling.
     truncate_seq: with `separate_cls`, drop the last token so lengths halve exactly.
     semantics: what a window does with padding, "zoo", "huggingface" or "funnel_authors"
-      (`constants.POOLING_SEMANTICS`, see the module docstring).
+      (`zoo.choices.POOLING_SEMANTICS`, see the module docstring).
 
   Call arguments:
     inputs: tensor to pool.
@@ -174,7 +175,7 @@ class FunnelPooling(specs.FunnelPoolingSpec, ZooLayer):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelUpsampling(specs.FunnelUpsamplingSpec, ZooLayer):
+class FunnelUpsampling(FunnelUpsamplingSpec, ZooLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   Each non-[cls] vector is repeated `stride` times (`stride = 2^(blocks - 1)`), [cls]

@@ -8,7 +8,7 @@ enter a matmul.
 import numpy as np
 import tensorflow as tf
 
-from zoo.specs import static_vector
+from zoo.specs.base import static_vector
 
 
 def sinusoid_frequencies(width):

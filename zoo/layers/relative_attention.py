@@ -16,10 +16,10 @@ and j share a segment or either is [cls] (segment id `cls_segment_id`).
 import tensorflow as tf
 import tf_keras as keras
 
-from zoo import specs
+from zoo.choices import SHIFT
 from zoo.layers import positions as pos_lib
 from zoo.layers.attention import MultiHeadAttention
-from zoo.layers.constants import SHIFT
+from zoo.specs.relative_attention import RelativeMultiHeadAttentionSpec
 
 
 def _length(heads):
@@ -28,7 +28,7 @@ def _length(heads):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHeadAttention):
+class RelativeMultiHeadAttention(RelativeMultiHeadAttentionSpec, MultiHeadAttention):
   """Relative-position multi-head attention, factorized (default) or shift form.
 
   Implements the Funnel-Transformer's attention (Dai et al., 2020, appendix A.2) with
@@ -49,7 +49,7 @@ class RelativeMultiHeadAttention(specs.RelativeMultiHeadAttentionSpec, MultiHead
   Args:
     num_heads, head_size, attention_dropout, residual_attention, running_mean,
       kernel_initializer: as in `MultiHeadAttention`.
-    position_encoding: "factorized" or "shift" (`constants.RELATIVE_POSITION_ENCODINGS`).
+    position_encoding: "factorized" or "shift" (`zoo.choices.RELATIVE_POSITION_ENCODINGS`).
     use_segment_bias: add the relative segment term (needs segment ids in the call).
     separate_cls: the first query and the first key are [cls]; the position and
       segment terms of every pair that involves them are zeroed (Funnel's

@@ -7,17 +7,17 @@ N heads.
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
-from zoo import specs
 from zoo.layers import seeds
+from zoo.layers.activations import ACTIVATIONS
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.base import ZooLayer
-from zoo.layers.constants import ACTIVATIONS
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
+from zoo.specs.transformer_block import TransformerBlockSpec
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class TransformerBlock(specs.TransformerBlockSpec, ZooLayer):
+class TransformerBlock(TransformerBlockSpec, ZooLayer):
   """One encoder layer: multi-head attention and a feed-forward net, each residual.
 
   Post-LN (Vaswani et al., 2017; BERT), the default:
@@ -36,13 +36,13 @@ class TransformerBlock(specs.TransformerBlockSpec, ZooLayer):
     num_heads: number of heads.
     head_size: width of each head.
     intermediate_size: feed-forward width F.
-    activation: one of `constants.ACTIVATIONS`.
+    activation: one of `zoo.layers.activations.ACTIVATIONS`.
     dropout: hidden dropout, on the attention output and the feed-forward output.
     attention_dropout: dropout on the attention probabilities.
     activation_dropout: dropout after the feed-forward activation.
     norm_first: Pre-LN instead of Post-LN.
     layer_norm_epsilon: epsilon of the layer norms.
-    position_encoding: one of `constants.POSITION_ENCODINGS`: "absolute" (positions
+    position_encoding: one of `zoo.choices.POSITION_ENCODINGS`: "absolute" (positions
       live in the embeddings; plain `MultiHeadAttention`), "factorized" or "shift"
       (`RelativeMultiHeadAttention`).
     use_segment_bias, separate_cls, cls_segment_id: see `RelativeMultiHeadAttention`.

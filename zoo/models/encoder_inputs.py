@@ -6,22 +6,19 @@ Axes: B batch, T sequence length.
 import tensorflow as tf
 import tf_keras as keras
 
-from zoo import specs
-from zoo.layers import EncoderEmbeddings
-from zoo.layers import FunnelPooling
-from zoo.layers import FunnelUpsampling
-from zoo.layers import TransformerBlock
 from zoo.layers.base import ZooLayer
-from zoo.specs import INPUT_NAMES  # noqa: F401  (the inputs' names, read by tpu/)
+from zoo.specs import encoder_inputs as input_specs
+from zoo.specs.encoder import EncoderKit
+from zoo.specs.encoder_inputs import ClsSegmentIdsSpec
 
 
 def encoder_inputs(seq_length=None):
   """Named int32 `[B, T]` Keras inputs, as Model Garden's encoders take them."""
-  return specs.encoder_inputs(keras, seq_length)
+  return input_specs.encoder_inputs(keras, seq_length)
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class ClsSegmentIds(specs.ClsSegmentIdsSpec, ZooLayer):
+class ClsSegmentIds(ClsSegmentIdsSpec, ZooLayer):
   """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`.
 
   Funnel-Transformer's relative segment term treats [cls] (type id 2 in the authors'
@@ -40,19 +37,18 @@ class ClsSegmentIds(specs.ClsSegmentIdsSpec, ZooLayer):
 
 
 class EncoderModel(keras.Model):
-  """What every zoo encoder's tf_keras edition shares: its layers' classes.
+  """What every zoo encoder's tf_keras edition shares: the kit its spec builds the graph with.
 
   The constructor's arguments, its checks and the functional graph are each encoder's spec
-  (`zoo.specs`), shared with `zoo.keras3`; the spec builds the graph from `_kit`'s classes and
-  gives the embedding accessors Model Garden's heads and pretrainers call.
+  (`zoo.specs.transformer_encoder`, `zoo.specs.funnel_encoder`), shared with `zoo.keras3`;
+  the spec builds the graph from the encoder's `layer_classes()` and gives the embedding
+  accessors Model Garden's heads and pretrainers call.
   """
 
-  @staticmethod
-  def _kit(kwargs):
-    kit = specs.EncoderKit(keras=keras, embeddings=EncoderEmbeddings, block=TransformerBlock,
-                           pooling=FunnelPooling, upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds,
-                           cast=lambda x, like: keras.backend.cast(x, like.dtype), options={},
-                           embedding_options={})
+  @classmethod
+  def _kit(cls, kwargs):
+    kit = EncoderKit(keras=keras, **cls.layer_classes(),
+                     cast=lambda x, like: keras.backend.cast(x, like.dtype), options={}, embedding_options={})
     return kit, kwargs
 
   def _after_build(self, kit, graph):

@@ -1,20 +1,29 @@
-"""Funnel-Transformer encoder, with the optional decoder for token-level tasks.
+"""Funnel-Transformer encoder, with the optional decoder for token-level tasks (tf_keras).
 
 Dai et al., 2020, "Funnel-Transformer: Filtering out Sequential Redundancy for
 Efficient Language Processing" (arXiv:2006.03236), Sec. 2.
+
+The encoder's constructor (its arguments and their checks) and its forward wiring are
+`zoo/specs/funnel_encoder.py` (`FunnelEncoderSpec`, `funnel_graph`), written once for this
+edition and the Keras 3 one (`zoo.keras3.FunnelEncoder`); this module names the tf_keras
+layers it is made of (`FunnelEncoder.layer_classes`).
 
 Axes: B batch, T full sequence length, T' pooled length, D model width.
 """
 
 import tf_keras as keras
 
-from zoo import specs
-from zoo.grids import block_lengths  # noqa: F401  (a public name of this module)
+from zoo.layers import EncoderEmbeddings
+from zoo.layers import FunnelPooling
+from zoo.layers import FunnelUpsampling
+from zoo.layers import TransformerBlock
+from zoo.models.encoder_inputs import ClsSegmentIds
 from zoo.models.encoder_inputs import EncoderModel
+from zoo.specs.funnel_encoder import FunnelEncoderSpec
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
+class FunnelEncoder(FunnelEncoderSpec, EncoderModel):
   """Funnel-Transformer: blocks of relative-attention layers with pooling in between.
 
   Between blocks the sequence is pooled with stride 2 (`FunnelPooling`); with
@@ -56,16 +65,16 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
     intermediate_size, activation: feed-forward width and activation.
     dropout, attention_dropout, activation_dropout: dropout rates.
     embedding_width: embedding width, projected to D when different (default D).
-    pooling_type: "mean" or "max" (`zoo.layers.constants.POOLING_TYPES`).
+    pooling_type: "mean" or "max" (`zoo.choices.POOLING_TYPES`).
     pooling_semantics: what a pooling window does with padding, "zoo", "huggingface" or
-      "funnel_authors" (`zoo.layers.constants.POOLING_SEMANTICS`; `zoo.layers.FunnelPooling`).
+      "funnel_authors" (`zoo.choices.POOLING_SEMANTICS`; `zoo.layers.FunnelPooling`).
       A recorded config's "authors" (the name Hugging Face's semantics had before) loads as
       "huggingface"; passed here it is refused as ambiguous.
     pool_q_only: pool only the queries of a pooled block's first layer.
     separate_cls: keep [cls] out of the pooling (and out of the relative terms).
     truncate_seq: drop the last token before pooling, so lengths halve exactly.
     position_encoding: "factorized" or "shift"
-      (`zoo.layers.constants.RELATIVE_POSITION_ENCODINGS`).
+      (`zoo.choices.RELATIVE_POSITION_ENCODINGS`).
     position_rules: where the relative terms place token 0 and pooled tokens without
       `separate_cls` (with it both agree; `zoo.choices.POSITION_RULES`): "window_start" (a
       pooled token at its window's first token; Hugging Face, the authors' PyTorch code) or
@@ -101,3 +110,9 @@ class FunnelEncoder(specs.FunnelEncoderSpec, EncoderModel):
     >>> outputs["sequence_output"].shape, outputs["encoder_sequence_output"].shape
     (TensorShape([2, 16, 32]), TensorShape([2, 4, 32]))
   """
+
+  @staticmethod
+  def layer_classes():
+    """The tf_keras layers a Funnel encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
+    return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, pooling=FunnelPooling,
+                upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds)

@@ -14,10 +14,9 @@ loss; losses are computed in float32.
 import tensorflow as tf
 import tf_keras as keras
 
-from zoo import specs
 from zoo.layers import seeds
+from zoo.layers.activations import ACTIVATIONS
 from zoo.layers.base import ZooLayer
-from zoo.layers.constants import ACTIVATIONS
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import ENCODER_ROOT
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
@@ -31,10 +30,11 @@ from zoo.models.heads import full_length_sequence
 from zoo.models.heads import truncated_normal
 from zoo.models.losses import electra_losses
 from zoo.models.losses import masked_lm_loss
+from zoo.specs.pretrainers import ReplacedTokenSamplerSpec
 
 
 def head_activation(activation):
-  """A head's activation: a name of `zoo.layers.constants.ACTIVATIONS` ("gelu_approximate" is the
+  """A head's activation: a name of `zoo.layers.activations.ACTIVATIONS` ("gelu_approximate" is the
   tanh form), else whatever Keras takes."""
   return ACTIVATIONS.get(activation, activation) if isinstance(activation, str) else activation
 
@@ -75,7 +75,7 @@ class MaskedLMPretrainer(EncoderHead):
   Args:
     encoder: an encoder with a full-length `sequence_output` and `get_embedding_table()`.
     activation: activation of the MLM transform (BERT: "gelu"; a name of
-      `zoo.layers.constants.ACTIVATIONS`, or a Keras activation).
+      `zoo.layers.activations.ACTIVATIONS`, or a Keras activation).
     initializer_range: stddev of the truncated-normal initializer of the MLM transform.
     mlm_transform: the head's dense and layer norm (BERT's); False for the single
       tied projection of Funnel's published masked-LM models (`MaskedLMHead`).
@@ -131,7 +131,7 @@ class MaskedLMPretrainer(EncoderHead):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class ReplacedTokenSampler(specs.ReplacedTokenSamplerSpec, ZooLayer):
+class ReplacedTokenSampler(ReplacedTokenSamplerSpec, ZooLayer):
   """ELECTRA's corruption step: sample replacements from the generator and label them.
 
   At each real prediction (`masked_lm_weights > 0`) a token is drawn from the

@@ -1,16 +1,24 @@
-"""BERT-style Transformer encoder: Post-LN, Pre-LN and RealFormer.
+"""BERT-style Transformer encoder: Post-LN, Pre-LN and RealFormer (tf_keras).
+
+The encoder's constructor (its arguments and their checks) and its forward wiring are
+`zoo/specs/transformer_encoder.py` (`TransformerEncoderSpec`, `transformer_graph`), written
+once for this edition and the Keras 3 one (`zoo.keras3.TransformerEncoder`); this module
+names the tf_keras layers it is made of (`TransformerEncoder.layer_classes`).
 
 Axes: B batch, T sequence length, D model width, N heads.
 """
 
 import tf_keras as keras
 
-from zoo import specs
+from zoo.layers import EncoderEmbeddings
+from zoo.layers import TransformerBlock
+from zoo.models.encoder_inputs import ClsSegmentIds
 from zoo.models.encoder_inputs import EncoderModel
+from zoo.specs.transformer_encoder import TransformerEncoderSpec
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class TransformerEncoder(specs.TransformerEncoderSpec, EncoderModel):
+class TransformerEncoder(TransformerEncoderSpec, EncoderModel):
   """A stack of `TransformerBlock`s over token embeddings, BERT's encoder interface.
 
   - Post-LN (BERT, Devlin et al., 2019): the default.
@@ -33,7 +41,7 @@ class TransformerEncoder(specs.TransformerEncoderSpec, EncoderModel):
     vocab_size: number of word ids.
     hidden_size, num_layers, num_heads, intermediate_size: model width D, depth,
       heads and feed-forward width.
-    activation: feed-forward activation (see `zoo.layers.constants.ACTIVATIONS`).
+    activation: feed-forward activation (see `zoo.layers.activations.ACTIVATIONS`).
     dropout, attention_dropout: hidden and attention-probability dropout rates.
     max_sequence_length: size of the absolute position table.
     type_vocab_size: number of token types (absolute positions only).
@@ -41,7 +49,7 @@ class TransformerEncoder(specs.TransformerEncoderSpec, EncoderModel):
     norm_first: Pre-LN.
     residual_attention, running_mean: RealFormer.
     position_encoding: "absolute", "factorized" or "shift"
-      (`zoo.layers.constants.POSITION_ENCODINGS`).
+      (`zoo.choices.POSITION_ENCODINGS`).
     layer_norm_epsilon: epsilon of every layer norm.
     initializer_range: stddev of the truncated-normal initializer.
     seq_length: static sequence length of the inputs (None for any; "shift" needs it).
@@ -64,3 +72,8 @@ class TransformerEncoder(specs.TransformerEncoderSpec, EncoderModel):
     >>> outputs["sequence_output"].shape, outputs["pooled_output"].shape
     (TensorShape([2, 8, 32]), TensorShape([2, 32]))
   """
+
+  @staticmethod
+  def layer_classes():
+    """The tf_keras layers a Transformer encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
+    return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, cls_segment_ids=ClsSegmentIds)

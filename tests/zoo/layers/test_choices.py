@@ -1,16 +1,18 @@
-"""The named choices of `zoo.layers.constants`: what every layer and encoder accepts and lists."""
+"""The named choices (`zoo.choices`) and the activations (`zoo.layers.activations`): what every layer and
+encoder accepts and lists."""
 
 import ast
 import re
 
 import pytest
 
+from zoo import choices as constants
 from zoo.convert import hf_funnel
 from zoo.layers import FunnelPooling
 from zoo.layers import RelativeMultiHeadAttention
 from zoo.layers import TransformerBlock
-from zoo.layers import constants
 from zoo.layers import pool_sequence
+from zoo.layers.activations import ACTIVATIONS
 from zoo.models import FunnelEncoder
 from zoo.models import TransformerEncoder
 
@@ -24,7 +26,7 @@ def test_the_choices():
   assert constants.RELATIVE_POSITION_ENCODINGS == ("factorized", "shift")
   assert constants.ABSOLUTE not in constants.RELATIVE_POSITION_ENCODINGS
   assert constants.POOLING_TYPES == ("mean", "max")
-  assert set(constants.ACTIVATIONS) == {"gelu", "gelu_approximate", "relu", "swish"}
+  assert set(ACTIVATIONS) == {"gelu", "gelu_approximate", "relu", "swish"}
 
 
 def test_check_choice_lists_the_choices():
@@ -32,14 +34,14 @@ def test_check_choice_lists_the_choices():
   with pytest.raises(ValueError, match=re.escape("pooling_type must be one of ('mean', 'max'), got 'min'")):
     constants.check_choice("pooling_type", "min", constants.POOLING_TYPES)
   with pytest.raises(ValueError, match=re.escape("activation must be one of ('gelu', 'gelu_approximate',")):
-    constants.check_choice("activation", "tanh", constants.ACTIVATIONS)
+    constants.check_choice("activation", "tanh", ACTIVATIONS)
 
 
 # (name, constructor of a bad value, the choices its message must list)
 REJECTIONS = [
     ("block_position_encoding", lambda: TransformerBlock(2, 4, 8, position_encoding="rotary"),
      constants.POSITION_ENCODINGS),
-    ("block_activation", lambda: TransformerBlock(2, 4, 8, activation="tanh"), tuple(constants.ACTIVATIONS)),
+    ("block_activation", lambda: TransformerBlock(2, 4, 8, activation="tanh"), tuple(ACTIVATIONS)),
     ("relative_position_encoding", lambda: RelativeMultiHeadAttention(2, 4, position_encoding="absolute"),
      constants.RELATIVE_POSITION_ENCODINGS),
     ("funnel_pooling_type", lambda: FunnelPooling("min"), constants.POOLING_TYPES),
@@ -55,7 +57,7 @@ REJECTIONS = [
     ("funnel_encoder_pooling_semantics",
      lambda: FunnelPooling("mean", semantics="min"), constants.POOLING_SEMANTICS),
     ("transformer_encoder_activation", lambda: TransformerEncoder(**SMALL_TRANSFORMER, activation="tanh"),
-     tuple(constants.ACTIVATIONS)),
+     tuple(ACTIVATIONS)),
 ]
 
 
@@ -68,6 +70,6 @@ def test_errors_list_the_choices_of_constants(make, choices):
 
 
 def test_the_hugging_face_names_map_to_zoo_choices():
-  assert set(hf_funnel.ACTIVATIONS.values()) <= set(constants.ACTIVATIONS)
+  assert set(hf_funnel.ACTIVATIONS.values()) <= set(ACTIVATIONS)
   assert set(hf_funnel.POSITION_ENCODINGS.values()) == set(constants.RELATIVE_POSITION_ENCODINGS)
   assert set(hf_funnel.POOLING_TYPES) == set(constants.POOLING_TYPES)

@@ -1,0 +1,12 @@
+"""The spec of ELECTRA's `ReplacedTokenSampler` (`zoo.models.pretrainers`, `zoo.keras3.pretraining`).
+"""
+
+from zoo.specs.base import LayerSpec
+
+
+class ReplacedTokenSamplerSpec(LayerSpec):
+  """ELECTRA's `ReplacedTokenSampler`: float32 unless told otherwise (it samples from float32 logits)."""
+
+  def __init__(self, **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
