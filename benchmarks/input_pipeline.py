@@ -213,7 +213,7 @@ def main(argv=None):
   print(report(results))
   print(f"\n({time.monotonic() - started:.0f} s; peak memory: getrusage of each process)", file=sys.stderr)
   if args.json:
-    from zoo.model_dir import write_atomically
+    from zoo.atomic_files import write_atomically
     write_atomically(args.json, json.dumps(results, indent=2) + "\n")
   return 0
 

@@ -159,7 +159,7 @@ def write_section(path, section, title=SECTION_TITLE):
     text = text[:start] + section + (text[following + 1:] if following >= 0 else "")
   else:
     text = text.rstrip() + "\n\n" + section
-  from zoo.model_dir import write_atomically
+  from zoo.atomic_files import write_atomically
   write_atomically(path, text)
 
 

@@ -33,8 +33,8 @@ import zoo.presets
 from benchmarks import serving
 from benchmarks.report import machine_description
 from benchmarks.report import table
+from zoo.atomic_files import write_atomically
 from zoo.lazy import lazy_module
-from zoo.model_dir import write_atomically
 from zoo.presets import cost
 
 # TensorFlow, tf_keras and the timing helpers load on first use: `--help` answers without them.

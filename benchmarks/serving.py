@@ -35,8 +35,8 @@ import numpy as np
 
 from benchmarks.report import machine_description
 from benchmarks.report import table
+from zoo.atomic_files import write_atomically
 from zoo.model_dir import ModelDir
-from zoo.model_dir import write_atomically
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## 7. Serving an exported classifier"

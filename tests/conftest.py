@@ -112,7 +112,7 @@ def shared_file(tmp_path_factory, name, make):
   Returns the path."""
   from filelock import FileLock
 
-  from zoo.model_dir import atomic_path
+  from zoo.atomic_files import atomic_path
   root = tmp_path_factory.getbasetemp()
   if os.environ.get("PYTEST_XDIST_WORKER"):
     root = root.parent   # shared by every worker of this run

@@ -25,7 +25,8 @@ DOCUMENTED_MODULES = [
     "zoo.models.transformer_encoder", "zoo.models.funnel_encoder", "zoo.models.heads",
     "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.tasks", "tpu.tasks.registry",
     "tpu.tasks.sequence", "tpu.tasks.tagging", "tpu.data", "tpu.data.demo", "tpu.data.pipeline",
-    "tpu.data.documents", "tpu.data.fingerprints", "export.predict", "zoo.model_dir", "zoo.models.losses",
+    "tpu.data.documents", "tpu.data.fingerprints", "export.predict", "zoo.model_dir", "zoo.atomic_files",
+    "zoo.models.losses",
     "zoo.lazy"]
 
 
@@ -50,16 +51,18 @@ def test_the_forbidden_pattern_catches_tf_keras():
   assert not FORBIDDEN_KERAS.search("import tf_keras as keras\nkeras.layers.Dense(3)")
 
 
-# A rename publishes a file or folder; zoo/model_dir.py holds the project's only ones.
+# A rename publishes a file or folder; zoo/atomic_files.py holds the project's only ones, and
+# zoo/model_dir.py the export versions' (a folder renamed to its version number).
 RENAME = re.compile(r"\b(?:os\.(?:rename|replace)|gfile\.(?:rename|Rename))\(|\.rename\(")
+RENAMING_MODULES = (ROOT / "zoo" / "atomic_files.py", ROOT / "zoo" / "model_dir.py")
 
 
-def test_only_the_model_directory_module_renames():
+def test_only_the_atomic_writers_rename():
   sources = list(_project_sources()) + [ROOT / "tests" / "conftest.py"]
   offenders = [str(p.relative_to(ROOT)) for p in sources
-               if RENAME.search(p.read_text()) and p != ROOT / "zoo" / "model_dir.py"]
-  assert not offenders, f"write through zoo.model_dir's atomic_file / atomic_path instead: {offenders}"
-  assert RENAME.search((ROOT / "zoo" / "model_dir.py").read_text())
+               if RENAME.search(p.read_text()) and p not in RENAMING_MODULES]
+  assert not offenders, f"write through zoo.atomic_files' atomic_file / atomic_path instead: {offenders}"
+  assert all(RENAME.search(path.read_text()) for path in RENAMING_MODULES)
   assert RENAME.search("os.replace(a, b)") and RENAME.search("tf.io.gfile.rename(a, b)")
   assert not RENAME.search("text.replace('a', 'b')")
 

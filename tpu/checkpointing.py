@@ -51,6 +51,8 @@ from tpu.data import fingerprints
 from tpu.data import text_files
 from tpu.data.records import vocab_checksum
 from tpu.strategy import Worker
+from zoo.atomic_files import is_temporary
+from zoo.atomic_files import write_atomically
 from zoo.logs import error_reason
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
 from zoo.model_dir import GENERATOR_ROOT
@@ -59,9 +61,7 @@ from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
 from zoo.model_dir import find_checkpoint
-from zoo.model_dir import is_temporary
 from zoo.model_dir import read_json
-from zoo.model_dir import write_atomically
 
 log = logging.getLogger("tpu.train")
 

@@ -27,12 +27,11 @@ converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://
   source.json         where a converted checkpoint came from (converters only)
   export/<version>/   SavedModels for TensorFlow Serving
 
-Files are written atomically (`atomic_file`, `atomic_path`, `write_atomically`): a
-reader sees the old file or the new one, never half of one; this module holds the only
-renames of the project. Checkpoints are atomic through `CheckpointManager`,
-which records a checkpoint only once all of its files are written. An export version
-is written under a temporary, non-numeric name and renamed to its number at the end
-(`write_version_atomically`).
+Files are written atomically (`zoo.atomic_files`: `atomic_file`, `atomic_path`,
+`write_atomically`): a reader sees the old file or the new one, never half of one.
+Checkpoints are atomic through `CheckpointManager`, which records a checkpoint only once
+all of its files are written. An export version is written under a temporary,
+non-numeric name and renamed to its number at the end (`write_version_atomically`).
 
 Checkpoint roots (the names of `tf.train.Checkpoint(**{root: object})`): a training
 run saves its task model under `model`, its encoder also under `encoder`, its optimizer
@@ -59,12 +58,12 @@ Example:
   (1, None)
 """
 
-import contextlib
 import json
 import os
 import re
-import uuid
 
+from zoo.atomic_files import is_temporary
+from zoo.atomic_files import write_atomically
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` stays light
@@ -86,8 +85,6 @@ EXPORT_DIR = "export"
 SAVED_MODEL_FILE = "saved_model.pb"
 # An export version being written: `.tmp-<version>-<pid>`, a name TensorFlow Serving skips.
 EXPORT_TEMPORARY_PREFIX = ".tmp-"
-# In the names of files being written (`temporary_path`).
-TEMPORARY_MARK = ".tmp-"
 # Attempts at renaming into a version number that another export may take first.
 RENAME_ATTEMPTS = 10
 
@@ -109,80 +106,8 @@ GENERATOR_MASKED_LM_ROOT = "generator_masked_lm"
 LEGACY_CONVERTED_ENCODER_ROOT = MODEL_ROOT
 
 
-def temporary_path(path):
-  """A fresh name beside `path` for writing it: `.<name>.tmp-<random>` (see `is_temporary`)."""
-  folder, name = os.path.split(path)
-  return os.path.join(folder, f".{name}{TEMPORARY_MARK}{uuid.uuid4().hex[:12]}")
-
-
-def is_temporary(name):
-  """Whether the file name `name` is one `temporary_path` made (a write a killed process left)."""
-  return name.startswith(".") and TEMPORARY_MARK in name
-
-
 # The folder a checkpoint save writes before its files are complete (TensorFlow's sharded saves).
 INTERRUPTED_SAVE = re.compile(r"ckpt-\d+_temp")
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-  """Yields a temporary path beside `path` to write (a file, or a folder with its files); on success it
-  is renamed onto `path`.
-
-  The one place files are published by a rename: whatever writes through a path of its
-  own (`tf.io.TFRecordWriter`, `np.save`, ...) writes the yielded path. When the block
-  raises (or is interrupted), the temporary file is removed and `path` is left as it was.
-  Local paths and `gs://` paths alike: the temporary file sits beside the target, so the
-  rename stays within one file system (or bucket). The parent folder is created.
-
-  Example:
-    >>> import tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "a", "records")
-    >>> with atomic_path(path) as temporary:
-    ...   with tf.io.TFRecordWriter(temporary) as writer:
-    ...     writer.write(b"one")
-    >>> [record.numpy() for record in tf.data.TFRecordDataset(path)]
-    [b'one']
-  """
-  folder = os.path.dirname(path)
-  if folder:
-    tf.io.gfile.makedirs(folder)
-  temporary = temporary_path(path)
-  try:
-    yield temporary
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.isdir(temporary):
-      tf.io.gfile.rmtree(temporary)
-    elif tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
-    raise
-
-
-@contextlib.contextmanager
-def atomic_file(path, mode="w"):
-  """Yields a file object (`tf.io.gfile.GFile`, `mode` "w" or "wb") whose contents replace `path`
-  at once when the block ends without error; see `atomic_path`.
-
-  Example:
-    >>> import tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
-    >>> with atomic_file(path) as file:
-    ...   for word in ("one", "two"):
-    ...     _ = file.write(word + "\\n")
-    >>> open(path).read().split()
-    ['one', 'two']
-  """
-  if mode not in ("w", "wb"):
-    raise ValueError(f"mode must be 'w' or 'wb', not {mode!r}")
-  with atomic_path(path) as temporary, tf.io.gfile.GFile(temporary, mode) as file:
-    yield file
-
-
-def write_atomically(path, content):
-  """Writes `content` (str or bytes) to `path` at once: readers see the old file or the new one."""
-  with atomic_file(path, "wb" if isinstance(content, bytes) else "w") as file:
-    file.write(content)
 
 
 def checkpoint_roots(prefix):

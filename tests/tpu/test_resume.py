@@ -20,8 +20,8 @@ from tpu.checkpointing import resume_input
 from tpu.checkpointing import stream_path
 from tpu.config import TrainConfig
 from tpu.strategy import Worker
+from zoo.atomic_files import temporary_path
 from zoo.model_dir import ModelDir
-from zoo.model_dir import temporary_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film"]

@@ -8,15 +8,15 @@ import textwrap
 
 import pytest
 
+from zoo.atomic_files import atomic_file
+from zoo.atomic_files import atomic_path
+from zoo.atomic_files import is_temporary
+from zoo.atomic_files import write_atomically
 from zoo.model_dir import SAVED_MODEL_FILE
 from zoo.model_dir import ModelDir
-from zoo.model_dir import atomic_file
-from zoo.model_dir import atomic_path
 from zoo.model_dir import export_versions
-from zoo.model_dir import is_temporary
 from zoo.model_dir import latest_export
 from zoo.model_dir import next_export_version
-from zoo.model_dir import write_atomically
 from zoo.model_dir import write_version_atomically
 
 
@@ -139,7 +139,7 @@ def test_a_killed_writer_leaves_the_old_file_and_a_temporary_marked_as_such(tmp_
   path.write_bytes(b"old records")
   script = textwrap.dedent(f"""
       import os, signal, sys
-      from zoo.model_dir import atomic_file
+      from zoo.atomic_files import atomic_file
       with atomic_file({str(path)!r}, "wb") as file:
         file.write(b"new" * 100000)
         file.flush()

@@ -60,7 +60,7 @@ READERS = 32
 def _failed(plan, name, error):
   """Leaves a step's `CorpusError` or `StorageUnavailable` in the work folder as `name` (`*.error`), for the
   launcher to raise once the pipeline has run: Beam would wrap it in a worker's traceback."""
-  from zoo.model_dir import write_atomically
+  from zoo.atomic_files import write_atomically
   text = json.dumps(dict(kind=type(error).__name__, message=str(error))) + "\n"
   retrying(lambda: write_atomically(os.path.join(plan.work, name), text), f"writing {plan.work}/{name}",
            plan.retry_seconds)

@@ -33,8 +33,8 @@ from tpu.data.records import load_encoder
 from tpu.data.records import shard_name
 from tpu.data.records import tokenizer_settings
 from tpu.data.records import vocab_checksum
-from zoo.model_dir import is_temporary
-from zoo.model_dir import write_atomically
+from zoo.atomic_files import is_temporary
+from zoo.atomic_files import write_atomically
 
 # Bytes of corpus text per chunk, the unit of parallel work and of resume (`--chunk-mb`).
 CHUNK_MB = 16

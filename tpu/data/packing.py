@@ -21,8 +21,8 @@ from tpu.data import corpus_reading
 from tpu.data import documents
 from tpu.data.records import serialize
 from tpu.data.records import vocab_checksum
-from zoo.model_dir import atomic_path
-from zoo.model_dir import write_atomically
+from zoo.atomic_files import atomic_path
+from zoo.atomic_files import write_atomically
 
 # Lines tokenized per call of the tokenizer, and the bytes of text in one call, at most (lines can be
 # up to `corpus_reading.MAX_LINE_BYTES` long).

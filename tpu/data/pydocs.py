@@ -131,7 +131,7 @@ class PydocsSource(Source):
 
 def write_corpus(folder):
   """Writes `train.txt` and `validation.txt` in BERT's format; returns `{split: (documents, bytes)}`."""
-  from zoo.model_dir import write_atomically
+  from zoo.atomic_files import write_atomically
   written = {}
   for split in SPLITS:
     text = "".join(f"{document}\n\n" for _, document in documents(split))

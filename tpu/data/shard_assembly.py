@@ -17,8 +17,8 @@ from tpu.data.packing import encoder_of
 from tpu.data.records import FORMAT
 from tpu.data.records import METADATA_FILE
 from tpu.data.records import vocab_checksum
-from zoo.model_dir import atomic_path
-from zoo.model_dir import write_atomically
+from zoo.atomic_files import atomic_path
+from zoo.atomic_files import write_atomically
 
 
 def refusal(plan, chunks):

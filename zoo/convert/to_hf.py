@@ -59,6 +59,7 @@ import os
 import numpy as np
 
 from zoo import presets
+from zoo.atomic_files import atomic_path
 from zoo.choices import ABSOLUTE
 from zoo.choices import AUTHORS_POOLING
 from zoo.choices import AUTHORS_TF_POSITIONS
@@ -75,7 +76,6 @@ from zoo.model_dir import CHOICE_HEAD_ROOT
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import ModelDir
-from zoo.model_dir import atomic_path
 from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
 

@@ -44,6 +44,8 @@ import keras_hub
 import numpy as np
 from keras import ops
 
+from zoo.atomic_files import atomic_path
+from zoo.atomic_files import write_atomically
 from zoo.keras3.base import ZooLayer
 from zoo.keras3.encoders import PerLengthFunctions
 from zoo.keras3.hub import FunnelBackbone
@@ -58,8 +60,6 @@ from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
 from zoo.model_dir import GENERATOR_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
-from zoo.model_dir import atomic_path
-from zoo.model_dir import write_atomically
 from zoo.named_weights import named_arrays
 from zoo.specs.pretrainers import ReplacedTokenSamplerSpec
 

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from zoo.model_dir import write_atomically
+from zoo.atomic_files import write_atomically
 
 # BERT's special tokens, written first by `build_vocab`; `TextEncoder`'s default names.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -75,7 +75,7 @@ def load_vocab(path: str) -> list[str]:
 
 
 def write_vocab(vocab: Sequence[str], path: str) -> None:
-  """Writes `vocab` one token per line (UTF-8) at once (`zoo.model_dir.write_atomically`), creating
+  """Writes `vocab` one token per line (UTF-8) at once (`zoo.atomic_files.write_atomically`), creating
   the parent folder if needed.
 
   Raises:
