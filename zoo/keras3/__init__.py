@@ -40,8 +40,7 @@ __all__ = [
 
 if importlib.util.find_spec("keras_hub") is not None:
   from zoo.keras3 import hf_presets
-  from zoo.keras3 import hub  # noqa: F401  (registers the keras-hub classes)
-  from zoo.keras3 import pretraining  # noqa: F401  (the masked-LM tasks, for keras-hub's from_preset)
+  from zoo.keras3 import hub  # noqa: F401  (registers every family's keras-hub classes)
   from zoo.keras3 import run_presets
   hf_presets.install()
   run_presets.install()

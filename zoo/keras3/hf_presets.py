@@ -8,12 +8,12 @@ BERT does:
     import keras_hub
     import zoo.keras3
 
-    backbone = keras_hub.models.Backbone.from_preset("funnel-dir")   # a zoo.keras3.hub.FunnelBackbone
+    backbone = keras_hub.models.Backbone.from_preset("funnel-dir")   # a FunnelBackbone
     tokenizer = keras_hub.models.Tokenizer.from_preset("hf://funnel-transformer/small")
     classifier = keras_hub.models.TextClassifier.from_preset("funnel-dir", num_classes=2, sequence_length=64)
     trained = keras_hub.models.TextClassifier.from_preset("funnel-sst2-dir")   # its head and classes
     masked_lm = keras_hub.models.MaskedLM.from_preset("funnel-dir")  # a FunnelForMaskedLM's head too
-    keras_hub.models.Backbone.from_preset("funnel_small_base_en")    # a registered preset (`PUBLISHED`)
+    keras_hub.models.Backbone.from_preset("funnel_small_base_en")    # a registered preset (`funnel_presets`)
 
 - The config maps through `zoo.convert.hf_funnel.zoo_config`, as `python -m zoo.convert
   hf-funnel` maps it: Hugging Face's pooling semantics, the decoder's residual, ... The
@@ -30,7 +30,7 @@ BERT does:
   `FunnelForSequenceClassification` without `num_classes` takes its label count and
   `linear_out` as its logits layer (`load_text_classifier`). Other heads are left out.
 - The tokenizer is the vocabulary with the settings of the tokenizer files as transformers 5
-  reads them (`zoo.convert.tokenizer_files.keras_hub_settings`), a `zoo.keras3.hub.FunnelTokenizer`.
+  reads them (`zoo.convert.tokenizer_files.keras_hub_settings`), a `FunnelTokenizer`.
 
 BERT directories keep keras-hub's own converter (`BertBackbone`), with its tokenizer built
 from the same settings for every layout of tokenizer files (keras-hub's own reads vocab.txt
@@ -45,6 +45,7 @@ import numpy as np
 from zoo.convert import hf_funnel
 from zoo.convert import tokenizer_files
 from zoo.convert import weights as weight_formats
+from zoo.keras3.models.funnel.funnel_presets import published_presets
 
 # The Funnel models of transformers without the decoder (on `FunnelBaseModel`).
 WITHOUT_DECODER = ("FunnelBaseModel", "FunnelForSequenceClassification", "FunnelForMultipleChoice")
@@ -130,7 +131,7 @@ def num_labels(config):
 
 
 def load_text_classifier(loader, cls, load_weights, load_task_weights, **kwargs):
-  """A `zoo.keras3.hub.FunnelTextClassifier` of a Funnel directory: a `FunnelForSequenceClassification`'s
+  """A `FunnelTextClassifier` of a Funnel directory: a `FunnelForSequenceClassification`'s
   has its number of classes and trained head unless `num_classes` asks for a new one (keras-hub's rule
   for classifier presets); any other Funnel directory needs `num_classes`."""
   from keras_hub.src.utils.preset_utils import PresetLoader
@@ -210,7 +211,7 @@ def masked_lm_head(preset, config):
 
 
 def load_masked_lm(loader, cls, load_weights, load_task_weights, **kwargs):
-  """A `zoo.keras3.pretraining.FunnelMaskedLM` of a Funnel directory: the backbone and preprocessor as
+  """A `FunnelMaskedLM` (`zoo.keras3.models.funnel`) of a Funnel directory: the backbone and preprocessor as
   keras-hub loads any task's, and a `FunnelForMaskedLM`'s head with its weights (`masked_lm_head`)."""
   from keras_hub.src.utils.preset_utils import PresetLoader
   head = masked_lm_head(loader.preset, loader.config) if load_task_weights else None
@@ -227,47 +228,20 @@ def load_masked_lm(loader, cls, load_weights, load_task_weights, **kwargs):
 
 def funnel_converter():
   """The converter keras-hub's `TransformersPresetLoader` calls for model_type "funnel"."""
-  from zoo.keras3.hub import FunnelBackbone
+  from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
   return types.SimpleNamespace(backbone_cls=FunnelBackbone, convert_backbone_config=convert_backbone_config,
                                convert_weights=convert_weights, convert_tokenizer=convert_tokenizer)
 
 
-# The Funnel-Transformer authors' ten released checkpoints, as Hugging Face hosts them
-# (funnel-transformer/NAME), uncased English: keras-hub preset name -> (hub id, zoo preset of the
-# same architecture, parameters of the FunnelBackbone it loads into (its pooler included)).
-# `-base` checkpoints have no decoder.
-PUBLISHED = {
-    "funnel_small_en": ("funnel-transformer/small", "funnel_b4_4_4_decoder", 131574528),
-    "funnel_small_base_en": ("funnel-transformer/small-base", "funnel_b4_4_4", 116211456),
-    "funnel_medium_en": ("funnel-transformer/medium", "funnel_b6_3x2_3x2_decoder", 131574528),
-    "funnel_medium_base_en": ("funnel-transformer/medium-base", "funnel_b6_3x2_3x2", 116211456),
-    "funnel_intermediate_en": ("funnel-transformer/intermediate", "funnel_b6_6_6_decoder", 177663744),
-    "funnel_intermediate_base_en": ("funnel-transformer/intermediate-base", "funnel_b6_6_6", 162300672),
-    "funnel_large_en": ("funnel-transformer/large", "funnel_b8_8_8_decoder", 387204096),
-    "funnel_large_base_en": ("funnel-transformer/large-base", "funnel_b8_8_8", 359904256),
-    "funnel_xlarge_en": ("funnel-transformer/xlarge", "funnel_b10_10_10_decoder", 469103616),
-    "funnel_xlarge_base_en": ("funnel-transformer/xlarge-base", "funnel_b10_10_10", 441803776),
-}
 
 
-def published_presets():
-  """keras-hub's preset entries of `PUBLISHED`: a Hugging Face handle and metadata each."""
-  entries = {}
-  for name, (hub_id, architecture, params) in PUBLISHED.items():
-    decoder = "with" if architecture.endswith("_decoder") else "without"
-    entries[name] = dict(
-        metadata=dict(description=f"Funnel-Transformer {hub_id.split('/')[1]} ({architecture}, {decoder} the "
-                                  "decoder), the authors' release, uncased English; loaded from Hugging Face "
-                                  "and converted on the fly",
-                      params=params, path="funnel"),
-        kaggle_handle=f"hf://{hub_id}")
-  return entries
 
 
 def install():
   """Makes keras-hub's loader of Hugging Face directories use this module's converters: Funnel's,
   and BERT's with the tokenizer files transformers 5 writes (once; the other model types keep
-  keras-hub's); registers the `PUBLISHED` checkpoints as `FunnelBackbone` presets."""
+  keras-hub's); registers the authors' releases (`zoo.keras3.models.funnel.funnel_presets`) as
+  `FunnelBackbone` presets."""
   from keras_hub.src.utils.preset_utils import PresetLoader
   from keras_hub.src.utils.transformers.preset_loader import TransformersPresetLoader
   if getattr(TransformersPresetLoader, "zoo_converters", None) is not None:
@@ -277,8 +251,8 @@ def install():
   keras_hub_load_task = TransformersPresetLoader.load_task
 
   def load_task(self, cls, load_weights, load_task_weights, **kwargs):
-    from zoo.keras3.hub import FunnelTextClassifier
-    from zoo.keras3.pretraining import FunnelMaskedLM
+    from zoo.keras3.models.funnel.funnel_masked_lm import FunnelMaskedLM
+    from zoo.keras3.models.funnel.funnel_text_classifier import FunnelTextClassifier
     if self.converter is converters["funnel"] and issubclass(cls, FunnelMaskedLM):
       return load_masked_lm(self, cls, load_weights, load_task_weights, **kwargs)
     if self.converter is converters["funnel"] and issubclass(cls, FunnelTextClassifier):
@@ -298,5 +272,5 @@ def install():
   TransformersPresetLoader.zoo_converters = converters
   from keras_hub.src.utils.preset_utils import register_presets
 
-  from zoo.keras3.hub import FunnelBackbone
+  from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
   register_presets(published_presets(), FunnelBackbone)

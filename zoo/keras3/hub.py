@@ -1,4 +1,4 @@
-"""The zoo's encoders in keras-hub: backbones, a WordPiece tokenizer, a preprocessor, a classifier.
+"""The zoo in keras-hub: its classes built from a zoo preset or a model directory.
 
 Used the way keras-hub's BERT is:
 
@@ -9,296 +9,66 @@ Used the way keras-hub's BERT is:
     classifier.predict(["a wonderful film"])
     classifier.save_to_preset("presets/funnel_sst2")
     keras_hub.models.TextClassifier.from_preset("presets/funnel_sst2")   # a FunnelTextClassifier
+    masked_lm = zoo_hub.masked_lm_from_preset("funnel_b4_4_4_decoder", vocab, seq_length=128)
 
-- `FunnelBackbone`, `TransformerBackbone`: `keras_hub.models.Backbone`s around a
-  `zoo.keras3` encoder, with keras-hub's inputs (`token_ids`, `segment_ids`,
-  `padding_mask`) and outputs (`sequence_output`, `pooled_output`). The encoder's
-  constructor arguments are the backbone's config (`encoder_config`).
-- `FunnelTokenizer`, `TransformerTokenizer`: keras-hub WordPiece tokenizers with the
-  model directory's vocabulary, casing and special-token names (Funnel checkpoints
-  name theirs `<cls>`, `<sep>`, ...).
-- `FunnelTextClassifierPreprocessor`, ...: keras-hub's `[CLS] a [SEP] b [SEP]` packing to
-  the preprocessor's `sequence_length` (any length the backbone takes: `length_problem`).
-- `FunnelTextClassifier`, `TransformerTextClassifier`: dropout and float32 logits on the
-  pooled [cls] vector, like keras-hub's `BertTextClassifier`.
+- `FAMILIES`: each family's keras-hub classes (`zoo.keras3.models.funnel`,
+  `zoo.keras3.models.transformer`: backbone, tokenizer, preprocessors, text classifier,
+  masked LM, ELECTRA).
+- `backbone_from_model_dir`, `classifier_from_model_dir`: a zoo model directory's encoder
+  (`zoo.keras3.load_model_dir`) as a backbone, or a text classifier with a classification
+  run's trained head.
+- `classifier_from_preset`, `masked_lm_from_preset`, `electra_from_preset`: a task with its
+  preprocessor on a zoo preset's encoder (`zoo.presets`), random weights.
 
-`*_from_model_dir` build them from a zoo model directory (`zoo.keras3.load_model_dir`).
 Imports keras-hub, and through it TensorFlow for the tokenizer's string ops (tf.data
 preprocessing, as in every keras-hub text model); the encoder runs on Keras' backend.
 """
 
-import keras
-import keras_hub
-from keras import ops
+import types
 
-from zoo.choices import recorded_pooling_semantics
-from zoo.keras3.encoders import FunnelEncoder
-from zoo.keras3.encoders import PerLengthFunctions
-from zoo.keras3.encoders import TransformerEncoder
-from zoo.keras3.encoders import dtype_policy
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
 from zoo.keras3.loading import load_model_dir
+from zoo.keras3.models.electra import electra_generator_config
+from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
+from zoo.keras3.models.funnel.funnel_electra import FunnelElectra
+from zoo.keras3.models.funnel.funnel_electra import FunnelElectraPreprocessor
+from zoo.keras3.models.funnel.funnel_masked_lm import FunnelMaskedLM
+from zoo.keras3.models.funnel.funnel_masked_lm import FunnelMaskedLMPreprocessor
+from zoo.keras3.models.funnel.funnel_text_classifier import FunnelTextClassifier
+from zoo.keras3.models.funnel.funnel_text_classifier import FunnelTextClassifierPreprocessor
+from zoo.keras3.models.funnel.funnel_tokenizer import FunnelTokenizer
+from zoo.keras3.models.transformer.transformer_backbone import TransformerBackbone
+from zoo.keras3.models.transformer.transformer_electra import TransformerElectra
+from zoo.keras3.models.transformer.transformer_electra import TransformerElectraPreprocessor
+from zoo.keras3.models.transformer.transformer_masked_lm import TransformerMaskedLM
+from zoo.keras3.models.transformer.transformer_masked_lm import TransformerMaskedLMPreprocessor
+from zoo.keras3.models.transformer.transformer_text_classifier import TransformerTextClassifier
+from zoo.keras3.models.transformer.transformer_text_classifier import TransformerTextClassifierPreprocessor
+from zoo.keras3.models.transformer.transformer_tokenizer import TransformerTokenizer
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import ModelDir
 from zoo.named_weights import checkpoint_arrays
 from zoo.named_weights import copy_weights
 
-# ---------------------------------------------------------------------------------------------
-# Backbones.
-
-
-class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
-  """A keras-hub backbone around a `zoo.keras3` encoder (`encoder_class`) built from `encoder_config`.
-
-  Inputs `token_ids`, `segment_ids`, `padding_mask` (`[B, T]`, any length T the encoder takes:
-  `length_problem`); outputs `sequence_output` and `pooled_output` (the tanh dense on [cls]).
-  `seq_length` is the length the encoder's graph is built for first (a Funnel's has no
-  maximum; an absolute position table's maximum is `max_sequence_length`). `dtype` (or a
-  `dtype` in `encoder_config`; default the global policy) is the policy of every layer of
-  the encoder: "bfloat16" keeps bfloat16 weights, "mixed_bfloat16" float32 weights and
-  bfloat16 compute; layer norms, attention scores and probabilities stay float32.
-  `word_embeddings`: another backbone's `token_embedding` to share (ELECTRA's generator).
-  """
-
-  encoder_class = None
-
-  def __init__(self, encoder_config, dtype=None, seq_length=None, word_embeddings=None, **kwargs):
-    encoder_config = dict(encoder_config)
-    if seq_length is not None:   # e.g. `from_preset(path, seq_length=128)`
-      encoder_config["seq_length"] = seq_length
-    configured = encoder_config.pop("dtype", None)   # the backbone's `dtype` wins
-    dtype = dtype if dtype is not None else configured
-    for key in ("block_sizes", "block_repeats"):
-      if encoder_config.get(key) is not None:
-        encoder_config[key] = tuple(encoder_config[key])
-    if "pooling_semantics" in encoder_config:   # a preset saved when "authors" named Hugging Face's
-      encoder_config["pooling_semantics"] = recorded_pooling_semantics(encoder_config["pooling_semantics"])
-    policy = dtype_policy(dtype)   # the encoder's layers are built with it
-    encoder = self.encoder_class(**encoder_config, dtype=policy, word_embeddings=word_embeddings,
-                                 name="encoder")
-    # Any length, as keras-hub's BERT takes (the encoder rewires itself per length; see
-    # `zoo.keras3.encoders.EncoderModel`).
-    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-    segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-    padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-    outputs = encoder(dict(input_word_ids=token_ids, input_mask=ops.cast(padding_mask, "int32"),
-                           input_type_ids=segment_ids))
-    super().__init__(
-        inputs=dict(token_ids=token_ids, segment_ids=segment_ids, padding_mask=padding_mask),
-        outputs=dict(sequence_output=outputs["sequence_output"], pooled_output=outputs["pooled_output"]),
-        dtype=policy, **kwargs)
-    self.encoder = encoder
-    self.encoder_config = encoder_config
-    self.token_embedding = encoder.get_embedding_layer()
-
-  @property
-  def vocabulary_size(self):
-    return self.encoder_config["vocab_size"]
-
-  def length_problem(self, length):
-    """Why the backbone cannot run on `length` tokens (naming the lengths it takes), or None."""
-    return self.encoder.length_problem(length)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(encoder_config=dict(self.encoder_config))
-    if self.dtype_policy.name.startswith("mixed_"):
-      # Saved in `encoder_config` rather than as the layer's `dtype`: keras-hub 0.32's preset loader
-      # cannot read a saved mixed policy back (`Invalid dtype: mixed_bfloat16`), and reads this one (a
-      # `dtype` given to `from_preset` still wins). Plain float policies stay keras-hub's `dtype`,
-      # which a load casts to the global policy.
-      config.update(encoder_config=dict(self.encoder_config, dtype=self.dtype_policy.name), dtype=None)
-    return config
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class FunnelBackbone(ZooBackbone):
-  """The Funnel-Transformer (`zoo.keras3.FunnelEncoder`) as a keras-hub backbone."""
-  encoder_class = FunnelEncoder
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class TransformerBackbone(ZooBackbone):
-  """BERT, Pre-LN, RealFormer and the relative Transformer (`zoo.keras3.TransformerEncoder`)."""
-  encoder_class = TransformerEncoder
-
-
-# ---------------------------------------------------------------------------------------------
-# Tokenizers and preprocessors.
-
-
-class ZooTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
-  """WordPiece with a zoo model directory's vocabulary, casing and special tokens.
-
-  Args:
-    vocabulary: the tokens (index = id) or a vocabulary file.
-    lowercase: lower-case first (BERT uncased, the zoo's default).
-    special_tokens_names: `{role: token}` for `pad`, `unk`, `cls`, `sep`, `mask`
-      (defaults BERT's `[PAD]`, ...).
-    strip_accents: strip accents first; None (the default) follows `lowercase`, as BERT's
-      uncased and cased tokenizers do (a Hugging Face directory can set it either way).
-    **kwargs: `WordPieceTokenizer`'s (e.g. `split_on_cjk`, which the config keeps too).
-  """
-
-  def __init__(self, vocabulary=None, lowercase=True, special_tokens_names=None, strip_accents=None,
-               **kwargs):
-    names = {**DEFAULT_SPECIAL_TOKENS, **(special_tokens_names or {})}
-    self.special_tokens_names = names
-    for role in ("cls", "sep", "pad", "mask"):
-      self._add_special_token(names[role], f"{role}_token")
-    self._add_special_token(names["cls"], "start_token")
-    self._add_special_token(names["sep"], "end_token")
-    kwargs.pop("oov_token", None)
-    super().__init__(vocabulary=vocabulary, lowercase=lowercase,
-                     strip_accents=lowercase if strip_accents is None else strip_accents,
-                     oov_token=names["unk"], **kwargs)
-
-  def get_config(self):
-    config = super().get_config()   # with `strip_accents` as applied
-    config.update(special_tokens_names=dict(self.special_tokens_names), split_on_cjk=self.split_on_cjk)
-    return config
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class FunnelTokenizer(ZooTokenizer):
-  backbone_cls = FunnelBackbone
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class TransformerTokenizer(ZooTokenizer):
-  backbone_cls = TransformerBackbone
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class FunnelTextClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
-  backbone_cls = FunnelBackbone
-  tokenizer_cls = FunnelTokenizer
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class TransformerTextClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
-  backbone_cls = TransformerBackbone
-  tokenizer_cls = TransformerTokenizer
-
-
-# ---------------------------------------------------------------------------------------------
-# Classifiers.
-
-
-class TrainsWhatItReads:
-  """A task mixin (before the keras-hub task in the bases): the encoder layers its outputs never read
-  (`unused_layers`, name prefixes: a classifier's Funnel decoder, a masked LM's pooler) are not among
-  its trainable variables, so its optimizer keeps no slots for them and no backend warns that they
-  have no gradients. Their weights stay in the backbone, saved and loaded as before, and train again
-  in a task that reads them."""
-
-  unused_layers = ()
-
-  def _unused_ids(self):
-    backbones = [getattr(self, name, None) for name in ("backbone", "generator")]
-    return {id(variable) for backbone in backbones if backbone is not None
-            for layer in backbone.encoder.layers if layer.name.startswith(self.unused_layers)
-            for variable in layer.weights}
-
-  def _split(self, trainable):
-    unused = self._unused_ids()
-    return ([v for v in trainable if id(v) not in unused], [v for v in trainable if id(v) in unused])
-
-  @property
-  def trainable_variables(self):
-    return self._split(super().trainable_variables)[0]
-
-  @property
-  def non_trainable_variables(self):
-    return super().non_trainable_variables + self._split(super().trainable_variables)[1]
-
-  @property
-  def trainable_weights(self):
-    return self._split(super().trainable_weights)[0]
-
-  @property
-  def non_trainable_weights(self):
-    return super().non_trainable_weights + self._split(super().trainable_weights)[1]
-
-
-def apply_sequence_length(task, sequence_length=None, seq_length=None):
-  """A task's `sequence_length` (keras-hub's name: `TextClassifier.from_preset(path, sequence_length=32)`;
-  `seq_length`, the zoo's, means the same): the length its preprocessor packs to, checked against the
-  lengths the backbone takes."""
-  if sequence_length is not None and seq_length is not None and sequence_length != seq_length:
-    raise ValueError(f"sequence_length={sequence_length} and seq_length={seq_length}: give one")
-  length = sequence_length if sequence_length is not None else seq_length
-  if length is None:
-    return
-  problem = task.backbone.length_problem(int(length))
-  if problem:
-    raise ValueError(f"sequence_length={length}: {problem}")
-  if task.preprocessor is not None:
-    task.preprocessor.sequence_length = int(length)
-
-
-class ZooTextClassifier(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.TextClassifier):
-  """Dropout and a dense layer on the backbone's `pooled_output`: `BertTextClassifier`'s head.
-
-  The logits are float32 under any dtype policy (the zoo's convention). `sequence_length`
-  (or `seq_length`): the preprocessor's length (`apply_sequence_length`). A Funnel decoder is
-  not trained (the head reads the pooled [cls] of the encoder: `TrainsWhatItReads`).
-  """
-
-  unused_layers = ("decoder_layer_",)
-
-  def __init__(self, backbone, num_classes, preprocessor=None, activation=None, dropout=0.1,
-               sequence_length=None, seq_length=None, **kwargs):
-    self.backbone = backbone
-    self.preprocessor = preprocessor
-    self.output_dropout = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
-                                               name="classifier_dropout")
-    self.output_dense = keras.layers.Dense(
-        num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-        activation=activation, dtype="float32", name="logits")
-    inputs = backbone.input
-    pooled = self.output_dropout(backbone(inputs)["pooled_output"])
-    outputs = self.output_dense(pooled)
-    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-    self.num_classes = num_classes
-    self.activation = keras.activations.get(activation)
-    self.dropout = dropout
-    apply_sequence_length(self, sequence_length, seq_length)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(num_classes=self.num_classes, activation=keras.activations.serialize(self.activation),
-                  dropout=self.dropout)
-    return config
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class FunnelTextClassifier(ZooTextClassifier):
-  backbone_cls = FunnelBackbone
-  preprocessor_cls = FunnelTextClassifierPreprocessor
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class TransformerTextClassifier(ZooTextClassifier):
-  backbone_cls = TransformerBackbone
-  preprocessor_cls = TransformerTextClassifierPreprocessor
-
-
+# Each family's keras-hub classes, by `zoo.presets` family name.
 FAMILIES = {
-    "funnel": (FunnelBackbone, FunnelTokenizer, FunnelTextClassifierPreprocessor, FunnelTextClassifier),
-    "transformer": (TransformerBackbone, TransformerTokenizer, TransformerTextClassifierPreprocessor,
-                    TransformerTextClassifier),
+    "funnel": types.SimpleNamespace(
+        backbone=FunnelBackbone, tokenizer=FunnelTokenizer,
+        classifier_preprocessor=FunnelTextClassifierPreprocessor, classifier=FunnelTextClassifier,
+        masked_lm_preprocessor=FunnelMaskedLMPreprocessor, masked_lm=FunnelMaskedLM,
+        electra_preprocessor=FunnelElectraPreprocessor, electra=FunnelElectra),
+    "transformer": types.SimpleNamespace(
+        backbone=TransformerBackbone, tokenizer=TransformerTokenizer,
+        classifier_preprocessor=TransformerTextClassifierPreprocessor, classifier=TransformerTextClassifier,
+        masked_lm_preprocessor=TransformerMaskedLMPreprocessor, masked_lm=TransformerMaskedLM,
+        electra_preprocessor=TransformerElectraPreprocessor, electra=TransformerElectra),
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# From a zoo model directory.
 
 
 def backbone_from_model_dir(path, **overrides):
   """The backbone of a zoo model directory, with its weights, and the `LoadedModelDir`."""
   loaded = load_model_dir(path, **overrides)
-  backbone_class = FAMILIES[loaded.family][0]
+  backbone_class = FAMILIES[loaded.family].backbone
   backbone = backbone_class(loaded.encoder_config, dtype=overrides.get("dtype"))
   copy_weights(loaded.encoder, backbone.encoder)
   return backbone, loaded
@@ -319,7 +89,7 @@ def tokenizer_from_loaded(loaded):
   """
   if loaded.tokenizer_kind != "wordpiece":
     raise ValueError(not_wordpiece(loaded.tokenizer_kind))
-  tokenizer_class = FAMILIES[loaded.family][1]
+  tokenizer_class = FAMILIES[loaded.family].tokenizer
   return tokenizer_class(vocabulary=loaded.vocab, lowercase=loaded.lower_case,
                          special_tokens_names=loaded.special_tokens)
 
@@ -327,6 +97,8 @@ def tokenizer_from_loaded(loaded):
 # The tasks of `tpu.train` whose model is a sequence classifier: its `logits` layer is this
 # classifier's head (`zoo.models.SequenceClassifier`: dropout, then one dense layer on the pooled output).
 SEQUENCE_CLASSIFIER_TASKS = ("classify", "regress")
+
+
 # The heads of the other tasks, none of which keras-hub has a task class for (its text tasks
 # are TextClassifier, MaskedLM, CausalLM and Seq2SeqLM).
 OTHER_HEADS = {
@@ -381,7 +153,8 @@ def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0
     raise ValueError(not_a_classifier(path, task))
   backbone, loaded = backbone_from_model_dir(path, **overrides)
   num_classes = num_classes or run_classes
-  _, _, preprocessor_class, classifier_class = FAMILIES[loaded.family]
+  family = FAMILIES[loaded.family]
+  preprocessor_class, classifier_class = family.classifier_preprocessor, family.classifier
   preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
   classifier = classifier_class(backbone, num_classes, preprocessor=preprocessor, activation=activation,
                                 dropout=dropout)
@@ -425,9 +198,65 @@ def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=Tr
   check_special_tokens(vocab, special_tokens)
   chosen = presets.get(preset)
   config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
-  backbone_class, tokenizer_class, preprocessor_class, classifier_class = FAMILIES[chosen.family]
+  family = FAMILIES[chosen.family]
+  backbone_class, tokenizer_class = family.backbone, family.tokenizer
+  preprocessor_class, classifier_class = family.classifier_preprocessor, family.classifier
   tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
                               special_tokens_names=special_tokens)
   preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length)
   return classifier_class(backbone_class(config), num_classes, preprocessor=preprocessor,
                           activation=activation, dropout=dropout)
+
+
+def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
+                          mlm_transform=True, mask_selection_length=None, **overrides):
+  """A masked-LM task with its preprocessor on a zoo preset's encoder (`zoo.presets`), random weights.
+
+  `vocab`: the WordPiece tokens (index = id); `special_tokens`: their names by role
+  (default BERT's); `mask_selection_length`: the most positions masked per sequence
+  (default 15% of `seq_length`, at least 1); `overrides`: encoder arguments over the
+  preset's (e.g. `hidden_size`, `dtype`).
+  """
+  from zoo import presets
+  check_special_tokens(vocab, special_tokens)
+  chosen = presets.get(preset)
+  dtype = overrides.pop("dtype", None)
+  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  family = FAMILIES[chosen.family]
+  backbone_class, tokenizer_class = family.backbone, family.tokenizer
+  preprocessor_class, task_class = family.masked_lm_preprocessor, family.masked_lm
+  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
+                              special_tokens_names=special_tokens)
+  selected = mask_selection_length or max(1, round(0.15 * seq_length))
+  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length, mask_selection_length=selected)
+  return task_class(backbone_class(config, dtype=dtype), preprocessor=preprocessor, activation=activation,
+                    mlm_transform=mlm_transform)
+
+
+def electra_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
+                        mlm_transform=True, mask_selection_length=None, generator_overrides=None,
+                        discriminator_weight=50.0, **overrides):
+  """An ELECTRA task with its preprocessor on a zoo preset's encoder (the discriminator), random weights.
+
+  The arguments are `masked_lm_from_preset`'s, plus `generator_overrides` (the generator's encoder
+  arguments over `electra_generator_config`'s quarter width) and `discriminator_weight` (λ).
+  """
+  from zoo import presets
+  check_special_tokens(vocab, special_tokens)
+  chosen = presets.get(preset)
+  dtype = overrides.pop("dtype", None)
+  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  family = FAMILIES[chosen.family]
+  backbone_class, tokenizer_class = family.backbone, family.tokenizer
+  preprocessor_class, task_class = family.electra_preprocessor, family.electra
+  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
+                              special_tokens_names=special_tokens)
+  selected = mask_selection_length or max(1, round(0.15 * seq_length))
+  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length, mask_selection_length=selected)
+  return task_class(backbone_class(config, dtype=dtype), preprocessor=preprocessor, activation=activation,
+                    mlm_transform=mlm_transform, discriminator_weight=discriminator_weight,
+                    generator_config=electra_generator_config(config, generator_overrides))
+
+
+def family_of(backbone):
+  return next(name for name, family in FAMILIES.items() if isinstance(backbone, family.backbone))

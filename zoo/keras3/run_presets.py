@@ -84,7 +84,7 @@ def model_dir_loader():
       self.family, self.encoder_config = presets.encoder_arguments(config)
 
     def check_backbone_class(self):
-      return hub.FAMILIES[self.family][0]
+      return hub.FAMILIES[self.family].backbone
 
     def load_backbone(self, cls, load_weights, **kwargs):
       kwargs = {key: value for key, value in kwargs.items() if value is not None}

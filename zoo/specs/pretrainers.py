@@ -1,4 +1,4 @@
-"""The spec of ELECTRA's `ReplacedTokenSampler` (`zoo.models.pretrainers`, `zoo.keras3.pretraining`).
+"""The spec of ELECTRA's `ReplacedTokenSampler` (`zoo.models.pretrainers`, `zoo.keras3.models.electra`).
 """
 
 from zoo.specs.base import LayerSpec

@@ -1,4 +1,4 @@
-"""`python -m zoo.convert keras3`: a weights directory (as `zoo.keras3.pretraining.save_weights_dir` writes
+"""`python -m zoo.convert keras3`: a weights directory (as `zoo.keras3.weights_dir.save_weights_dir` writes
 it) into a tf_keras model directory, and the errors of directories that do not fit."""
 
 import json

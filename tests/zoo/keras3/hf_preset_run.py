@@ -30,7 +30,7 @@ def main(spec_path, out_path):
   features = dict(token_ids=inputs["input_word_ids"], segment_ids=inputs["input_type_ids"],
                   padding_mask=inputs["input_mask"])
   out = dict(backend=keras.backend.backend())
-  from zoo.keras3.hub import FunnelBackbone
+  from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
   out["presets"] = json.dumps({name: dict(handle=preset["kaggle_handle"], params=preset["metadata"]["params"])
                                for name, preset in FunnelBackbone.presets.items()})
   for case in spec["cases"]:

@@ -97,7 +97,7 @@ def _entry_points(keras_hub, run_dir, expected):
   import keras
   import tensorflow as tf
 
-  import zoo.keras3.pretraining as zoo_pretraining
+  import zoo.keras3.hub as zoo_pretraining
   from zoo.keras3.loading import load_model_dir
   result = dict(backbone=type(keras_hub.models.Backbone.from_preset(run_dir)).__name__)
   tokenizer = keras_hub.models.Tokenizer.from_preset(run_dir)

@@ -29,7 +29,8 @@ def main(vocab_path, out_dir, hf_dir):
   import keras
   import keras_hub
 
-  import zoo.keras3.pretraining as zoo_pretraining
+  import zoo.keras3.hub as zoo_pretraining
+  import zoo.keras3.weights_dir as zoo_weights
   from tpu.data import pydocs
   devices = keras.distribution.list_devices()
   keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
@@ -49,7 +50,7 @@ def main(vocab_path, out_dir, hf_dir):
     logits = keras.ops.convert_to_numpy(task(inputs, training=False))   # the model itself: no preprocessing
     encoded = {key: keras.ops.convert_to_numpy(value) for key, value in task.backbone(
         {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask")}, training=False).items()}
-    zoo_pretraining.save_weights_dir(task, os.path.join(out_dir, name))
+    zoo_weights.save_weights_dir(task, os.path.join(out_dir, name))
     np.savez(os.path.join(out_dir, f"{name}.npz"), **inputs, mask_ids=np.asarray(y),
              mask_weights=np.asarray(weights), logits=np.asarray(logits),
              sequence_output=np.asarray(encoded["sequence_output"]),
@@ -89,6 +90,8 @@ def _electra(zoo_pretraining, vocab, texts, out_dir):
   generator's masked-LM logits on them, the discriminator's logits and labels on their corruption, the
   task's losses and the backbone's outputs."""
   import keras
+
+  import zoo.keras3.weights_dir as zoo_weights
   preset, overrides = ELECTRA_CASE
   task = zoo_pretraining.electra_from_preset(preset, vocab, SEQ_LENGTH, **overrides)
   task.compile(optimizer=keras.optimizers.AdamW(2e-3))
@@ -101,7 +104,7 @@ def _electra(zoo_pretraining, vocab, texts, out_dir):
   encoded = {key: keras.ops.convert_to_numpy(value)
              for key, value in task.backbone(encoder_inputs, training=False).items()}
   disc_logits = task.discriminator_logits(task.discriminator_transform(encoded["sequence_output"]))
-  zoo_pretraining.save_weights_dir(task, os.path.join(out_dir, "electra"))
+  zoo_weights.save_weights_dir(task, os.path.join(out_dir, "electra"))
   losses = {key: float(value) for key, value in task.compute_losses(inputs, outputs).items()}
   np.savez(os.path.join(out_dir, "electra.npz"), **inputs, corrupted_ids=outputs["corrupted_ids"],
            disc_labels=outputs["disc_labels"], **{f"{key}_value": value for key, value in losses.items()},

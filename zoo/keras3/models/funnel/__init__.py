@@ -1,0 +1,1 @@
+"""The Funnel-Transformer in keras-hub: backbone, tokenizer, preprocessors, tasks and presets."""

@@ -1,0 +1,12 @@
+"""The Transformer encoders (BERT, Pre-LN, RealFormer, relative) as a keras-hub backbone."""
+
+import keras
+
+from zoo.keras3.encoders import TransformerEncoder
+from zoo.keras3.models.backbone import ZooBackbone
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerBackbone(ZooBackbone):
+  """BERT, Pre-LN, RealFormer and the relative Transformer (`zoo.keras3.TransformerEncoder`)."""
+  encoder_class = TransformerEncoder
