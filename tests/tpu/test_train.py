@@ -158,7 +158,7 @@ def _check_exported_masked_lm(run_dir, out):
   import transformers
 
   from tpu.serving import restore_model
-  from zoo.convert.to_hf import to_hf
+  from zoo.convert.to_hf.export import to_hf
   assert to_hf(str(run_dir), str(out)).architecture == "FunnelForMaskedLM"
   model, info = transformers.AutoModelForMaskedLM.from_pretrained(str(out), output_loading_info=True)
   assert not info["missing_keys"] and not info["unexpected_keys"], info
@@ -187,7 +187,7 @@ def test_electra_pretraining(tmp_path):
   assert all(np.isfinite(r["disc_loss"]) for r in history(tmp_path / "run") if "loss" in r)
   # A RealFormer cannot leave for transformers: the export names why and writes nothing.
   from zoo.convert import ConversionError
-  from zoo.convert.to_hf import to_hf
+  from zoo.convert.to_hf.export import to_hf
   with pytest.raises(ConversionError, match="RealFormer residual attention"):
     to_hf(str(tmp_path / "run"), str(tmp_path / "hf"))
   assert not (tmp_path / "hf").exists()

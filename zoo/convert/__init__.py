@@ -1,5 +1,8 @@
-"""Importers for published checkpoints (Hugging Face Funnel, BERT and ALBERT, Google's TF1 BERT and
-ALBERT, the Funnel authors' TF releases), and the export to Hugging Face.
+"""Converters of checkpoints into zoo model directories and out, one format per module of
+`zoo.convert.formats`: in, `hf-funnel`, `hf-bert`, `hf-albert` (Hugging Face Funnel, BERT, ALBERT),
+`tf1-bert` (Google's TF1 BERT and RealFormer), `funnel-tf` (the Funnel authors' TF releases) and
+`keras3` (a model trained in the Keras 3 edition); out, `to-hf` (a zoo model directory as a Hugging
+Face checkpoint).
 
 `load_hf_funnel(path)` builds a zoo `FunnelEncoder` from a Hugging Face `FunnelModel`,
 `FunnelBaseModel` (or `FunnelForMaskedLM`, `FunnelForPreTraining`,
@@ -11,8 +14,8 @@ format. `convert_to_model_dir(format, src, out)` (the work of
 `python -m zoo.convert FORMAT SRC --out DIR`) writes them as zoo model directories
 (`zoo.model_dir`) with the checkpoint's tokenizer settings; `read_checkpoint`,
 `write_model_dir` and `describe` are its steps (`zoo.convert.model_dir_writer`), and
-`zoo.convert.hub` resolves Hugging Face hub ids. `to_hf(model_dir, out)` (`python -m
-zoo.convert to-hf`) writes a model directory as a Hugging Face checkpoint that
+`zoo.convert.hf_hub` resolves Hugging Face hub ids. `to_hf(model_dir, out)` (`python -m
+zoo.convert to-hf`, `zoo.convert.to_hf`) writes a model directory as a Hugging Face checkpoint that
 transformers' Auto classes load. Names are imported on first use and
 load TensorFlow only when they convert, so `python -m zoo.convert --help` answers at once.
 """
@@ -27,7 +30,7 @@ _EXPORTS = {
     "describe": "zoo.convert.model_dir_writer",
     "read_checkpoint": "zoo.convert.model_dir_writer",
     "write_model_dir": "zoo.convert.model_dir_writer",
-    "to_hf": "zoo.convert.to_hf",
+    "to_hf": "zoo.convert.to_hf.export",
 }
 __all__ = sorted(_EXPORTS)
 

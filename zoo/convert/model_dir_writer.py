@@ -27,7 +27,7 @@ training runs use):
   the heads of Funnel's pre-training models) and a Hugging Face checkpoint's `config.json`
   (`hf_config`: `python -m zoo.convert to-hf` gives back the fields the zoo does not use).
 
-SRC is a local directory, or for the Hugging Face formats a hub id (`zoo.convert.hub`).
+SRC is a local directory, or for the Hugging Face formats a hub id (`zoo.convert.hf_hub`).
 Each format's own reading is its module's in `zoo.convert.formats` (`zoo.convert.registry`).
 Nothing here imports TensorFlow before it converts or writes.
 """
@@ -35,8 +35,8 @@ Nothing here imports TensorFlow before it converts or writes.
 import dataclasses
 import os
 
-from zoo.convert.hub import download
-from zoo.convert.hub import is_hub_id
+from zoo.convert.hf_hub import download
+from zoo.convert.hf_hub import is_hub_id
 from zoo.lazy import lazy_module
 from zoo.model_dir import ENCODER_ROOT
 from zoo.model_dir import ModelDir

@@ -4,7 +4,7 @@ Every converter lists its weights as entries `(checkpoint name, zoo variable, Ru
 A `Rule` knows the checkpoint's shape for a zoo variable's shape (`expected`), turns
 the checkpoint's array into the variable's value (`to_zoo`) and the variable's value
 back into the checkpoint's array (`to_source`), so the same entries import a checkpoint
-and export one (`zoo.convert.to_hf`).
+and export one (`zoo.convert.to_hf.weights`).
 
 Axes: the zoo's dense kernels are `[inputs..., outputs...]` (`EinsumDense` keeps the
 heads as axes of their own: `[D, N, H]`, `[N, H, D]`); a torch `Linear.weight` is

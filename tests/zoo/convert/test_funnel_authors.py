@@ -123,7 +123,7 @@ def test_the_command_converts_the_release_as_shipped_and_to_hf_refuses_their_sem
   # Out to transformers: refused, saying what differs and on which inputs, unless asked for.
   with pytest.raises(ConversionError, match="Funnel authors' pooling semantics.*last real token shares a "
                                             "pooling window with padding.*--change-pooling"):
-    from zoo.convert.to_hf import to_hf
+    from zoo.convert.to_hf.export import to_hf
     to_hf(str(out), str(tmp_path / "refused"))
   assert not (tmp_path / "refused").exists()
   assert main(["to-hf", str(out), "--out", str(tmp_path / "hf"), "--change-pooling"]) == 0

@@ -188,7 +188,7 @@ def test_a_converted_albert_fine_tunes_exports_and_serves_raw_text_as_hugging_fa
 
   # The fine-tuned classifier goes out to transformers: AlbertForSequenceClassification with its tokenizer
   # computes the export's logits on the same raw texts.
-  from zoo.convert.to_hf import to_hf
+  from zoo.convert.to_hf.export import to_hf
   plan = to_hf(run.path, str(tmp_path / "hf_classifier"))
   assert plan.architecture == "AlbertForSequenceClassification"
   hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf_classifier"))
@@ -214,7 +214,7 @@ def test_a_converted_albert_goes_back_to_transformers_tensor_for_tensor(hf_alber
   three: a group per layer (factorized embeddings only)."""
   from safetensors.numpy import load_file
 
-  from zoo.convert.to_hf import to_hf
+  from zoo.convert.to_hf.export import to_hf
   path, model, tokenizer = hf_albert(transformers.AlbertForMaskedLM, seed=4, num_hidden_groups=groups)
   converted, out = str(tmp_path / "converted"), str(tmp_path / "hf")
   assert main(["hf-albert", path, "--out", converted, "--seq-length", str(LENGTH)]) == 0

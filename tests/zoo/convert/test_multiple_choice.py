@@ -134,7 +134,7 @@ def test_a_multiple_choice_model_converts_with_its_head(family, request, tmp_pat
   # And back: to-hf writes the same class with the same tensors, name for name.
   from safetensors.numpy import load_file
 
-  from zoo.convert.to_hf import to_hf
+  from zoo.convert.to_hf.export import to_hf
   assert to_hf(out, str(tmp_path / "back")).architecture == MODEL_CLASSES[family].__name__
   before = load_file(str(tmp_path / "hf" / "model.safetensors"))
   after = load_file(str(tmp_path / "back" / "model.safetensors"))
@@ -238,7 +238,7 @@ def perturbed(run, scale=0.1):
 def test_a_multiple_choice_run_goes_to_transformers(family, race, tmp_path):
   from tests.tpu.tasks.losses import tiny_config
   from tpu import train
-  from zoo.convert.to_hf import to_hf
+  from zoo.convert.to_hf.export import to_hf
   config = tiny_config(tmp_path / "run", task="multiple_choice", data=f"race:{race}", steps=2, batch_size=4,
                        eval_batch_size=4, seq_length=32, max_qa_length=12, **RUNS[family])
   train.run(config)

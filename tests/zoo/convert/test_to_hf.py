@@ -31,9 +31,9 @@ from zoo import presets
 from zoo.convert import ConversionError
 from zoo.convert import convert_to_model_dir
 from zoo.convert.__main__ import main
-from zoo.convert.to_hf import BOOKKEEPING_FIELDS
-from zoo.convert.to_hf import plan
-from zoo.convert.to_hf import to_hf
+from zoo.convert.to_hf.configs import BOOKKEEPING_FIELDS
+from zoo.convert.to_hf.export import to_hf
+from zoo.convert.to_hf.plan import plan
 from zoo.model_dir import ModelDir
 from zoo.text import TextEncoder
 

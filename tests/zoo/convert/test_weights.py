@@ -18,7 +18,7 @@ import transformers
 from tests.zoo.convert.test_bert import TINY as BERT_TINY
 from tests.zoo.convert.test_hf_funnel import BLOCKS
 from tests.zoo.convert.test_hf_funnel import TINY as FUNNEL_TINY
-from zoo.convert import hub
+from zoo.convert import hf_hub as hub
 from zoo.convert import weights
 from zoo.convert.__main__ import main
 

@@ -21,7 +21,7 @@ def _arguments(parser):
 
 
 def run(args):
-  from zoo.convert.to_hf import to_hf
+  from zoo.convert.to_hf.export import to_hf
   command = " ".join(["python -m zoo.convert", *(args.argv if args.argv is not None else sys.argv[1:])])
   plan = to_hf(args.src, args.out, dtype=args.dtype, command=command, change_pooling=args.change_pooling)
   return f"wrote {args.out} ({plan.architecture})"

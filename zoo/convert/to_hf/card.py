@@ -1,0 +1,114 @@
+"""The model card (`README.md`) of an export to Hugging Face.
+
+`model_card` writes the Hub's front matter (library, pipeline tag, model type), a table of the
+preset and its overrides, task, sequence length, training steps, source and weights' dtype,
+the run's evaluation results, how to load and call the model with transformers' Auto classes
+(and what padding a Funnel needs to compute the zoo model's outputs), and how the directory was
+converted: the command, the date, and what the export leaves out or computes otherwise.
+"""
+
+import datetime
+import json
+import os
+
+from zoo import presets
+
+PIPELINE_TAGS = dict(encoder="feature-extraction", base="feature-extraction", masked_lm="fill-mask",
+                     discriminator="feature-extraction", sequence="text-classification",
+                     token="token-classification", span="question-answering", choice="multiple-choice")
+# The Auto class that loads each kind of export.
+AUTO_CLASSES = {"encoder": "AutoModel", "base": "AutoModel", "masked_lm": "AutoModelForMaskedLM",
+                "discriminator": "AutoModelForPreTraining", "sequence": "AutoModelForSequenceClassification",
+                "token": "AutoModelForTokenClassification", "span": "AutoModelForQuestionAnswering",
+                "choice": "AutoModelForMultipleChoice"}
+
+
+def _summary(model_dir, settings, plan_, dtype):
+  """The front matter, the title and the table of what the model is and where it comes from."""
+  task = settings.get("task")
+  source = model_dir.read_source() if os.path.exists(model_dir.source_path) else None
+  lines = ["---", "library_name: transformers", f"pipeline_tag: {PIPELINE_TAGS[plan_.head or 'encoder']}",
+           "tags:", f"- {plan_.hf_config['model_type']}", "---", "",
+           f"# {os.path.basename(os.path.normpath(model_dir.path))}", ""]
+  preset = presets.get(settings["model"])
+  overrides = settings.get("model_overrides") or {}
+  changed = " with the overrides below" if overrides else ""
+  lines += [f"A `{plan_.architecture}` exported from a zoo model directory: the preset `{settings['model']}` "
+            f"({preset.description}){changed}.", "",
+            "| | |", "|---|---|",
+            f"| preset | `{settings['model']}`"
+            + (f" with `{json.dumps(overrides, sort_keys=True)}`" if overrides else "") + " |",
+            f"| task | {task or 'none (a converted checkpoint)'} |",
+            f"| sequence length | {settings.get('seq_length')} tokens |"]
+  if task:
+    steps = model_dir.latest_step()
+    checkpoint = os.path.basename(model_dir.latest_checkpoint())
+    lines.append(f"| training steps | {steps} (checkpoint `{checkpoint}`) |")
+  if source:
+    origin = source.get("hub_id") or source.get("path")
+    lines.append(f"| converted from | {source.get('format')} `{origin}` |")
+  return lines + [f"| weights | {dtype} |", ""]
+
+
+def _evaluation(model_dir, task):
+  """The run's evaluation results (none for a directory without a task)."""
+  if task and os.path.exists(model_dir.eval_results_path):
+    results = model_dir.read_eval_results()
+    lines = ["## Evaluation", "", "| metric | value |", "|---|---|"]
+    lines += [f"| {name} | {value:.6g} |" if isinstance(value, float) else f"| {name} | {value} |"
+              for name, value in sorted(results.items())]
+    return lines + [""]
+  if task:
+    return ["## Evaluation", "", "The run wrote no evaluation results (`eval_results.json`).", ""]
+  return []
+
+
+def _use(settings, plan_):
+  """How to load and call the model, with what each kind of head takes and gives."""
+  auto = AUTO_CLASSES[plan_.head or ("encoder" if plan_.with_decoder or plan_.family != "funnel" else "base")]
+  length = settings.get("seq_length")
+  lines = ["## Use", "", "```python", f"from transformers import AutoTokenizer, {auto}",
+           "tokenizer = AutoTokenizer.from_pretrained(PATH)", f"model = {auto}.from_pretrained(PATH)",
+           f'inputs = tokenizer(["..."], padding="max_length", max_length={length}, '
+           'truncation=True, return_tensors="pt")', "outputs = model(**inputs)", "```", ""]
+  if plan_.head == "choice":
+    lines += ["Each option is its own text pair: give the model `input_ids` `[batch, options, length]` "
+              "(encode the pairs of every option, then reshape); `outputs.logits` `[batch, options]` scores "
+              "the options."
+              + (f" The run laid its pairs out {settings['choice_layout']} and kept the last "
+                 f"{settings.get('max_qa_length')} tokens of the question with an option."
+                 if settings.get("choice_layout") else ""), ""]
+  if plan_.head == "span":
+    lines += ["transformers 5 has no `question-answering` pipeline: the answer is the span between the "
+              "argmax of `outputs.start_logits` and of `outputs.end_logits` over the context's tokens.", ""]
+  if plan_.family == "funnel":
+    lines += [f"Pad to {length} tokens, as above. A Funnel pools pairs of tokens, and transformers' Funnel "
+              "treats a pooled pair that holds a pad as padding, so its outputs depend on how far a batch "
+              f"is padded: padded to {length} they are the zoo model's (and its SavedModel's). Pipelines pad "
+              "to the longest text of a batch and compute other outputs, which can change a short text's "
+              "label; give them the same padding:", ""]
+    if plan_.head == "sequence":
+      lines += ["```python", "from transformers import pipeline",
+                'classifier = pipeline("text-classification", model=PATH)',
+                f'classifier(["..."], padding="max_length", max_length={length}, truncation=True)', "```", ""]
+  return lines
+
+
+def _conversion(plan_, command):
+  """The command and date of the conversion, and what the export leaves out or computes otherwise."""
+  lines = ["## Conversion", "", f"Written by `{command}` on {datetime.date.today().isoformat()}.", ""]
+  if plan_.left_out:
+    lines += ["Not carried over:", ""] + [f"- {what}" for what in plan_.left_out] + [""]
+  if plan_.changed:
+    lines += ["Computed otherwise than the zoo model:", ""] + [f"- {what}" for what in plan_.changed] + [""]
+  return lines
+
+
+def model_card(model_dir, settings, plan_, dtype, command):
+  """The text of the export's `README.md` (`model_dir` a `zoo.model_dir.ModelDir`, `plan_` the export's
+  `Plan`, `command` the command line that wrote it)."""
+  lines = _summary(model_dir, settings, plan_, dtype)
+  lines += _evaluation(model_dir, settings.get("task"))
+  lines += _use(settings, plan_)
+  lines += _conversion(plan_, command)
+  return "\n".join(lines)
