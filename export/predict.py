@@ -40,22 +40,34 @@ import json
 import os
 import re
 import sys
+import types
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeAlias
+from typing import TypeVar
 
 SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_BATCH_SIZE = 64
 # How one output of one example is shown: a string, a float, a list of floats, a list of
 # strings, or a dict of floats keyed by the SavedModel's label names.
 KINDS = ("text", "number", "integer", "flag", "list", "texts", "by_label")
+# One output of one example as `show` gives it (the JSON value of its kind).
+Shown: TypeAlias = str | float | int | bool | list[float] | list[str] | dict[str, float]
+Example = TypeVar("Example")
 
 
-def _tensorflow():
+def _tensorflow() -> types.ModuleType:
   """TensorFlow, with tensorflow_text's ops registered (imported on first use)."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
   return tf
 
 
-def resolve(path):
+def resolve(path: str) -> str:
   """The SavedModel directory of `path`: itself, or the highest numeric version in it holding one.
 
   The version rule is `zoo.model_dir.latest_export`'s, written out here because this file
@@ -76,11 +88,11 @@ def resolve(path):
   return os.path.join(path, max(versions, key=int))
 
 
-def _text(value):
+def _text(value: str | bytes) -> str:
   return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
 
 
-def implied_fields(outputs):
+def implied_fields(outputs: Collection[str]) -> list[tuple[str, str, str]]:
   """The prediction fields of an export without `prediction_fields`, from its output names."""
   if "labels" in outputs:
     return [("label", "labels", "text"), ("probabilities", "probabilities", "by_label")]
@@ -89,7 +101,7 @@ def implied_fields(outputs):
   return [("pooled_output", "pooled_output", "list")]
 
 
-def show(value, kind, label_names):
+def show(value: Any, kind: str, label_names: Sequence[str]) -> Shown:
   """One example's output as JSON-ready Python, by `kind` (see `KINDS`)."""
   if kind == "text":
     return _text(value.item() if hasattr(value, "item") else value)
@@ -118,7 +130,7 @@ class Predictor:
   length, to which vector outputs are cut.
   """
 
-  def __init__(self, path):
+  def __init__(self, path: str) -> None:
     tf = _tensorflow()
     self.path = resolve(path)
     self._loaded = tf.saved_model.load(self.path)
@@ -134,7 +146,8 @@ class Predictor:
     else:
       self.fields = implied_fields(self._serve.structured_outputs)
 
-  def predict(self, texts, texts_b=None):
+  def predict(self, texts: Iterable[str | bytes],
+              texts_b: Iterable[str | bytes] | None = None) -> list[dict[str, Any]]:
     """One dict per example (see the module docstring) for lists of str or bytes.
 
     `texts` go to the first string input, `texts_b` to the second of two-input models.
@@ -152,12 +165,12 @@ class Predictor:
     return self.predict_records([dict(zip(self.inputs, row, strict=True)) for row in rows])
 
   @property
-  def takes_records(self):
+  def takes_records(self) -> bool:
     """Whether the model's inputs are other than one or two texts (e.g. a context, a question and a list of
     options): then examples are records, `predict_records`."""
     return self.inputs not in (["text"], ["text", "text_b"])
 
-  def predict_records(self, records):
+  def predict_records(self, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One dict per example for records `{input name: text, or a list of texts}` (lists of one length in a
     call), each result the record's inputs followed by the model's fields."""
     tf = _tensorflow()
@@ -181,7 +194,8 @@ class Predictor:
     outputs = {name: value.numpy() for name, value in self._serve(**inputs).items()}
     results = []
     for index in range(len(records)):
-      result = {name: _shown_input(column[index]) for name, column in zip(self.inputs, columns, strict=True)}
+      result: dict[str, Any] = {name: _shown_input(column[index])
+                                for name, column in zip(self.inputs, columns, strict=True)}
       for key, output, kind, *length in self.fields:
         value = outputs[output][index]
         if length:
@@ -191,16 +205,16 @@ class Predictor:
     return results
 
 
-def _shown_input(value):
+def _shown_input(value: Any) -> str | list[str]:
   return [_text(item) for item in value] if isinstance(value, (list, tuple)) else _text(value)
 
 
-def load(path):
+def load(path: str) -> Predictor:
   """A `Predictor` for a version directory or a model base path."""
   return Predictor(path)
 
 
-def read_examples(lines, sentence_pair):
+def read_examples(lines: Iterable[bytes], sentence_pair: bool) -> Iterator[tuple[bytes, bytes | None]]:
   """Lines (bytes) -> `(text, text_b or None)`; pairs are tab-separated.
 
   Example:
@@ -220,7 +234,7 @@ def read_examples(lines, sentence_pair):
     yield text, text_b
 
 
-def read_records(lines, names):
+def read_records(lines: Iterable[bytes], names: Sequence[str]) -> Iterator[dict[str, Any]]:
   """Lines (bytes) of JSON objects -> dicts with the keys `names` (a model taking records).
 
   Example:
@@ -243,13 +257,13 @@ def read_records(lines, names):
     yield {name: record[name] for name in names}
 
 
-def _batches(examples, batch_size):
+def _batches(examples: Iterable[Example], batch_size: int) -> Iterator[list[Example]]:
   examples = iter(examples)
   while batch := list(itertools.islice(examples, batch_size)):
     yield batch
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="python -m export.predict", description=__doc__.split("\n\n")[0],
                               epilog="Without TEXT, reads one example per line from stdin.")
   p.add_argument("--saved-model", required=True, metavar="DIR",
@@ -263,7 +277,7 @@ def parser():
   return p
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   args = parser().parse_args(argv)
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if args.verbose else "3"
   tf = _tensorflow()
@@ -281,17 +295,18 @@ def main(argv=None):
       if args.texts:
         raise ValueError(f"the model at {predictor.path} takes {', '.join(predictor.inputs)} per example: "
                          "write one JSON object per line on stdin")
-      for batch in _batches(read_records(sys.stdin.buffer, predictor.inputs), args.batch_size):
-        for result in predictor.predict_records(batch):
+      for records in _batches(read_records(sys.stdin.buffer, predictor.inputs), args.batch_size):
+        for result in predictor.predict_records(records):
           print(json.dumps(result))
         sys.stdout.flush()
       return 0
+    examples: Iterable[tuple[bytes, bytes | None]]
     if args.texts:
       if predictor.sentence_pair and not args.text_b:
         raise ValueError(f"the model at {predictor.path} takes sentence pairs: pass --text-b with one second "
                          "text per TEXT, or tab-separated lines on stdin")
-      texts_b = [os.fsencode(text) for text in args.text_b] if args.text_b else [None] * len(args.texts)
-      examples = zip([os.fsencode(text) for text in args.texts], texts_b, strict=True)
+      seconds = [os.fsencode(text) for text in args.text_b] if args.text_b else [None] * len(args.texts)
+      examples = zip([os.fsencode(text) for text in args.texts], seconds, strict=True)
     else:
       examples = read_examples(sys.stdin.buffer, predictor.sentence_pair)
     for batch in _batches(examples, args.batch_size):

@@ -34,12 +34,13 @@ the tokenizer's ops.
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from zoo.model_dir import EXPORT_DIR
 from zoo.model_dir import ModelDir
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(
       prog="python -m export.saved_model", description=__doc__.split("\n\n")[0],
       epilog="Serve with: tensorflow_model_server --model_base_path=BASE --model_name=NAME "
@@ -54,19 +55,19 @@ def parser():
   return p
 
 
-def export(model_dir, out, checkpoint=None):
+def export(model_dir: str, out: str | None, checkpoint: str | None = None) -> str:
   """Writes `out/<version>` from a model directory; see `tpu.serving.export`."""
   from tpu import serving
   return serving.export(model_dir, out, checkpoint)
 
 
-def saved_signatures(path):
+def saved_signatures(path: str) -> dict[str, dict[str, dict[str, str]]]:
   """The signatures of a written SavedModel, as `saved_model_cli show` prints them; see `tpu.serving`."""
   from tpu import serving
   return serving.saved_signatures(path)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   args = parser().parse_args(argv)
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow(args.verbose)

@@ -42,12 +42,19 @@ import argparse
 import collections
 import os
 import sys
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 from zoo.lazy import lazy_module
 
-# TensorFlow loads on first use: `--help` answers without it.
-tf = lazy_module("tensorflow")
-saved_model_pb2 = lazy_module("tensorflow.core.protobuf.saved_model_pb2")
+if TYPE_CHECKING:   # the type checker reads TensorFlow's names; annotations are not evaluated
+  import tensorflow as tf
+  from tensorflow.core.protobuf import saved_model_pb2
+else:   # TensorFlow loads on first use: `--help` answers without it.
+  tf = lazy_module("tensorflow")
+  saved_model_pb2 = lazy_module("tensorflow.core.protobuf.saved_model_pb2")
 
 # tensorflow-text 2.12.1, `//tensorflow_text:ops_lib`: kernel target -> the op types it registers.
 TFTEXT_OPS_BY_TARGET = {
@@ -95,7 +102,7 @@ def read_saved_model(path: str) -> saved_model_pb2.SavedModel:
     return saved_model_pb2.SavedModel.FromString(file.read())
 
 
-def nodes(saved_model: saved_model_pb2.SavedModel):
+def nodes(saved_model: saved_model_pb2.SavedModel) -> Iterator[tuple[str, Any]]:
   """Yields `(where, NodeDef)` for every node: the graphs' and every library function's."""
   for meta_graph in saved_model.meta_graphs:
     for node in meta_graph.graph_def.node:
@@ -105,12 +112,12 @@ def nodes(saved_model: saved_model_pb2.SavedModel):
         yield function.signature.name, node
 
 
-def op_types(path: str) -> collections.Counter:
+def op_types(path: str) -> collections.Counter[str]:
   """`Counter` of op type -> number of nodes, over the graph and all functions of a SavedModel."""
   return collections.Counter(node.op for _, node in nodes(read_saved_model(path)))
 
 
-def core_ops() -> frozenset:
+def core_ops() -> frozenset[str]:
   """The op types TensorFlow itself registers (`tf.raw_ops`; tensorflow_text adds none there)."""
   return frozenset(name for name in dir(tf.raw_ops) if not name.startswith("_"))
 
@@ -141,7 +148,7 @@ def problems(path: str) -> list[str]:
   return found
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="python -m export.serving_ops",
                                    description=__doc__.split("\n\n")[0])
   parser.add_argument("saved_model", nargs="+",

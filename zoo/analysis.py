@@ -21,19 +21,23 @@ Example:
   [0.6931, 0.0]
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from zoo.windows import local_geometry
 
 _TINY = 1e-12
 
 
-def _entropy(p, axis=-1):
+def _entropy(p: ArrayLike, axis: int = -1) -> np.ndarray:
   p = np.asarray(p, np.float64)
   return 0.0 - np.sum(np.where(p > 0, p * np.log(np.maximum(p, _TINY)), 0.0), axis=axis)   # +0.0, not -0.0
 
 
-def _real_queries(mask, shape):
+def _real_queries(mask: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
   """bool `[B, T]` of real query tokens, broadcastable against `[L, B, N, T]` after expansion."""
   mask = np.asarray(mask).astype(bool)
   if mask.shape != (shape[1], shape[3]):
@@ -41,7 +45,7 @@ def _real_queries(mask, shape):
   return mask
 
 
-def attention_entropy(probs, input_mask):
+def attention_entropy(probs: ArrayLike, input_mask: ArrayLike) -> list[list[np.ndarray]]:
   """Entropy of every attention distribution of every real query token.
 
   Args:
@@ -61,7 +65,7 @@ def attention_entropy(probs, input_mask):
   return [[entropy[layer, :, head][real] for head in range(heads)] for layer in range(layers)]
 
 
-def js_divergence(p, q, axis=-1):
+def js_divergence(p: ArrayLike, q: ArrayLike, axis: int = -1) -> np.ndarray:
   """Jensen–Shannon divergence (nats, in [0, ln 2]) between distributions along `axis`."""
   p = np.asarray(p, np.float64)
   q = np.asarray(q, np.float64)
@@ -69,7 +73,7 @@ def js_divergence(p, q, axis=-1):
   return _entropy(m, axis) - 0.5 * (_entropy(p, axis) + _entropy(q, axis))
 
 
-def adjacent_layer_js_divergence(probs, input_mask):
+def adjacent_layer_js_divergence(probs: ArrayLike, input_mask: ArrayLike) -> np.ndarray:
   """Mean JS divergence between head n of layer l and head n of layer l + 1.
 
   Args:
@@ -89,7 +93,7 @@ def adjacent_layer_js_divergence(probs, input_mask):
   return (divergence * weights).sum(axis=(1, 3)) / np.maximum(weights.sum(axis=(1, 3)), 1.0)
 
 
-def attention_probabilities(encoder, inputs):
+def attention_probabilities(encoder: Any, inputs: Mapping[str, Any]) -> np.ndarray:
   """Numpy `[L, B, N, T, S]` probabilities of an encoder built with `output_attention_probs=True`.
 
   Works for encoders whose layers all see the same sequence length (Transformer

@@ -7,25 +7,32 @@ target. A killed writer leaves at most a temporary file, which `is_temporary` re
 Depends on TensorFlow's file system only (`tf.io.gfile`), no other module of the zoo.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from zoo.lazy import lazy_module
 
-tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` stays light
+if TYPE_CHECKING:   # the type checker reads TensorFlow's names; annotations are not evaluated
+  import tensorflow as tf
+else:
+  tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` stays light
 
 # In the names of files being written (`temporary_path`).
 TEMPORARY_MARK = ".tmp-"
 
 
-def temporary_path(path):
+def temporary_path(path: str) -> str:
   """A fresh name beside `path` for writing it: `.<name>.tmp-<random>` (see `is_temporary`)."""
   folder, name = os.path.split(path)
   return os.path.join(folder, f".{name}{TEMPORARY_MARK}{uuid.uuid4().hex[:12]}")
 
 
-def is_temporary(name):
+def is_temporary(name: str) -> bool:
   """Whether the file name `name` is one `temporary_path` made (a write a killed process left)."""
   return name.startswith(".") and TEMPORARY_MARK in name
 
@@ -33,7 +40,7 @@ def is_temporary(name):
 
 
 @contextlib.contextmanager
-def atomic_path(path):
+def atomic_path(path: str) -> Iterator[str]:
   """Yields a temporary path beside `path` to write (a file, or a folder with its files); on success it
   is renamed onto `path`.
 
@@ -68,7 +75,7 @@ def atomic_path(path):
 
 
 @contextlib.contextmanager
-def atomic_file(path, mode="w"):
+def atomic_file(path: str, mode: str = "w") -> Iterator[tf.io.gfile.GFile]:
   """Yields a file object (`tf.io.gfile.GFile`, `mode` "w" or "wb") whose contents replace `path`
   at once when the block ends without error; see `atomic_path`.
 
@@ -87,7 +94,7 @@ def atomic_file(path, mode="w"):
     yield file
 
 
-def write_atomically(path, content):
+def write_atomically(path: str, content: str | bytes) -> None:
   """Writes `content` (str or bytes) to `path` at once: readers see the old file or the new one."""
   with atomic_file(path, "wb" if isinstance(content, bytes) else "w") as file:
     file.write(content)

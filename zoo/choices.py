@@ -6,6 +6,8 @@ error message lists are always the ones the code accepts, and importing them loa
 Keras.
 """
 
+from collections.abc import Collection
+
 # Position encodings. "absolute": positions are added to the embeddings below the
 # stack, so the attention has no position term. "factorized" and "shift": the two
 # forms of Transformer-XL relative attention (Funnel paper, appendix A.2.2 and A.2.1).
@@ -57,12 +59,12 @@ LAYER_SHARING = ("none", "all", "attention", "ffn")
 CARRY_AT_POOLING = ("pool", "reset")
 
 
-def recorded_pooling_semantics(value):
+def recorded_pooling_semantics(value: str) -> str:
   """The pooling semantics a recorded configuration means (`RECORDED_POOLING_NAMES`), else `value`."""
   return RECORDED_POOLING_NAMES.get(value, value)
 
 
-def check_pooling_semantics(name, value):
+def check_pooling_semantics(name: str, value: object) -> None:
   """`check_choice` for pooling semantics, saying what the old name "authors" became."""
   if value in RECORDED_POOLING_NAMES:
     raise ValueError(
@@ -72,7 +74,7 @@ def check_pooling_semantics(name, value):
   check_choice(name, value, POOLING_SEMANTICS)
 
 
-def check_choice(name, value, choices):
+def check_choice(name: str, value: object, choices: Collection[object]) -> None:
   """Raises `ValueError("<name> must be one of <choices>, got <value>")` unless `value in choices`."""
   if value not in choices:
     raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")

@@ -6,9 +6,10 @@ numbers, and this module imports no Keras. `DESIGN.md` (Section 5) explains the 
 """
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def pool_positions(positions, separate_cls=True, truncate_seq=True):
+def pool_positions(positions: ArrayLike, separate_cls: bool = True, truncate_seq: bool = True) -> np.ndarray:
   """Positions of the pooled tokens, as a float numpy vector.
 
   A pooled token sits at the position of the first token of its window; with
@@ -27,14 +28,14 @@ def pool_positions(positions, separate_cls=True, truncate_seq=True):
   return np.concatenate([[pooled[0] - 2 * stride], pooled])
 
 
-def authors_tf_positions(length, block):
+def authors_tf_positions(length: int, block: int) -> np.ndarray:
   """Positions of block `block`'s `length` tokens as the authors' TensorFlow code's shift form places them
   (`rel_shift_pos_enc`: `1 - 2^b + 2^b·i`, whether or not [cls] is separate)."""
   stride = 2 ** block
   return (1 - stride + stride * np.arange(length)).astype(np.float64)
 
 
-def pooled_length(length, separate_cls=True, truncate_seq=True):
+def pooled_length(length: int, separate_cls: bool = True, truncate_seq: bool = True) -> int:
   """Sequence length after one stride-2 pooling step.
 
   512 -> 256 with `separate_cls` and `truncate_seq`, 512 -> 257 with `separate_cls`
@@ -45,7 +46,8 @@ def pooled_length(length, separate_cls=True, truncate_seq=True):
   return (length + 1) // 2
 
 
-def block_lengths(seq_length, num_blocks, separate_cls=True, truncate_seq=True):
+def block_lengths(seq_length: int, num_blocks: int, separate_cls: bool = True,
+                  truncate_seq: bool = True) -> list[int]:
   """Sequence length inside each block, e.g. 512 -> [512, 256, 128]."""
   lengths = [seq_length]
   for _ in range(num_blocks - 1):
@@ -53,7 +55,7 @@ def block_lengths(seq_length, num_blocks, separate_cls=True, truncate_seq=True):
   return lengths
 
 
-def position_grid(positions, name):
+def position_grid(positions: np.ndarray, name: str) -> tuple[float, float | None]:
   """`(start, stride)` of an arithmetic position vector; raises if it is not one."""
   start = float(positions[0])
   stride = float(positions[1] - positions[0]) if positions.shape[0] > 1 else None

@@ -58,15 +58,25 @@ Example:
   (1, None)
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import Any
 
 from zoo.atomic_files import is_temporary
 from zoo.atomic_files import write_atomically
 from zoo.lazy import lazy_module
 
-tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` stays light
+if TYPE_CHECKING:   # the type checker reads TensorFlow's names; annotations are not evaluated
+  import tensorflow as tf
+else:
+  tf = lazy_module("tensorflow")   # imported on first use: command-line `--help` stays light
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
@@ -110,12 +120,12 @@ LEGACY_CONVERTED_ENCODER_ROOT = MODEL_ROOT
 INTERRUPTED_SAVE = re.compile(r"ckpt-\d+_temp")
 
 
-def checkpoint_roots(prefix):
+def checkpoint_roots(prefix: str) -> set[str]:
   """The root names under which the checkpoint `prefix` holds variables (`{"model", "encoder", ...}`)."""
   return {name.split("/", 1)[0] for name, _ in tf.train.list_variables(prefix) if "/" in name}
 
 
-def encoder_root(prefix):
+def encoder_root(prefix: str) -> str:
   """The root under which the checkpoint `prefix` holds an encoder: `encoder`, else `model`.
 
   Training runs and converted directories save the encoder under `encoder`. The fallback
@@ -127,7 +137,7 @@ def encoder_root(prefix):
   return ENCODER_ROOT if ENCODER_ROOT in checkpoint_roots(prefix) else LEGACY_CONVERTED_ENCODER_ROOT
 
 
-def export_versions(base):
+def export_versions(base: str) -> list[int]:
   """The version numbers of an export base path, ascending: its numeric names ([] for none or no `base`).
 
   Example:
@@ -149,12 +159,12 @@ def export_versions(base):
   return sorted(int(name) for name in names if re.fullmatch(r"[0-9]+", name))
 
 
-def next_export_version(base):
+def next_export_version(base: str) -> int:
   """One more than the highest version in `base` (1 for none or no `base`)."""
   return max(export_versions(base), default=0) + 1
 
 
-def latest_export(base):
+def latest_export(base: str) -> str | None:
   """The directory of the highest version in `base` that holds a `saved_model.pb`, or None."""
   for version in reversed(export_versions(base)):
     path = os.path.join(base, str(version))
@@ -163,7 +173,7 @@ def latest_export(base):
   return None
 
 
-def write_version_atomically(base, write):
+def write_version_atomically(base: str, write: Callable[[str], object]) -> str:
   """Writes the next export version of `base` through a temporary folder and a rename; returns its path.
 
   `write(folder)` fills `base/.tmp-<version>-<pid>`, which is then renamed to
@@ -192,7 +202,7 @@ def write_version_atomically(base, write):
     raise
 
 
-def read_json(path):
+def read_json(path: str) -> dict[str, Any]:
   """A JSON object from `path`; errors name the file (and line for malformed JSON)."""
   try:
     with tf.io.gfile.GFile(path) as file:
@@ -206,7 +216,7 @@ def read_json(path):
   return values
 
 
-def find_checkpoint(path):
+def find_checkpoint(path: str) -> str:
   """A checkpoint prefix from a prefix, a directory of checkpoints, or a model directory.
 
   Raises:
@@ -224,7 +234,7 @@ def find_checkpoint(path):
   return path
 
 
-def containing_model_dir(path):
+def containing_model_dir(path: str) -> ModelDir | None:
   """The model directory a checkpoint path belongs to, or None.
 
   `path` may be a model directory, its `checkpoints/` folder, or a checkpoint prefix in
@@ -244,72 +254,72 @@ class ModelDir:
     path: local path or `gs://` URL; it need not exist yet.
   """
 
-  def __init__(self, path):
+  def __init__(self, path: str | os.PathLike[str]) -> None:
     self.path = str(path)
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"ModelDir({self.path!r})"
 
-  def join(self, *parts):
+  def join(self, *parts: str) -> str:
     return os.path.join(self.path, *parts)
 
   @property
-  def config_path(self):
+  def config_path(self) -> str:
     return self.join(CONFIG_FILE)
 
   @property
-  def vocab_path(self):
+  def vocab_path(self) -> str:
     return self.join(VOCAB_FILE)
 
   @property
-  def sentencepiece_path(self):
+  def sentencepiece_path(self) -> str:
     return self.join(SENTENCEPIECE_FILE)
 
   @property
-  def checkpoint_dir(self):
+  def checkpoint_dir(self) -> str:
     return self.join(CHECKPOINT_DIR)
 
   @property
-  def export_dir(self):
+  def export_dir(self) -> str:
     return self.join(EXPORT_DIR)
 
   @property
-  def history_path(self):
+  def history_path(self) -> str:
     return self.join(HISTORY_FILE)
 
   @property
-  def eval_results_path(self):
+  def eval_results_path(self) -> str:
     return self.join(EVAL_RESULTS_FILE)
 
   @property
-  def eval_predictions_path(self):
+  def eval_predictions_path(self) -> str:
     return self.join(EVAL_PREDICTIONS_FILE)
 
   @property
-  def eval_null_odds_path(self):
+  def eval_null_odds_path(self) -> str:
     return self.join(EVAL_NULL_ODDS_FILE)
 
   @property
-  def source_path(self):
+  def source_path(self) -> str:
     return self.join(SOURCE_FILE)
 
-  def summaries_dir(self, name):
+  def summaries_dir(self, name: str) -> str:
     """TensorBoard log directory of `name` ("train" or "eval")."""
     if name not in (TRAIN_SUMMARIES, EVAL_SUMMARIES):
       raise ValueError(f"unknown summaries {name!r}; choose {TRAIN_SUMMARIES!r} or {EVAL_SUMMARIES!r}")
     return self.join(name)
 
-  def exists(self):
+  def exists(self) -> bool:
     return tf.io.gfile.isdir(self.path)
 
-  def makedirs(self):
+  def makedirs(self) -> None:
     tf.io.gfile.makedirs(self.path)
 
   # config.json
-  def has_config(self):
+  def has_config(self) -> bool:
     return tf.io.gfile.exists(self.config_path)
 
-  def read_config(self):
+  def read_config(self) -> dict[str, Any]:
     """The settings dict of `config.json`.
 
     Raises:
@@ -321,59 +331,61 @@ class ModelDir:
                               "run or the output of `python -m zoo.convert`?")
     return read_json(self.config_path)
 
-  def write_config(self, values):
+  def write_config(self, values: Mapping[str, Any]) -> None:
     write_atomically(self.config_path, json.dumps(values, indent=2, sort_keys=True) + "\n")
 
   # vocab.txt
-  def has_vocab(self):
+  def has_vocab(self) -> bool:
     return tf.io.gfile.exists(self.vocab_path)
 
-  def read_vocab(self):
+  def read_vocab(self) -> list[str]:
     """The vocabulary's tokens (`zoo.text.load_vocab`: errors name the file and line)."""
     from zoo.text import load_vocab
     if not self.has_vocab():
       raise FileNotFoundError(f"{self.path} holds no {VOCAB_FILE}")
     return load_vocab(self.vocab_path)
 
-  def write_vocab(self, tokens):
+  def write_vocab(self, tokens: Iterable[str]) -> None:
     write_atomically(self.vocab_path, "".join(f"{token}\n" for token in tokens))
 
   # spiece.model
-  def has_sentencepiece(self):
+  def has_sentencepiece(self) -> bool:
     return tf.io.gfile.exists(self.sentencepiece_path)
 
-  def read_sentencepiece(self):
+  def read_sentencepiece(self) -> bytes | None:
     """The serialized SentencePiece model, or None when the directory has none."""
     if not self.has_sentencepiece():
       return None
     with tf.io.gfile.GFile(self.sentencepiece_path, "rb") as file:
       return file.read()
 
-  def write_sentencepiece(self, model):
+  def write_sentencepiece(self, model: bytes) -> None:
     write_atomically(self.sentencepiece_path, bytes(model))
 
-  def copy_vocab_from(self, path):
+  def copy_vocab_from(self, path: str) -> None:
     """Copies a vocabulary file into the directory (checked first), unless it is already ours."""
     from zoo.text import load_vocab
     if os.path.abspath(path) != os.path.abspath(self.vocab_path):
       self.write_vocab(load_vocab(path))
 
   # checkpoints/
-  def latest_checkpoint(self):
+  def latest_checkpoint(self) -> str | None:
     """The prefix of the latest recorded checkpoint, or None."""
     return tf.train.latest_checkpoint(self.checkpoint_dir)
 
-  def latest_step(self):
+  def latest_step(self) -> int:
     """The step of the latest recorded checkpoint of a training run (`ckpt-<step>`), 0 for none."""
     latest = self.latest_checkpoint()
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
-  def checkpoint_manager(self, checkpoint, max_to_keep=1, step_counter=None, directory=None):
+  def checkpoint_manager(self, checkpoint: tf.train.Checkpoint, max_to_keep: int | None = 1,
+                         step_counter: tf.Variable | None = None,
+                         directory: str | None = None) -> tf.train.CheckpointManager:
     """A `tf.train.CheckpointManager` of `checkpoint` in `checkpoints/` (or `directory`)."""
     return tf.train.CheckpointManager(checkpoint, directory or self.checkpoint_dir, max_to_keep=max_to_keep,
                                       step_counter=step_counter)
 
-  def write_checkpoint(self, checkpoint, number=1):
+  def write_checkpoint(self, checkpoint: tf.train.Checkpoint, number: int = 1) -> str:
     """Writes `checkpoint` once as `checkpoints/ckpt-<number>` (a converted checkpoint); returns its prefix.
 
     The state file that records it (written last, atomically) holds no timestamps, unlike
@@ -389,7 +401,7 @@ class ModelDir:
                      f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
     return prefix
 
-  def remove_leftovers(self):
+  def remove_leftovers(self) -> list[str]:
     """Removes what killed writers left in the run's own folders (the directory, `checkpoints/`
     and each worker's input positions): temporary files of atomic writes (`is_temporary`) and the
     `ckpt-N_temp/` folders of interrupted checkpoint saves. Export versions being written (the
@@ -415,11 +427,11 @@ class ModelDir:
         removed.append(path)
     return removed
 
-  def input_state_prefix(self, worker, workers, step):
+  def input_state_prefix(self, worker: int, workers: int, step: int) -> str:
     """The checkpoint prefix of the input position of worker `worker` of `workers` at `step`."""
     return self.join(CHECKPOINT_DIR, INPUT_STATE_DIR, f"worker-{worker}-of-{workers}", f"ckpt-{step}")
 
-  def input_state_steps(self, worker, workers):
+  def input_state_steps(self, worker: int, workers: int) -> list[int]:
     """The steps whose input position (or stream record) worker `worker` of `workers` saved, in order."""
     folder = os.path.dirname(self.input_state_prefix(worker, workers, 0))
     if not tf.io.gfile.isdir(folder):
@@ -431,11 +443,11 @@ class ModelDir:
           steps.add(int(name[len("ckpt-"):-len(suffix)]))
     return sorted(steps)
 
-  def remove_input_state(self, worker, workers, step):
+  def remove_input_state(self, worker: int, workers: int, step: int) -> None:
     for path in tf.io.gfile.glob(self.input_state_prefix(worker, workers, step) + ".*"):
       tf.io.gfile.remove(path)
 
-  def remove_input_states_after(self, worker, workers, step):
+  def remove_input_states_after(self, worker: int, workers: int, step: int) -> None:
     """Removes the positions worker `worker` of `workers` saved after `step` (an interrupted run
     writes its position before its checkpoint is recorded)."""
     for later in self.input_state_steps(worker, workers):
@@ -443,7 +455,7 @@ class ModelDir:
         self.remove_input_state(worker, workers, later)
 
   # history.jsonl, eval_results.json, source.json
-  def truncate_history(self, step):
+  def truncate_history(self, step: int) -> int:
     """Keeps the records up to `step` (atomically): a run resumed from the checkpoint of `step`
     logs the later steps again. A line cut short by a kill goes too."""
     records = self.read_history()
@@ -452,12 +464,12 @@ class ModelDir:
       write_atomically(self.history_path, "".join(json.dumps(record) + "\n" for record in kept))
     return len(records) - len(kept)
 
-  def append_history(self, record):
+  def append_history(self, record: Mapping[str, Any]) -> None:
     """Appends one JSON line (an append, not atomic: a partial last line is skipped on reading)."""
     with tf.io.gfile.GFile(self.history_path, "a") as file:
       file.write(json.dumps(record) + "\n")
 
-  def read_history(self):
+  def read_history(self) -> list[dict[str, Any]]:
     """The records of `history.jsonl` ([] when there is none); a truncated last line is dropped."""
     if not tf.io.gfile.exists(self.history_path):
       return []
@@ -475,37 +487,38 @@ class ModelDir:
         raise ValueError(f"{self.history_path}:{number}: not valid JSON") from None
     return records
 
-  def write_eval_results(self, results):
+  def write_eval_results(self, results: Mapping[str, Any]) -> None:
     write_atomically(self.eval_results_path, json.dumps(results, indent=2) + "\n")
 
-  def read_eval_results(self):
+  def read_eval_results(self) -> dict[str, Any]:
     return read_json(self.eval_results_path)
 
-  def write_eval_predictions(self, predictions, null_odds=None):
+  def write_eval_predictions(self, predictions: Mapping[str, Any],
+                             null_odds: Mapping[str, float] | None = None) -> None:
     """`eval_predictions.json` (and `eval_null_odds.json` when given): `{example id: value}`."""
     text = json.dumps(predictions, indent=2, ensure_ascii=False)
     write_atomically(self.eval_predictions_path, text + "\n")
     if null_odds is not None:
       write_atomically(self.eval_null_odds_path, json.dumps(null_odds, indent=2) + "\n")
 
-  def write_source(self, source):
+  def write_source(self, source: Mapping[str, Any]) -> None:
     write_atomically(self.source_path, json.dumps(source, indent=2, sort_keys=True) + "\n")
 
-  def read_source(self):
+  def read_source(self) -> dict[str, Any]:
     return read_json(self.source_path)
 
   # export/<version>/
-  def export_version_dir(self, version):
+  def export_version_dir(self, version: int) -> str:
     """The directory of export version `version` in `export/`."""
     return self.join(EXPORT_DIR, str(int(version)))
 
-  def export_versions(self):
+  def export_versions(self) -> list[int]:
     """The version numbers in `export/`, ascending (`export_versions`)."""
     return export_versions(self.export_dir)
 
-  def next_export_version(self):
+  def next_export_version(self) -> int:
     return next_export_version(self.export_dir)
 
-  def latest_export(self):
+  def latest_export(self) -> str | None:
     """The highest version directory in `export/` holding a SavedModel, or None (`latest_export`)."""
     return latest_export(self.export_dir)

@@ -13,14 +13,22 @@ given exactly one value of the same shape, and anything missing, left over or mi
 raises `WeightMismatch` naming it.
 """
 
+from collections.abc import Collection
+from collections.abc import Mapping
+from typing import Any
+from typing import TypeVar
+
 import numpy as np
+
+# A zoo encoder or layer of either edition (`tf_keras` or Keras 3), returned as given.
+Model = TypeVar("Model", bound=Any)
 
 
 class WeightMismatch(ValueError):
   """The source weights do not fit the target model (names missing, left over, or shapes)."""
 
 
-def weight_key(name, top_level_names=None):
+def weight_key(name: str, top_level_names: Collection[str] | None = None) -> str:
   """`"block_0_layer_0/attention/query/kernel:0"` -> `"block_0_layer_0/attention/query/kernel"`.
 
   With `top_level_names` (the names of the model's own layers), anything above the first
@@ -36,12 +44,12 @@ def weight_key(name, top_level_names=None):
   return name
 
 
-def _name(variable):
+def _name(variable: Any) -> str:
   # Keras 3 variables have a `path`; tf_keras ones a `name` with the same parts.
   return getattr(variable, "path", None) or variable.name
 
 
-def named_variables(model):
+def named_variables(model: Any) -> dict[str, Any]:
   """`{key: variable}` of a zoo encoder's or layer's weights (either edition), keyed by `weight_key`."""
   top = _top_level_names(model)
   variables = {}
@@ -53,17 +61,17 @@ def named_variables(model):
   return variables
 
 
-def named_arrays(model):
+def named_arrays(model: Any) -> dict[str, np.ndarray]:
   """`{key: numpy array}` of a zoo encoder's weights: `tf_keras` or Keras 3 alike."""
   return {key: np.asarray(variable.numpy() if hasattr(variable, "numpy") else variable)
           for key, variable in named_variables(model).items()}
 
 
-def _top_level_names(model):
+def _top_level_names(model: Any) -> set[str]:
   return {layer.name for layer in model.layers} if hasattr(model, "layers") else {model.name}
 
 
-def assign_named_arrays(model, arrays, source="the source"):
+def assign_named_arrays(model: Model, arrays: Mapping[str, np.ndarray], source: str = "the source") -> Model:
   """Sets every weight of `model` (Keras 3 or tf_keras) from `arrays`, each used once.
 
   `arrays` maps weight names to values: keys as `weight_key` gives them, tf_keras weight
@@ -97,12 +105,12 @@ def assign_named_arrays(model, arrays, source="the source"):
   return model
 
 
-def copy_weights(source, target):
+def copy_weights(source: Any, target: Model) -> Model:
   """Copies the weights of one zoo encoder into its twin (`tf_keras` -> Keras 3, or Keras 3 -> Keras 3)."""
   return assign_named_arrays(target, named_arrays(source), source=f"the weights of {source.name}")
 
 
-def checkpoint_arrays(prefix, root="encoder"):
+def checkpoint_arrays(prefix: str, root: str = "encoder") -> dict[str, np.ndarray]:
   """`{full_name: array}` of the variables under `root` of the TensorFlow checkpoint `prefix`.
 
   Reads the checkpoint's object graph (TensorFlow's checkpoint format needs TensorFlow,

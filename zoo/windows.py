@@ -28,6 +28,7 @@ import functools
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from zoo.grids import position_grid
 
@@ -51,7 +52,8 @@ class LocalGeometry:
   sequences).
   """
 
-  def __init__(self, window, global_tokens, query_positions, key_positions):
+  def __init__(self, window: int, global_tokens: int, query_positions: ArrayLike,
+               key_positions: ArrayLike) -> None:
     window, global_tokens = int(window), int(global_tokens)
     if window < 0:
       raise ValueError(f"attention_window must be >= 0, got {window}")
@@ -100,7 +102,7 @@ class LocalGeometry:
                           & (keys < self.key_length))
     self._check_cover(c0)
 
-  def _check_cover(self, c0):
+  def _check_cover(self, c0: float) -> None:
     """Every query's band (outside the global rows and columns) lies in its block's window: interval
     arithmetic per query, no `[T, S]` array."""
     queries = np.arange(self.global_tokens, self.query_length)
@@ -112,7 +114,7 @@ class LocalGeometry:
     if missed.any():   # an error of this module, never of the input
       raise AssertionError(f"local attention blocks miss band pairs (window {self.window}, c0 {c0})")
 
-  def dense_allowed(self):
+  def dense_allowed(self) -> np.ndarray:
     """bool `[T, S]`: the pattern as a full mask (the band, the global rows and columns)."""
     c = (self.query_positions[:, None] - self.key_positions[None, :]) / self.key_stride
     allowed = np.abs(c) <= self.window + 1e-9
@@ -120,7 +122,7 @@ class LocalGeometry:
     allowed[:, :self.global_tokens] = True
     return allowed
 
-  def dense_probs(self, rows, blocks):
+  def dense_probs(self, rows: ArrayLike, blocks: ArrayLike) -> np.ndarray:
     """The probabilities of a local attention layer as a full `[B, N, T, S]` array (numpy).
 
     `rows`: `[B, N, G, S]`, the global queries' probabilities; `blocks`:
@@ -142,17 +144,19 @@ class LocalGeometry:
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_geometry(window, global_tokens, query_positions, key_positions):
+def _cached_geometry(window: int, global_tokens: int, query_positions: tuple[float, ...],
+                     key_positions: tuple[float, ...]) -> LocalGeometry:
   return LocalGeometry(window, global_tokens, np.array(query_positions), np.array(key_positions))
 
 
-def local_geometry(window, global_tokens, query_positions, key_positions):
+def local_geometry(window: int, global_tokens: int, query_positions: ArrayLike,
+                   key_positions: ArrayLike) -> LocalGeometry:
   """A `LocalGeometry`, made once per setting and grids (every layer of an encoder shares its block's)."""
   grids = (tuple(np.asarray(grid, np.float64).tolist()) for grid in (query_positions, key_positions))
   return _cached_geometry(int(window), int(global_tokens), *grids)
 
 
-def _grid(positions, name):
+def _grid(positions: np.ndarray, name: str) -> tuple[float, float | None]:
   if positions.ndim != 1 or positions.shape[0] == 0:
     raise ValueError(f"local attention needs {name} as a non-empty vector, got shape {positions.shape}")
   try:

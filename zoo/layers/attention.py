@@ -16,6 +16,7 @@ three named fields whatever the flags.
 """
 
 import math
+from typing import TypeAlias
 
 import tensorflow as tf
 import tf_keras as keras
@@ -26,15 +27,19 @@ from zoo.layers import seeds
 from zoo.layers.base import ZooLayer
 from zoo.specs.attention import MultiHeadAttentionSpec
 from zoo.specs.base import AttentionResult
+from zoo.windows import LocalGeometry
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
 # fully masked row becomes a uniform distribution, never NaN or Inf.
 MASK_BIAS = -1e9
 # Attention dropout draws 16 random bits per probability (two per 32-bit draw).
 DROPOUT_LEVELS = 2**16
+# A residual-attention carry: float32 `[B, N, T, S]`, or with local attention the pair of the global
+# rows and the blocks.
+Carry: TypeAlias = tf.Tensor | tuple[tf.Tensor, tf.Tensor]
 
 
-def attention_mask_bias(attention_mask):
+def attention_mask_bias(attention_mask: tf.Tensor) -> tf.Tensor:
   """`[B, S]` or `[B, T, S]` mask (1 = attend) -> float32 bias `[B, 1, 1|T, S]`."""
   mask = tf.cast(attention_mask, tf.float32)
   if mask.shape.rank == 2:
@@ -47,7 +52,7 @@ def attention_mask_bias(attention_mask):
   return (1.0 - mask) * MASK_BIAS
 
 
-def drop_attention_probs(probs, rate):
+def drop_attention_probs(probs: tf.Tensor, rate: float) -> tf.Tensor:
   """Inverted dropout of attention probabilities with 16 random bits per entry.
 
   Keeps each entry with probability `1 - k / 65536`, `k = round(rate · 65536)`, and
@@ -138,12 +143,12 @@ class MultiHeadAttention(MultiHeadAttentionSpec, ZooLayer):
     super().build(input_shape)
 
   def call(self,
-           query,
-           value=None,
-           attention_mask=None,
-           attention_carry=None,
-           layer_index=0,
-           training=None):
+           query: tf.Tensor,
+           value: tf.Tensor | None = None,
+           attention_mask: tf.Tensor | None = None,
+           attention_carry: Carry | None = None,
+           layer_index: int = 0,
+           training: bool | None = None) -> AttentionResult:
     if self.attention_window is not None:
       return self._attend_local(query, value, attention_mask, attention_carry, layer_index, training)
     return self._attend(query, value, self._content_scores, attention_mask,
@@ -276,14 +281,14 @@ class MultiHeadAttention(MultiHeadAttentionSpec, ZooLayer):
     return rows, tf.concat([columns, local], -1)
 
 
-def local_blocks(x, geometry):
+def local_blocks(x: tf.Tensor, geometry: LocalGeometry) -> tf.Tensor:
   """`[B, T, ...] -> [B, K, query_block, ...]`, padded with zeros after the last query."""
   pad = geometry.num_blocks * geometry.query_block - geometry.query_length
   x = tf.pad(x, [[0, 0], [0, pad]] + [[0, 0]] * (x.shape.rank - 2))
   return tf.reshape(x, [-1, geometry.num_blocks, geometry.query_block, *x.shape[2:]])
 
 
-def local_windows(x, geometry):
+def local_windows(x: tf.Tensor, geometry: LocalGeometry) -> tf.Tensor:
   """`[B, S, ...] -> [B, K, 3·key_block, ...]`: block k's window is key blocks k - 1, k, k + 1 of the key
   sequence behind `geometry.lead` pad keys (zeros), so pad keys read as padding."""
   total = (geometry.num_blocks + 2) * geometry.key_block

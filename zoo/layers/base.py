@@ -14,7 +14,7 @@ class WithoutAutograph:
   training job already traces without it.
   """
 
-  def _should_use_autograph(self):
+  def _should_use_autograph(self) -> bool:
     return False
 
 

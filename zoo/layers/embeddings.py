@@ -3,6 +3,7 @@
 Axes: B batch, T sequence length, E embedding width, D model width.
 """
 
+import tensorflow as tf
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 from official.nlp.modeling import layers as nlp_layers
@@ -68,7 +69,8 @@ class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
           kernel_initializer=clone_initializer(self.initializer), name="projection")
     super().build(input_shape)
 
-  def call(self, word_ids, type_ids=None, training=None):
+  def call(self, word_ids: tf.Tensor, type_ids: tf.Tensor | None = None,
+           training: bool | None = None) -> tf.Tensor:
     embeddings = self.word_embeddings(word_ids)
     if self.position_embeddings is not None:
       embeddings += self.position_embeddings(embeddings)

@@ -49,7 +49,8 @@ from zoo.specs.funnel_pooling import FunnelUpsamplingSpec
 POOLING_MODES = POOLING_TYPES + ("first", "any", "all")
 
 
-def _window_view(tensor, axis, separate_cls, truncate_seq):
+def _window_view(tensor: tf.Tensor, axis: int, separate_cls: bool, truncate_seq: bool
+                 ) -> tuple[tf.Tensor, np.ndarray]:
   """Re-reads `axis` as pairs: `[..., T, ...] -> [..., T', 2, ...]`, odd tails padded.
 
   Returns the paired tensor and a float32 `[T', 2]` table, 1 where a pair slot holds a
@@ -75,14 +76,14 @@ def _window_view(tensor, axis, separate_cls, truncate_seq):
   return tf.reshape(tensor, new_shape), present.reshape([-1, 2])
 
 
-def _slice(tensor, axis, start, stop):
+def _slice(tensor: tf.Tensor, axis: int, start: int, stop: int) -> tf.Tensor:
   begin = [0] * tensor.shape.rank
   size = [-1] * tensor.shape.rank
   begin[axis], size[axis] = start, stop - start
   return tf.slice(tensor, begin, size)
 
 
-def _broadcast_along(table, axis, rank):
+def _broadcast_along(table: tf.Tensor, axis: int, rank: int) -> tf.Tensor:
   """Places a `[T', 2]` (or `[B, T', 2]`) table on `axis` of a paired rank-`rank` tensor."""
   shape = [1] * (rank + 1)
   if table.shape.rank == 3:
@@ -91,8 +92,8 @@ def _broadcast_along(table, axis, rank):
   return tf.reshape(table, shape)
 
 
-def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=True,
-                  input_mask=None):
+def pool_sequence(tensor: tf.Tensor, axis: int = 1, mode: str = "mean", separate_cls: bool = True,
+                  truncate_seq: bool = True, input_mask: tf.Tensor | None = None) -> tf.Tensor:
   """Pools `tensor` along `axis` with stride 2 (see the module docstring).
 
   Args:
@@ -201,7 +202,7 @@ class FunnelUpsampling(FunnelUpsamplingSpec, ZooLayer):
     TensorShape([2, 16, 16])
   """
 
-  def call(self, inputs, target_length):
+  def call(self, inputs: tf.Tensor, target_length: int) -> tf.Tensor:
     if self.stride == 1:
       return inputs[:, :target_length]
     body = inputs[:, 1:] if self.separate_cls else inputs

@@ -18,11 +18,14 @@ import tf_keras as keras
 
 from zoo.choices import SHIFT
 from zoo.layers import positions as pos_lib
+from zoo.layers.attention import AttentionResult
+from zoo.layers.attention import Carry
 from zoo.layers.attention import MultiHeadAttention
+from zoo.layers.positions import Positions
 from zoo.specs.relative_attention import RelativeMultiHeadAttentionSpec
 
 
-def _length(heads):
+def _length(heads: tf.Tensor) -> int | tf.Tensor:
   """Static length of axis 1 of `[B, L, N, H]` when known, else a scalar tensor."""
   return heads.shape[1] if heads.shape[1] is not None else tf.shape(heads)[1]
 
@@ -73,17 +76,19 @@ class RelativeMultiHeadAttention(RelativeMultiHeadAttentionSpec, MultiHeadAttent
   _static_positions = staticmethod(pos_lib.static_positions)
   _local_scores = MultiHeadAttention._local_scores_by_parts   # each part has positions of its own
 
-  def call(self,
-           query,
-           value=None,
-           attention_mask=None,
-           query_positions=None,
-           key_positions=None,
-           query_segment_ids=None,
-           key_segment_ids=None,
-           attention_carry=None,
-           layer_index=0,
-           training=None):
+  # Positions and segment ids come before the carry, unlike in MultiHeadAttention.call: pass the carry
+  # and what follows it by name.
+  def call(self,  # type: ignore[override]
+           query: tf.Tensor,
+           value: tf.Tensor | None = None,
+           attention_mask: tf.Tensor | None = None,
+           query_positions: Positions | None = None,
+           key_positions: Positions | None = None,
+           query_segment_ids: tf.Tensor | None = None,
+           key_segment_ids: tf.Tensor | None = None,
+           attention_carry: Carry | None = None,
+           layer_index: int = 0,
+           training: bool | None = None) -> AttentionResult:
     self._check_segments(query_segment_ids)
     if self.attention_window is not None:
       return self._attend_local(query, value, attention_mask, attention_carry, layer_index, training,

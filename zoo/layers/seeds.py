@@ -21,6 +21,8 @@ Example:
 import contextlib
 import numbers
 import threading
+from collections.abc import Iterator
+from collections.abc import Sequence
 
 import tensorflow as tf
 import tf_keras as keras
@@ -31,7 +33,7 @@ _STATE = threading.local()
 
 
 @contextlib.contextmanager
-def step_seeds(seed):
+def step_seeds(seed: tf.Tensor | Sequence[int]) -> Iterator[None]:
   """Makes the zoo's random draws built inside functions of `seed` (a `[2]` integer tensor).
 
   The scope belongs to the thread that opens it: open it where the model is called (in
@@ -45,12 +47,12 @@ def step_seeds(seed):
     _STATE.scope = previous
 
 
-def active():
+def active() -> bool:
   """Whether a `step_seeds` scope is open in this thread."""
   return getattr(_STATE, "scope", None) is not None
 
 
-def next_seed():
+def next_seed() -> tf.Tensor:
   """A `[2]` int32 seed for a stateless random op (int32: what every such op takes under XLA):
   the scope's next one, else a fresh random one."""
   scope = getattr(_STATE, "scope", None)
@@ -64,7 +66,7 @@ def next_seed():
 class Dropout(WithoutAutograph, keras.layers.Dropout):
   """Keras' `Dropout`, whose mask inside `step_seeds` is a function of the scope's seed."""
 
-  def call(self, inputs, training=None):
+  def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
     if not active():
       return super().call(inputs, training=training)
     if isinstance(self.rate, numbers.Real) and self.rate == 0:
@@ -72,7 +74,7 @@ class Dropout(WithoutAutograph, keras.layers.Dropout):
     if training is None:
       training = keras.backend.learning_phase()
 
-    def dropped():
+    def dropped() -> tf.Tensor:
       return tf.nn.experimental.stateless_dropout(inputs, self.rate, seed=next_seed(),
                                                   noise_shape=self._get_noise_shape(inputs))
 

@@ -4,14 +4,17 @@ Axes: B batch, T query length, S key length, D model width, F feed-forward width
 N heads.
 """
 
+import tensorflow as tf
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
 from zoo.layers import seeds
 from zoo.layers.activations import ACTIVATIONS
 from zoo.layers.attention import AttentionResult
+from zoo.layers.attention import Carry
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.base import ZooLayer
+from zoo.layers.positions import Positions
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
 from zoo.specs.transformer_block import TransformerBlockSpec
 
@@ -99,16 +102,16 @@ class TransformerBlock(TransformerBlockSpec, ZooLayer):
     super().build(input_shape)
 
   def call(self,
-           hidden_states,
-           key_value=None,
-           attention_mask=None,
-           query_positions=None,
-           key_positions=None,
-           query_segment_ids=None,
-           key_segment_ids=None,
-           attention_carry=None,
-           layer_index=0,
-           training=None):
+           hidden_states: tf.Tensor,
+           key_value: tf.Tensor | None = None,
+           attention_mask: tf.Tensor | None = None,
+           query_positions: Positions | None = None,
+           key_positions: Positions | None = None,
+           query_segment_ids: tf.Tensor | None = None,
+           key_segment_ids: tf.Tensor | None = None,
+           attention_carry: Carry | None = None,
+           layer_index: int = 0,
+           training: bool | None = None) -> AttentionResult:
     key_value = hidden_states if key_value is None else key_value
     attention_kwargs = self._attention_arguments(
         attention_mask, query_positions, key_positions, query_segment_ids, key_segment_ids,

@@ -12,7 +12,7 @@ from zoo.specs.encoder import EncoderKit
 from zoo.specs.encoder_inputs import ClsSegmentIdsSpec
 
 
-def encoder_inputs(seq_length=None):
+def encoder_inputs(seq_length: int | None = None) -> dict[str, tf.Tensor]:
   """Named int32 `[B, T]` Keras inputs, as Model Garden's encoders take them."""
   return input_specs.encoder_inputs(keras, seq_length)
 
@@ -30,7 +30,7 @@ class ClsSegmentIds(ClsSegmentIdsSpec, ZooLayer):
     [[2, 0, 1, 1]]
   """
 
-  def call(self, type_ids):
+  def call(self, type_ids: tf.Tensor) -> tf.Tensor:
     type_ids = tf.cast(type_ids, tf.int32)
     cls = tf.fill(tf.shape(type_ids[:, :1]), self.cls_segment_id)
     return tf.concat([cls, type_ids[:, 1:]], axis=1)

@@ -112,7 +112,7 @@ class FunnelEncoder(FunnelEncoderSpec, EncoderModel):
   """
 
   @staticmethod
-  def layer_classes():
+  def layer_classes() -> dict[str, type]:
     """The tf_keras layers a Funnel encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
     return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, pooling=FunnelPooling,
                 upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds)

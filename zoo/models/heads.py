@@ -17,6 +17,11 @@ need one output per token check that `sequence_output` is as long as the input (
 Funnel encoder without a decoder returns a pooled, shorter sequence).
 """
 
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 from official.nlp.modeling import layers as nlp_layers
@@ -25,7 +30,7 @@ from zoo.layers import seeds
 from zoo.layers.base import WithoutAutograph
 
 
-def encoder_inputs_like(encoder):
+def encoder_inputs_like(encoder: keras.Model) -> dict[str, tf.Tensor]:
   """Fresh Keras inputs with the names, shapes and dtypes of `encoder`'s dict inputs."""
   if not isinstance(encoder.input, dict):
     raise ValueError("the encoder must be a functional model with dict inputs (input_word_ids, "
@@ -34,7 +39,8 @@ def encoder_inputs_like(encoder):
           for name, tensor in encoder.input.items()}
 
 
-def deserialize_encoders(config, keys=("encoder",), custom_objects=None):
+def deserialize_encoders(config: Mapping[str, Any], keys: Sequence[str] = ("encoder",),
+                         custom_objects: Mapping[str, Any] | None = None) -> dict[str, Any]:
   """A copy of a head's `config` with the serialized encoders under `keys` rebuilt."""
   config = dict(config)
   for key in keys:
@@ -42,7 +48,7 @@ def deserialize_encoders(config, keys=("encoder",), custom_objects=None):
   return config
 
 
-def truncated_normal(stddev):
+def truncated_normal(stddev: float) -> keras.initializers.Initializer:
   return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
@@ -57,7 +63,7 @@ class _FullLengthCheck(WithoutAutograph, keras.layers.Layer):
     super().__init__(autocast=False, **kwargs)
     self.head_name = head_name
 
-  def call(self, sequence_output, word_ids):
+  def call(self, sequence_output: tf.Tensor, word_ids: tf.Tensor) -> tf.Tensor:
     check = tf.debugging.assert_equal(
         tf.shape(sequence_output)[1], tf.shape(word_ids)[1],
         message=f"{self.head_name} needs a full-length sequence_output (one vector per input token)")
@@ -65,7 +71,8 @@ class _FullLengthCheck(WithoutAutograph, keras.layers.Layer):
       return tf.identity(sequence_output)
 
 
-def full_length_sequence(encoded, word_ids, head_name, name="full_length_check"):
+def full_length_sequence(encoded: Mapping[str, tf.Tensor], word_ids: tf.Tensor, head_name: str,
+                         name: str = "full_length_check") -> tf.Tensor:
   """The `sequence_output` `[B, T, D]` of the encoder's outputs `encoded`, checked to be of length T.
 
   The check is made here when both lengths are static, else at run time by a layer `name`.
@@ -90,7 +97,7 @@ class EncoderHead(keras.Model):
   """
 
   @property
-  def checkpoint_items(self):
+  def checkpoint_items(self) -> dict[str, tf.Module]:
     return dict(encoder=self.encoder)
 
   def get_config(self):
@@ -172,7 +179,7 @@ class MaskedLMHead(WithoutAutograph, nlp_layers.MaskedLM):
                                 trainable=True)
     keras.layers.Layer.build(self, input_shape)
 
-  def call(self, sequence_output, masked_positions):
+  def call(self, sequence_output: tf.Tensor, masked_positions: tf.Tensor | np.ndarray) -> tf.Tensor:
     masked_positions = tf.convert_to_tensor(masked_positions, tf.int32)
     if self.transform:
       return super().call(sequence_output, masked_positions)
@@ -340,7 +347,7 @@ class _Choices(WithoutAutograph, keras.layers.Layer):
     super().__init__(autocast=False, **kwargs)
     self.unflatten = unflatten
 
-  def call(self, values, like=None):
+  def call(self, values: tf.Tensor, like: tf.Tensor | None = None) -> tf.Tensor:
     if self.unflatten:
       return tf.reshape(values, tf.shape(like)[:2])
     return tf.reshape(values, tf.concat([[-1], tf.shape(values)[2:]], 0))
@@ -398,7 +405,7 @@ class MultipleChoice(EncoderHead):
     self.scorer = scorer
 
   @property
-  def checkpoint_items(self):
+  def checkpoint_items(self) -> dict[str, tf.Module]:
     """The encoder, and the scoring layer (`choice_head`: what a converted `...ForMultipleChoice`
     checkpoint initialises besides the encoder)."""
     return dict(encoder=self.encoder, choice_head=self.scorer)

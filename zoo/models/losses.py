@@ -16,28 +16,36 @@ Example:
   0.19963
 """
 
+from collections.abc import Mapping
+from typing import TypeAlias
+
 import tensorflow as tf
 
+# What a loss is divided by: a count, as a number or a scalar tensor; None for this batch's weights' sum.
+Denominator: TypeAlias = float | tf.Tensor | None
 
-def _weighted_mean(losses, weights, denominator):
+
+def _weighted_mean(losses: tf.Tensor, weights: tf.Tensor, denominator: Denominator) -> tf.Tensor:
   weights = tf.cast(weights, tf.float32)
   total = tf.reduce_sum(losses * weights)
   denominator = tf.reduce_sum(weights) if denominator is None else tf.cast(denominator, tf.float32)
   return tf.math.divide_no_nan(total, denominator)
 
 
-def sparse_cross_entropy(labels, logits):
+def sparse_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
   """Per-item softmax cross-entropy in float32: int labels `[...]`, logits `[..., C]`."""
   return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32),
                                                         logits=tf.cast(logits, tf.float32))
 
 
-def masked_lm_loss(labels, logits, weights, denominator=None):
+def masked_lm_loss(labels: tf.Tensor, logits: tf.Tensor, weights: tf.Tensor,
+                   denominator: Denominator = None) -> tf.Tensor:
   """Masked-LM cross-entropy: labels int `[B, P]`, logits `[B, P, V]`, weights `[B, P]` (0 = padding)."""
   return _weighted_mean(sparse_cross_entropy(labels, logits), weights, denominator)
 
 
-def replaced_token_loss(labels, logits, input_mask, denominator=None):
+def replaced_token_loss(labels: tf.Tensor, logits: tf.Tensor, input_mask: tf.Tensor,
+                        denominator: Denominator = None) -> tf.Tensor:
   """ELECTRA's discriminator loss: sigmoid cross-entropy over real tokens.
 
   labels int `[B, T]` (1 = replaced), logits `[B, T]`, input_mask `[B, T]` (1 = real
@@ -48,7 +56,9 @@ def replaced_token_loss(labels, logits, input_mask, denominator=None):
   return _weighted_mean(losses, input_mask, denominator)
 
 
-def electra_losses(features, outputs, discriminator_weight, masked_denominator=None, token_denominator=None):
+def electra_losses(features: Mapping[str, tf.Tensor], outputs: Mapping[str, tf.Tensor],
+                   discriminator_weight: float, masked_denominator: Denominator = None,
+                   token_denominator: Denominator = None) -> dict[str, tf.Tensor]:
   """ELECTRA's loss `mlm_loss + discriminator_weight · disc_loss` and its two terms (float32 scalars).
 
   Args:
@@ -68,18 +78,21 @@ def electra_losses(features, outputs, discriminator_weight, masked_denominator=N
   return dict(loss=mlm_loss + discriminator_weight * disc_loss, mlm_loss=mlm_loss, disc_loss=disc_loss)
 
 
-def classification_loss(labels, logits, weights, denominator=None):
+def classification_loss(labels: tf.Tensor, logits: tf.Tensor, weights: tf.Tensor,
+                        denominator: Denominator = None) -> tf.Tensor:
   """Softmax cross-entropy of class ids `[B]` under logits `[B, C]`, weighted per example `[B]`."""
   return _weighted_mean(sparse_cross_entropy(labels, logits), weights, denominator)
 
 
-def regression_loss(labels, predictions, weights, denominator=None):
+def regression_loss(labels: tf.Tensor, predictions: tf.Tensor, weights: tf.Tensor,
+                    denominator: Denominator = None) -> tf.Tensor:
   """Squared error of float labels `[B]` and predictions `[B]`, weighted per example `[B]`."""
   errors = tf.square(tf.cast(predictions, tf.float32) - tf.cast(labels, tf.float32))
   return _weighted_mean(errors, weights, denominator)
 
 
-def token_classification_loss(labels, logits, weights, denominator=None):
+def token_classification_loss(labels: tf.Tensor, logits: tf.Tensor, weights: tf.Tensor,
+                              denominator: Denominator = None) -> tf.Tensor:
   """Softmax cross-entropy per token: labels int `[B, W]`, logits `[B, W, C]`, weights `[B, W]` (0 = no loss).
 
   For tagging, W indexes the words and the logits are those of each word's first piece.
@@ -88,7 +101,8 @@ def token_classification_loss(labels, logits, weights, denominator=None):
   return _weighted_mean(sparse_cross_entropy(labels, logits), weights, denominator)
 
 
-def span_loss(start_positions, end_positions, start_logits, end_logits, weights, denominator=None):
+def span_loss(start_positions: tf.Tensor, end_positions: tf.Tensor, start_logits: tf.Tensor,
+              end_logits: tf.Tensor, weights: tf.Tensor, denominator: Denominator = None) -> tf.Tensor:
   """Extractive QA (BERT on SQuAD): the mean of the start and end position cross-entropies.
 
   Positions int `[B]`, logits `[B, T]` (mask padding beforehand with a large negative

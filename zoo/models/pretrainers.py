@@ -11,6 +11,10 @@ format of Model Garden's pre-training data: `masked_lm_positions` int32 `[B, P]`
 loss; losses are computed in float32.
 """
 
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+
 import tensorflow as tf
 import tf_keras as keras
 
@@ -33,13 +37,13 @@ from zoo.models.losses import masked_lm_loss
 from zoo.specs.pretrainers import ReplacedTokenSamplerSpec
 
 
-def head_activation(activation):
+def head_activation(activation: str | Callable[..., Any]) -> str | Callable[..., Any]:
   """A head's activation: a name of `zoo.layers.activations.ACTIVATIONS` ("gelu_approximate" is the
   tanh form), else whatever Keras takes."""
   return ACTIVATIONS.get(activation, activation) if isinstance(activation, str) else activation
 
 
-def discriminator_head(transform, logits):
+def discriminator_head(transform: keras.layers.Layer, logits: keras.layers.Layer) -> tf.Module:
   """ELECTRA's discriminator head as a checkpoint item: its two dense layers, `transform`
   (`[.., D] -> [.., D]` with the activation) and `logits` (`-> [.., 1]`)."""
   head = tf.Module(name=DISCRIMINATOR_HEAD_ROOT)
@@ -47,7 +51,7 @@ def discriminator_head(transform, logits):
   return head
 
 
-def masked_lm_inputs():
+def masked_lm_inputs() -> dict[str, tf.Tensor]:
   """Keras inputs for the masked-LM features: positions, original ids and weights `[B, P]`."""
   return dict(
       masked_lm_positions=keras.Input(shape=(None,), dtype=tf.int32, name="masked_lm_positions"),
@@ -116,7 +120,7 @@ class MaskedLMPretrainer(EncoderHead):
     self.loss_tracker = keras.metrics.Mean(name="loss")
 
   @property
-  def checkpoint_items(self):
+  def checkpoint_items(self) -> dict[str, tf.Module]:
     return {ENCODER_ROOT: self.encoder, MASKED_LM_ROOT: self.masked_lm}
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
@@ -166,7 +170,8 @@ class ReplacedTokenSampler(ReplacedTokenSamplerSpec, ZooLayer):
     ([[0, 2, 1]], [[0, 1, 0]])
   """
 
-  def call(self, mlm_logits, word_ids, masked_positions, masked_ids, masked_weights):
+  def call(self, mlm_logits: tf.Tensor, word_ids: tf.Tensor, masked_positions: tf.Tensor,
+           masked_ids: tf.Tensor, masked_weights: tf.Tensor) -> dict[str, tf.Tensor]:
     vocab_size = tf.shape(mlm_logits)[-1]
     logits = tf.stop_gradient(tf.cast(mlm_logits, tf.float32))
     sampled = tf.random.stateless_categorical(tf.reshape(logits, [-1, vocab_size]), 1,
@@ -306,13 +311,14 @@ class ElectraPretrainer(keras.Model):
     self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
 
   @property
-  def checkpoint_items(self):
+  def checkpoint_items(self) -> dict[str, tf.Module]:
     """The discriminator (the encoder a run keeps) and its head, the generator and its head."""
     return {ENCODER_ROOT: self.discriminator,
             DISCRIMINATOR_HEAD_ROOT: discriminator_head(self.disc_transform, self.disc_scores),
             GENERATOR_ROOT: self.generator, GENERATOR_MASKED_LM_ROOT: self.masked_lm}
 
-  def compute_losses(self, x, y_pred):
+  def compute_losses(self, x: Mapping[str, tf.Tensor],
+                     y_pred: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """The loss and its two terms (float32 scalars) for features `x` and outputs `y_pred`."""
     return electra_losses(x, y_pred, self.discriminator_weight)
 

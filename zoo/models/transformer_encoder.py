@@ -74,6 +74,6 @@ class TransformerEncoder(TransformerEncoderSpec, EncoderModel):
   """
 
   @staticmethod
-  def layer_classes():
+  def layer_classes() -> dict[str, type]:
     """The tf_keras layers a Transformer encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
     return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, cls_segment_ids=ClsSegmentIds)

@@ -37,12 +37,22 @@ pooling semantics stays one.
     >>> encoder = zoo.presets.build("realformer_small", num_layers=2, seq_length=16)
 """
 
+from __future__ import annotations
+
 import copy
 import dataclasses
+from collections.abc import Collection
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import Any
 
 from zoo.choices import HF_POOLING
 from zoo.choices import ZOO_POOLING
 from zoo.choices import recorded_pooling_semantics
+
+if TYPE_CHECKING:   # the encoders load with Keras on first use (`Preset.encoder_class`)
+  from zoo.models import FunnelEncoder
+  from zoo.models import TransformerEncoder
 
 VOCAB_SIZE = 30522   # BERT's uncased WordPiece vocabulary, used by both papers
 
@@ -77,27 +87,27 @@ class Preset:
   """A named configuration: the encoder family and its constructor arguments."""
   name: str
   family: str
-  config: dict
+  config: dict[str, Any]
   description: str
 
-  def encoder_class(self):
+  def encoder_class(self) -> type[TransformerEncoder] | type[FunnelEncoder]:
     from zoo import models
     return {"transformer": models.TransformerEncoder, "funnel": models.FunnelEncoder}[self.family]
 
   @property
-  def hidden_size(self):
+  def hidden_size(self) -> int:
     return self.config["hidden_size"]
 
 
-def _transformer(layers, width, heads, **options):
+def _transformer(layers: int, width: int, heads: int, **options: Any) -> dict[str, Any]:
   return {**dict(vocab_size=VOCAB_SIZE, hidden_size=width, num_layers=layers, num_heads=heads,
                  intermediate_size=4 * width), **options}
 
 
-def _presets():
+def _presets() -> dict[str, Preset]:
   presets = {}
 
-  def add(name, family, config, description):
+  def add(name: str, family: str, config: dict[str, Any], description: str) -> None:
     presets[name] = Preset(name, family, config, description)
 
   for size, (layers, width, heads) in _BERT_SIZES.items():
@@ -143,19 +153,19 @@ def _presets():
 PRESETS = _presets()
 
 
-def names():
+def names() -> list[str]:
   """All preset names, sorted."""
   return sorted(PRESETS)
 
 
-def get(name):
+def get(name: str) -> Preset:
   """The `Preset` called `name` (a copy: changing it does not change the table)."""
   if name not in PRESETS:
     raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(names())}")
   return copy.deepcopy(PRESETS[name])
 
 
-def build(name, **overrides):
+def build(name: str, **overrides: Any) -> TransformerEncoder | FunnelEncoder:
   """Builds the encoder of preset `name`, with constructor arguments overridden.
 
   Unknown override names raise a ValueError listing the valid ones.
@@ -176,7 +186,7 @@ def build(name, **overrides):
 RECORDED = {"funnel": {"pooling_semantics": ZOO_POOLING}}
 
 
-def recorded(name, overrides):
+def recorded(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
   """`overrides` with the value of every `RECORDED` setting of the preset's family: what a model
   directory's config.json holds, so reading it never depends on a default."""
   preset = get(name)
@@ -185,7 +195,7 @@ def recorded(name, overrides):
   return {**overrides, **{key: values.get(key, resolved[key]) for key in RECORDED.get(preset.family, {})}}
 
 
-def as_written(name, overrides):
+def as_written(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
   """The overrides a model directory's config.json means: a `RECORDED` setting it leaves out takes
   the value from before its default changed (the directory was written then).
 
@@ -201,7 +211,7 @@ def as_written(name, overrides):
   return values
 
 
-def encoder_arguments(settings, **overrides):
+def encoder_arguments(settings: Mapping[str, Any], **overrides: Any) -> tuple[str, dict[str, Any]]:
   """`(family, constructor arguments)` of the encoder a model directory's config.json describes.
 
   The preset `model`, its `model_overrides` (`as_written`), `dropout` (for both dropout
@@ -229,19 +239,19 @@ def encoder_arguments(settings, **overrides):
 NON_ARCHITECTURE_ARGUMENTS = ("dropout", "attention_dropout", "seq_length", "name")
 
 
-def _arguments(cls):
+def _arguments(cls: type[Any]) -> dict[str, Any]:
   import inspect
   return {name: parameter.default for name, parameter in inspect.signature(cls.__init__).parameters.items()
           if name != "self" and parameter.kind is parameter.POSITIONAL_OR_KEYWORD}
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
   """JSON-comparable form: tuples become lists (config.json stores lists)."""
   import json
   return json.loads(json.dumps(value))
 
 
-def resolve(name, overrides=None):
+def resolve(name: str, overrides: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
   """The full constructor arguments of preset `name` with `overrides`: (family, {argument: value}).
 
   Arguments the preset leaves at the encoder's defaults are filled in, so two resolved
@@ -256,8 +266,9 @@ def resolve(name, overrides=None):
   return preset.family, _plain(values)
 
 
-def differences(name, overrides, other_name, other_overrides,
-                ignore=NON_ARCHITECTURE_ARGUMENTS + ("vocab_size",)):
+def differences(name: str, overrides: Mapping[str, Any], other_name: str, other_overrides: Mapping[str, Any],
+                ignore: Collection[str] = NON_ARCHITECTURE_ARGUMENTS + ("vocab_size",)
+                ) -> dict[str, tuple[Any, Any]]:
   """`{argument: (value of the first, value of the second)}` where two configurations build other weights.
 
   Example:
@@ -275,7 +286,7 @@ def differences(name, overrides, other_name, other_overrides,
           if values.get(key) != other_values.get(key)}
 
 
-def match(encoder_class_name, config):
+def match(encoder_class_name: str, config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
   """The preset closest to an encoder's constructor arguments, and the overrides that make it exact.
 
   Returns `(preset name, overrides)` such that `build(name, **overrides)` rebuilds the
@@ -303,4 +314,5 @@ def match(encoder_class_name, config):
                  if key not in ("seq_length", "vocab_size") and values.get(key) != value}
     if best is None or len(overrides) < len(best[1]):
       best = (name, overrides)
+  assert best is not None, f"no {family} preset"   # every family has presets
   return best

@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from zoo import presets
 from zoo.presets import cost
@@ -10,7 +11,7 @@ from zoo.presets import cost
 BASELINES = {768: "rel_transformer_base", 1024: "rel_transformer_large"}
 
 
-def table(seq_length):
+def table(seq_length: int) -> str:
   rows = [f"{'preset':28} {'family':11} {'params':>9} {'params/base':>11} {'FLOPs/base':>10}  description"]
   for name in presets.names():
     preset = presets.get(name)
@@ -28,7 +29,7 @@ def table(seq_length):
   return "\n".join(rows)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
       prog="python -m zoo.presets",
       description="List the encoder presets with parameter counts and the FLOPs ratio to the "

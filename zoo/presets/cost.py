@@ -5,18 +5,21 @@ pass of one sequence; the factorized relative attention is counted as implemente
 (one contraction over the model width per head).
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from zoo.grids import block_lengths
 from zoo.windows import local_geometry
 
 
-def _head_width(config):
+def _head_width(config: Mapping[str, Any]) -> int:
   heads = config["num_heads"]
   return heads * (config.get("head_size") or config["hidden_size"] // heads)
 
 
-def _layer_parts(config, relative):
+def _layer_parts(config: Mapping[str, Any], relative: bool) -> tuple[int, int, int]:
   """`(attention, feed-forward, layer norms)` parameters of one layer."""
   width, inner, heads_width = config["hidden_size"], config["intermediate_size"], _head_width(config)
   attention = 4 * width * heads_width + 3 * heads_width + width
@@ -26,7 +29,7 @@ def _layer_parts(config, relative):
   return attention, feed_forward, 4 * width   # two layer norms
 
 
-def _stack_parameters(config, layers, relative):
+def _stack_parameters(config: Mapping[str, Any], layers: int, relative: bool) -> int:
   """Parameters of `layers` encoder layers under the config's `layer_sharing` (ALBERT's Sec. 3.1)."""
   attention, feed_forward, norms = _layer_parts(config, relative)
   sharing = config.get("layer_sharing", "none")
@@ -39,7 +42,7 @@ def _stack_parameters(config, layers, relative):
   return layers * (attention + feed_forward + norms)
 
 
-def _embedding_parameters(config, absolute):
+def _embedding_parameters(config: Mapping[str, Any], absolute: bool) -> int:
   width = config["hidden_size"]
   embedding = config.get("embedding_width") or width
   count = config["vocab_size"] * embedding + 2 * embedding
@@ -50,7 +53,7 @@ def _embedding_parameters(config, absolute):
   return count
 
 
-def parameter_count(family, config):
+def parameter_count(family: str, config: Mapping[str, Any]) -> int:
   """Trainable parameters of the encoder, pooler included."""
   width = config["hidden_size"]
   pooler = width * width + width
@@ -64,7 +67,7 @@ def parameter_count(family, config):
   return _embedding_parameters(config, absolute=False) + encoder + decoder + pooler
 
 
-def scored_pairs(config, queries, keys):
+def scored_pairs(config: Mapping[str, Any], queries: int, keys: int) -> int:
   """The (query, key) pairs one attention layer scores: `queries · keys`, or with local attention
   (`attention_window`) the blocks' windows and global keys plus the global rows (`zoo.windows`)."""
   window = config.get("attention_window")
@@ -77,7 +80,7 @@ def scored_pairs(config, queries, keys):
           + geometry.global_tokens * keys)
 
 
-def _layer_flops(config, queries, keys, relative):
+def _layer_flops(config: Mapping[str, Any], queries: int, keys: int, relative: bool) -> int:
   width, inner, heads_width = config["hidden_size"], config["intermediate_size"], _head_width(config)
   heads = config["num_heads"]
   pairs = scored_pairs(config, queries, keys)
@@ -91,7 +94,7 @@ def _layer_flops(config, queries, keys, relative):
   return flops
 
 
-def flops(family, config, seq_length):
+def flops(family: str, config: Mapping[str, Any], seq_length: int) -> int:
   """Forward FLOPs of one sequence of `seq_length` tokens (no embeddings, no heads)."""
   if family == "transformer":
     relative = config.get("position_encoding", "absolute") != "absolute"

@@ -25,29 +25,40 @@ prediction; 0, position 0 and id 0 for padding), and `input_word_ids` with the
 replacements applied.
 """
 
+from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
+
+if TYPE_CHECKING:
+  from zoo.text.tokenizer import PackingEncoder
+
+# A seed as `MaskedLMMasker` takes it: None (random), an int, or int `[2]` (a list or a tensor).
+Seed: TypeAlias = int | Sequence[int] | tf.Tensor | None
 
 # Sorts after every uniform [0, 1) score: items that cannot be selected go last.
 _NOT_SELECTABLE = 2.0
 
 
-def _stateless_seeds(seed, count):
+def _stateless_seeds(seed: Seed, count: int) -> list[tf.Tensor]:
   """`count` independent stateless seeds int64 `[2]` from `seed` (int, `[2]` ints or None = random)."""
   if seed is None:
     seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
-  seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-  if seed.shape.rank == 0:
-    seed = tf.stack([seed, tf.zeros([], tf.int64)])
-  seed.shape.assert_is_compatible_with([2])
-  return tf.unstack(tf.random.experimental.stateless_split(seed, count))
+  pair = tf.cast(tf.convert_to_tensor(seed), tf.int64)
+  if pair.shape.rank == 0:
+    pair = tf.stack([pair, tf.zeros([], tf.int64)])
+  pair.shape.assert_is_compatible_with([2])
+  return tf.unstack(tf.random.experimental.stateless_split(pair, count))
 
 
-def _take_greedily(sorted_sizes, budget):
+def _take_greedily(sorted_sizes: tf.Tensor, budget: tf.Tensor) -> tf.Tensor:
   """bool `[B, W]`: visit items in order, take each that still fits the budget (BERT skips the rest)."""
-  def step(carry, sizes):   # carry: tokens taken so far [B] and the previous decision
+  # carry: tokens taken so far [B] and the previous decision
+  def step(carry: tuple[tf.Tensor, tf.Tensor], sizes: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     total, _ = carry
     take = (sizes > 0) & (total + sizes <= budget)
     return total + tf.where(take, sizes, 0), take
@@ -105,7 +116,7 @@ class MaskedLMMasker:
   def __init__(self, *, vocab_size: int, mask_id: int, unselectable_ids: Sequence[int],
                max_predictions_per_seq: int, selection_rate: float = 0.15, mask_token_rate: float = 0.8,
                random_token_rate: float = 0.1, whole_word: bool = False,
-               is_continuation: Sequence[bool] | np.ndarray | None = None):
+               is_continuation: Sequence[bool] | np.ndarray | None = None) -> None:
     if not 0 <= mask_id < vocab_size:
       raise ValueError(f"mask_id must be an id in [0, vocab_size={vocab_size}), got {mask_id}")
     if max_predictions_per_seq < 1:
@@ -134,14 +145,15 @@ class MaskedLMMasker:
     self.is_continuation = is_continuation if whole_word else None
 
   @classmethod
-  def from_encoder(cls, encoder, *, max_predictions_per_seq: int, **kwargs) -> "MaskedLMMasker":
+  def from_encoder(cls, encoder: "PackingEncoder", *, max_predictions_per_seq: int,
+                   **kwargs: Any) -> "MaskedLMMasker":
     """A masker for a `TextEncoder`'s vocabulary; its special tokens are never selected."""
     kwargs.setdefault("unselectable_ids", list(encoder.special_ids.values()))
     return cls(vocab_size=encoder.vocab_size, mask_id=encoder.mask_id,
                max_predictions_per_seq=max_predictions_per_seq, is_continuation=encoder.is_continuation,
                **kwargs)
 
-  def __call__(self, features, seed=None) -> dict[str, tf.Tensor]:
+  def __call__(self, features: Mapping[str, Any], seed: Seed = None) -> dict[str, tf.Tensor]:
     missing = [key for key in ("input_word_ids", "input_mask") if key not in features]
     if missing:
       raise ValueError(f"MaskedLMMasker needs the features {missing} (as TextEncoder.encode returns)")

@@ -26,8 +26,15 @@ Example:
 [[b'hello', b',', b'world', b'!', b'ok', b'?']]
 """
 
+from collections.abc import Sequence
+from typing import TypeAlias
+
 import tensorflow as tf
 import tensorflow_text as text
+
+# A batch of texts as the functions here take it: a string tensor, or what `tf.convert_to_tensor`
+# makes one of.
+Strings: TypeAlias = tf.Tensor | Sequence[str] | Sequence[bytes]
 
 # Removed (the reference's `_clean_text`): NUL, U+FFFD, Cc but \t \n \r (Cc is exactly
 # U+0000-U+001F and U+007F-U+009F), and Cf.
@@ -43,13 +50,13 @@ CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73
        r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
 
 
-def valid_utf8(texts) -> tf.Tensor:
+def valid_utf8(texts: Strings) -> tf.Tensor:
   """string `[...]` -> string `[...]`: step 1, the text without its invalid UTF-8 bytes."""
   texts = tf.convert_to_tensor(texts, tf.string)
   return tf.strings.unicode_transcode(texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="ignore")
 
 
-def normalize(texts, lower_case: bool = True) -> tf.Tensor:
+def normalize(texts: Strings, lower_case: bool = True) -> tf.Tensor:
   """string `[...]` -> string `[...]`: steps 1-3 (valid UTF-8, no control characters, uncased)."""
   texts = tf.strings.regex_replace(valid_utf8(texts), REMOVED, "")
   if lower_case:
@@ -59,7 +66,7 @@ def normalize(texts, lower_case: bool = True) -> tf.Tensor:
   return texts
 
 
-def split_words(texts, lower_case: bool = True) -> tf.RaggedTensor:
+def split_words(texts: Strings, lower_case: bool = True) -> tf.RaggedTensor:
   """string `[B]` -> string `[B, (W)]`: the normalised words, as the reference's `BasicTokenizer`."""
   texts = tf.convert_to_tensor(texts, tf.string)
   if texts.shape.rank != 1:
@@ -68,7 +75,8 @@ def split_words(texts, lower_case: bool = True) -> tf.RaggedTensor:
   return text.regex_split(normalize(texts, lower_case), f"{WHITESPACE}+|{keep}", keep)
 
 
-def split_words_with_offsets(texts, lower_case: bool = True):
+def split_words_with_offsets(texts: Strings, lower_case: bool = True
+                             ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
   """string `[B]` -> (words string `[B, (W)]`, starts int64 `[B, (W)]`, ends int64 `[B, (W)]`).
 
   The words of `split_words`, each with the byte range `[start, end)` it comes from in
@@ -94,7 +102,7 @@ def split_words_with_offsets(texts, lower_case: bool = True):
   words = split_words(texts, lower_case)
   same = tf.equal(words.row_lengths(), normalized.row_lengths())   # [B]
 
-  def rows(values, keep_rows):
+  def rows(values: tf.RaggedTensor, keep_rows: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(values, values.with_flat_values(tf.repeat(keep_rows, values.row_lengths())))
 
   return tf.concat([rows(words, same), rows(normalized, ~same)], axis=1), starts, ends

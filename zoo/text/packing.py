@@ -29,7 +29,8 @@ import tensorflow as tf
 TRUNCATORS = ("round_robin", "waterfall")
 
 
-def trimmed_lengths(lengths: Sequence[tf.Tensor], budget, truncator: str = "round_robin") -> list[tf.Tensor]:
+def trimmed_lengths(lengths: Sequence[tf.Tensor], budget: int | tf.Tensor,
+                    truncator: str = "round_robin") -> list[tf.Tensor]:
   """How many tokens of each of one or two segments fit in `budget` tokens together.
 
   Args:

@@ -35,12 +35,16 @@ Example:
   >>> encoder.encode(tf.constant(["Hello world"]))["input_word_ids"]  # doctest: +SKIP
 """
 
+from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import Any
+from typing import NoReturn
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
+from zoo.text.normalize import Strings
 from zoo.text.normalize import valid_utf8
 from zoo.text.tokenizer import PackingEncoder
 from zoo.text.tokenizer import TextEncoder
@@ -66,7 +70,7 @@ _MODEL_TYPE, _PRECOMPILED_CHARSMAP = 3, 2
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 
 
-def _varint(buffer, i):
+def _varint(buffer: bytes, i: int) -> tuple[int, int]:
   value = shift = 0
   while True:
     byte = buffer[i]
@@ -77,12 +81,14 @@ def _varint(buffer, i):
       return value, i
 
 
-def _fields(buffer):
-  """`(field number, value)` of a serialized protobuf message: ints, 4- or 8-byte blobs, or bytes."""
+def _fields(buffer: bytes) -> Iterator[tuple[int, Any]]:
+  """`(field number, value)` of a serialized protobuf message: ints, 4- or 8-byte blobs, or bytes (which
+  one, the field's number tells the caller)."""
   i = 0
   while i < len(buffer):
     key, i = _varint(buffer, i)
     wire = key & 7
+    value: int | bytes
     if wire == 0:
       value, i = _varint(buffer, i)
     elif wire in (1, 5):
@@ -96,7 +102,7 @@ def _fields(buffer):
     yield key >> 3, value
 
 
-def describe_model(model) -> dict:
+def describe_model(model: bytes | str) -> dict[str, Any]:
   """What exporters need of a serialized SentencePiece model, read from its protobuf fields (without
   protobuf's generated code): `pieces` `[(piece, score, type)]` in id order (type 1 normal, 2
   unknown, 3 control, 4 user-defined), `model_type` ("unigram", "bpe", ...) and
@@ -115,7 +121,7 @@ def describe_model(model) -> dict:
   return dict(pieces=pieces, model_type=model_type, precompiled_charsmap=charsmap)
 
 
-def read_model(model) -> bytes:
+def read_model(model: bytes | str) -> bytes:
   """The serialized SentencePiece model: `model` itself (bytes) or the file at the path `model`."""
   if isinstance(model, bytes):
     return model
@@ -147,7 +153,8 @@ class SentencePieceEncoder(PackingEncoder):
 
   def __init__(self, model: bytes | str, *, seq_length: int = 128, lower_case: bool = True,
                keep_accents: bool = False, truncator: str = "round_robin",
-               special_tokens: dict[str, str] | None = None, cls_type_id: int = 0, name: str | None = None):
+               special_tokens: dict[str, str] | None = None, cls_type_id: int = 0,
+               name: str | None = None) -> None:
     super().__init__(name=name)
     serialized = read_model(model)
     try:
@@ -166,13 +173,13 @@ class SentencePieceEncoder(PackingEncoder):
     self._is_continuation = np.array([not piece.startswith(WORD_START) and piece not in special
                                       for piece in self._vocab], dtype=bool)
 
-  def settings(self) -> dict:
+  def settings(self) -> dict[str, Any]:
     """The arguments besides the model and length, as JSON-ready values (`kind` names the class)."""
     return dict(kind=KIND, lower_case=self.lower_case, keep_accents=self.keep_accents,
                 truncator=self.truncator, special_tokens=dict(self.special_tokens),
                 cls_type_id=self.cls_type_id)
 
-  def normalize(self, texts) -> tf.Tensor:
+  def normalize(self, texts: Strings) -> tf.Tensor:
     """string `[B]` -> string `[B]`: steps 1–5, the text the SentencePiece model reads."""
     with self.name_scope:
       texts = tf.strings.regex_replace(valid_utf8(texts), "``|''", '"')
@@ -182,7 +189,7 @@ class SentencePieceEncoder(PackingEncoder):
         texts = tf.strings.lower(texts, encoding="utf-8")
       return tf.strings.strip(tf.strings.regex_replace(texts, WHITESPACE_RUN, " "))
 
-  def tokenize(self, texts) -> tf.RaggedTensor:
+  def tokenize(self, texts: Strings) -> tf.RaggedTensor:
     """string `[B]` -> int32 `[B, (tokens)]` piece ids, no special tokens, no truncation."""
     texts = tf.convert_to_tensor(texts, tf.string)
     if texts.shape.rank != 1:
@@ -193,14 +200,16 @@ class SentencePieceEncoder(PackingEncoder):
       # document, the op's float32 path scores round enough to pick another segmentation of a word.
       return words.with_flat_values(self._sentencepiece.tokenize(words.flat_values)).merge_dims(1, 2)
 
-  def tokenize_with_offsets(self, texts):
+  def tokenize_with_offsets(self, texts: Strings) -> NoReturn:
     raise ValueError(NO_OFFSETS)
 
-  def split_words_with_offsets(self, texts):
+  def split_words_with_offsets(self, texts: Strings) -> NoReturn:
     raise ValueError(NO_OFFSETS)
 
 
-def text_encoder(vocab: str | Sequence[str] | None, *, seq_length: int, sentencepiece_model=None, **settings):
+def text_encoder(vocab: str | Sequence[str] | None, *, seq_length: int,
+                 sentencepiece_model: bytes | str | None = None,
+                 **settings: Any) -> TextEncoder | SentencePieceEncoder:
   """The text encoder of a model's tokenizer settings (`config.json`'s `lower_case` and `tokenizer`).
 
   `settings["kind"]` "sentencepiece" gives a `SentencePieceEncoder` of `sentencepiece_model`
@@ -208,8 +217,8 @@ def text_encoder(vocab: str | Sequence[str] | None, *, seq_length: int, sentence
   when one is given; otherwise (no kind, or "wordpiece") a `zoo.text.TextEncoder` of `vocab`.
 
   Raises:
-    ValueError: an unknown kind, a SentencePiece setting without its model, or a model whose
-      pieces are not the vocabulary.
+    ValueError: an unknown kind, a SentencePiece setting without its model, a WordPiece one without
+      its vocabulary, or a model whose pieces are not the vocabulary.
   """
   kind = settings.pop("kind", "wordpiece")
   if kind == KIND:
@@ -225,4 +234,6 @@ def text_encoder(vocab: str | Sequence[str] | None, *, seq_length: int, sentence
     return encoder
   if kind != "wordpiece":
     raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of ['wordpiece', '{KIND}']")
+  if vocab is None:
+    raise ValueError("the tokenizer is WordPiece, but no vocabulary was given")
   return TextEncoder(vocab, seq_length=seq_length, **settings)

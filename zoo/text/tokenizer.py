@@ -34,12 +34,16 @@ later link (`export/serving_ops.py`).
 """
 
 import collections
+from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
+from zoo.text.normalize import Strings
 from zoo.text.normalize import normalize
 from zoo.text.normalize import split_words
 from zoo.text.normalize import split_words_with_offsets
@@ -63,7 +67,8 @@ def continuation_table(vocab: Sequence[str], suffix_indicator: str = SUFFIX_INDI
                    for token in vocab], dtype=bool)
 
 
-def word_starts(token_ids, is_continuation) -> tf.RaggedTensor:
+def word_starts(token_ids: tf.RaggedTensor | tf.Tensor,
+                is_continuation: np.ndarray | Sequence[bool]) -> tf.RaggedTensor:
   """bool `[B, (tokens)]`: True where a token starts a word.
 
   A token starts a word unless it is a suffix piece (`is_continuation[id]`, bool `[V]`),
@@ -93,7 +98,11 @@ class PackingEncoder(tf.Module):
   `special_tokens`, the five `*_id`, `_is_continuation`, `seq_length`, `truncator` and
   `cls_type_id` (`_set_packing`), and gives `tokenize`."""
 
-  def _set_packing(self, tokens, defaults, special_tokens, seq_length, truncator, cls_type_id, missing_hint):
+  _is_continuation: np.ndarray   # set by the subclass
+
+  def _set_packing(self, tokens: Sequence[str], defaults: Mapping[str, str],
+                   special_tokens: Mapping[str, str] | None, seq_length: int, truncator: str,
+                   cls_type_id: int, missing_hint: Callable[[tuple[str, ...]], str]) -> None:
     """Checks and sets the vocabulary, the special tokens (`defaults` `{role: token}` overridden by
     `special_tokens`) and their ids, and the packing settings; `missing_hint` ends the error of a special
     token the vocabulary lacks."""
@@ -141,7 +150,7 @@ class PackingEncoder(tf.Module):
     """bool `[V]`: True for pieces that continue the word before them; whole-word masking groups by it."""
     return self._is_continuation.copy()
 
-  def word_ids(self, token_ids) -> tf.RaggedTensor:
+  def word_ids(self, token_ids: tf.RaggedTensor | tf.Tensor) -> tf.RaggedTensor:
     """int `[B, (tokens)]` ids (from `tokenize`) -> int32 `[B, (tokens)]` word index per token.
 
     Pieces of one word share its index; words count from 0 in each row.
@@ -149,7 +158,7 @@ class PackingEncoder(tf.Module):
     with self.name_scope:
       return word_ids_from_starts(word_starts(token_ids, self._is_continuation))
 
-  def encode(self, text_a, text_b=None) -> dict[str, tf.Tensor]:
+  def encode(self, text_a: Strings, text_b: Strings | None = None) -> dict[str, tf.Tensor]:
     """Packs one or two segments into encoder inputs.
 
     Args:
@@ -213,7 +222,7 @@ class TextEncoder(PackingEncoder):
   def __init__(self, vocab: str | Sequence[str], *, seq_length: int = 128, lower_case: bool = True,
                truncator: str = "round_robin", max_chars_per_word: int = MAX_CHARS_PER_WORD,
                special_tokens: dict[str, str] | None = None, cls_type_id: int = 0,
-               name: str | None = None):
+               name: str | None = None) -> None:
     super().__init__(name=name)
     tokens = load_vocab(vocab) if isinstance(vocab, str) else [str(token) for token in vocab]
     if not tokens:
@@ -241,7 +250,7 @@ class TextEncoder(PackingEncoder):
         max_bytes_per_word=_MAX_UTF8_BYTES * self.max_chars_per_word, token_out_type=tf.int32,
         unknown_token=self.special_tokens["unk"], no_pretokenization=True)
 
-  def settings(self) -> dict:
+  def settings(self) -> dict[str, Any]:
     """The tokenizer's arguments besides the vocabulary and length, as JSON-ready values.
 
     `TextEncoder(vocab, seq_length=..., **encoder.settings())` tokenizes as `encoder` does.
@@ -250,12 +259,12 @@ class TextEncoder(PackingEncoder):
                 max_chars_per_word=self.max_chars_per_word, special_tokens=dict(self.special_tokens),
                 cls_type_id=self.cls_type_id)
 
-  def normalize(self, texts) -> tf.Tensor:
+  def normalize(self, texts: Strings) -> tf.Tensor:
     """string `[B]` -> string `[B]`: steps 1–2 (valid UTF-8, no control characters, optionally uncased)."""
     with self.name_scope:
       return normalize(texts, self.lower_case)
 
-  def split_words(self, texts) -> tf.RaggedTensor:
+  def split_words(self, texts: Strings) -> tf.RaggedTensor:
     """string `[B]` -> string `[B, (words)]`: steps 1–3, the words WordPiece splits."""
     texts = tf.convert_to_tensor(texts, tf.string)
     if texts.shape.rank != 1:
@@ -263,7 +272,8 @@ class TextEncoder(PackingEncoder):
     with self.name_scope:
       return split_words(texts, self.lower_case)
 
-  def split_words_with_offsets(self, texts):
+  def split_words_with_offsets(self, texts: Strings
+                               ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
     """string `[B]` -> (words `[B, (words)]`, starts, ends int64 `[B, (words)]`): the words of
     `split_words` with the byte range `[start, end)` of each in the text (in
     `zoo.text.normalize.valid_utf8(texts)`, the text itself when it is valid UTF-8)."""
@@ -273,13 +283,13 @@ class TextEncoder(PackingEncoder):
     with self.name_scope:
       return split_words_with_offsets(texts, self.lower_case)
 
-  def tokenize(self, texts) -> tf.RaggedTensor:
+  def tokenize(self, texts: Strings) -> tf.RaggedTensor:
     """string `[B]` -> int32 `[B, (tokens)]` WordPiece ids, no special tokens, no truncation."""
     words = self.split_words(texts)
     with self.name_scope:
       return words.with_flat_values(self._pieces(words.flat_values)).merge_dims(1, 2)
 
-  def tokenize_with_offsets(self, texts):
+  def tokenize_with_offsets(self, texts: Strings) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
     """string `[B]` -> (ids int32 `[B, (tokens)]`, starts int64 `[B, (tokens)]`, ends int64 `[B, (tokens)]`).
 
     The ids of `tokenize`, each with the byte range `[start, end)` of its word in the
@@ -298,7 +308,7 @@ class TextEncoder(PackingEncoder):
       return ids, ids.with_flat_values(per_piece(starts.flat_values)), ids.with_flat_values(
           per_piece(ends.flat_values))
 
-  def _pieces(self, words):
+  def _pieces(self, words: tf.Tensor) -> tf.RaggedTensor:
     """string `[W]` -> int32 `[W, (pieces)]`: each word's WordPiece ids (one [UNK] for a long word)."""
     too_long = tf.strings.length(words, unit="UTF8_CHAR") > self.max_chars_per_word
     # A long word gives no pieces, then one [UNK] is appended to it.

@@ -88,7 +88,7 @@ def write_vocab(vocab: Sequence[str], path: str) -> None:
   write_atomically(path, "".join(f"{token}\n" for token in vocab))
 
 
-def corpus_files(patterns: Sequence[str]) -> list[str]:
+def corpus_files(patterns: str | Sequence[str]) -> list[str]:
   """Expands glob patterns (local or `gs://`) into a sorted list of files, without duplicates.
 
   Raises:
@@ -168,13 +168,13 @@ def learn_vocab(texts: tf.data.Dataset, vocab_size: int, *, lower_case: bool = T
   started = time.monotonic() if started is None else started
   report(f"counting words and learning up to {vocab_size} tokens (lower_case={lower_case})")
   words = texts.batch(_BATCH_LINES).map(lambda batch: split_words(batch, lower_case).flat_values)
-  counts = collections.Counter()
+  counts: collections.Counter[bytes] = collections.Counter()
   for batch in words.as_numpy_iterator():
     counts.update(batch)
   if not counts:
     raise ValueError("the corpus holds no words")
-  counts = {word.decode("utf-8"): count for word, count in counts.items()}
-  vocab = learner.learn(counts, vocab_size, list(reserved_tokens))
+  word_counts = {word.decode("utf-8"): count for word, count in counts.items()}
+  vocab = learner.learn(word_counts, vocab_size, list(reserved_tokens))
   dropped = [token for token in vocab if not storable(token)]
   if dropped:
     report(f"dropped {len(dropped)} tokens that a vocabulary file cannot hold: {dropped[:10]!r}")

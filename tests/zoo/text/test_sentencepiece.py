@@ -131,5 +131,7 @@ def test_bad_models_and_settings_are_refused_with_the_reason(model, tmp_path):
                  kind="sentencepiece")
   with pytest.raises(ValueError, match="unknown tokenizer kind 'bpe'"):
     text_encoder(encoder.vocab, seq_length=8, kind="bpe")
+  with pytest.raises(ValueError, match="WordPiece, but no vocabulary"):
+    text_encoder(None, seq_length=8, sentencepiece_model=model)
   wordpiece = text_encoder(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"], seq_length=8)
   assert isinstance(wordpiece, TextEncoder)
