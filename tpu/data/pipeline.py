@@ -50,7 +50,7 @@ import tensorflow as tf
 
 from tpu.data import documents
 from tpu.data import records
-from tpu.data.registry import DataSource
+from tpu.data.source_registry import DataSource
 
 log = logging.getLogger("tpu.train")
 
