@@ -23,11 +23,10 @@ DOCUMENTED_MODULES = [
     "zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
     "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.models.encoder_inputs",
     "zoo.models.transformer_encoder", "zoo.models.funnel_encoder", "zoo.models.heads",
-    "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.tasks", "tpu.tasks.registry",
-    "tpu.tasks.sequence", "tpu.tasks.tagging", "tpu.data", "tpu.data.demo", "tpu.data.pipeline",
-    "tpu.data.documents", "tpu.data.fingerprints", "export.predict", "zoo.model_dir", "zoo.atomic_files",
-    "zoo.models.losses",
-    "zoo.lazy"]
+    "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.tasks",
+    "tpu.tasks.task_registry", "tpu.tasks.sequence", "tpu.tasks.tagging", "tpu.data", "tpu.data.demo",
+    "tpu.data.pipeline", "tpu.data.documents", "tpu.data.fingerprints", "export.predict", "zoo.model_dir",
+    "zoo.atomic_files", "zoo.models.losses", "zoo.lazy"]
 
 
 def _project_sources():

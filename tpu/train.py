@@ -45,9 +45,11 @@ TensorFlow's C++ log lines stay hidden unless `-v`.
 """
 
 import argparse
+import functools
 import json
 import logging
 import sys
+import time
 
 from tpu import data
 from tpu import tasks
@@ -104,43 +106,58 @@ def run(config, strategy=None, export=None, reset_input=False):
 
 
 def _run(config, strategy, worker, export, signals, reset_input):
-  import time
+  """The job under `strategy`, step by step. Nothing is written before every check has passed: the input
+  stream to resume is checked before the model is built, and config.json is written only once the
+  checkpoint and the input position are restored."""
+  prepared = _checked_preparation(config, strategy, worker)
+  start, stream, resume = _input_to_resume(prepared, strategy, worker, reset_input)
+  text_encoder, train_input, trainer = _build_training(prepared, strategy, worker, resume)
+  checkpoints = _restore(prepared, trainer, train_input, worker, start, stream, resume)
+  _write_run_files(prepared, worker, start)
+  eval_data = _evaluation_input(prepared, strategy, trainer, text_encoder)
+  run_log = _run_log(prepared.model_dir, worker, start)
+  evaluate = None
+  if eval_data is not None:
+    evaluate = functools.partial(_evaluate, trainer, eval_data, checkpoints, run_log, signals)
+  _train(prepared.config, strategy, worker, trainer, checkpoints, run_log, signals, start, evaluate)
+  return _finish(prepared, worker, trainer, evaluate, signals,
+                 prepared.config.export if export is None else export)
 
-  import tensorflow as tf
+
+def _checked_preparation(config, strategy, worker):
+  """The `tpu.prepare.Prepared` run, its files not written yet, once the data and the batch size suit the
+  strategy's devices and workers; seeds the initial weights."""
   import tf_keras as keras
 
-  from tpu import cluster
-  from tpu import serving
-  from tpu.checkpointing import SINCE
-  from tpu.checkpointing import Checkpoints
-  from tpu.checkpointing import Preempted
-  from tpu.checkpointing import Resume
-  from tpu.checkpointing import data_files
-  from tpu.checkpointing import input_stream
-  from tpu.checkpointing import resume_input
   from tpu.data import pipeline
   from tpu.prepare import prepare
-  from tpu.prepare import write_files
-  from tpu.prepare import write_vocabulary
-  from tpu.progress import Progress
-  from tpu.progress import RunLog
-  from tpu.tasks import get_task
-  from tpu.trainer import Trainer
-  from tpu.trainer import TrainInput
-  from tpu.trainer import train_loop
-  from zoo.text import text_encoder as make_text_encoder
 
   prepared = prepare(config, worker=worker, write=False)   # written once the resume checks pass
-  config, model_dir = prepared.config, prepared.model_dir
+  config = prepared.config
   _check_tpu_hosts(strategy, prepared)
   pipeline.check_input(prepared.train, worker.count)   # no input pipeline without examples
   keras.utils.set_random_seed(config.seed)   # initial weights
   if config.batch_size % strategy.num_replicas_in_sync:
     raise ValueError(f"batch_size {config.batch_size} must be divisible by the "
                      f"{strategy.num_replicas_in_sync} replicas")
+  return prepared
 
-  # The input stream first: a resume whose saved stream differs from this run's is refused
-  # before the model is built, and nothing is written before every check has passed.
+
+def _input_to_resume(prepared, strategy, worker, reset_input):
+  """`(start, stream, resume)`: the step the model directory's latest checkpoint holds (0 for none), this
+  run's input stream (`tpu.checkpointing.input_stream`) and how its input continues (`Resume`).
+
+  The input stream comes first: a resume whose saved stream differs from this run's is refused here,
+  before the model is built (unless `reset_input`).
+  """
+  import tensorflow as tf
+
+  from tpu.checkpointing import Resume
+  from tpu.checkpointing import data_files
+  from tpu.checkpointing import input_stream
+  from tpu.checkpointing import resume_input
+
+  config, model_dir = prepared.config, prepared.model_dir
   start = model_dir.latest_step()
   on_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
   evaluation = None
@@ -156,6 +173,23 @@ def _run(config, strategy, worker, export, signals, reset_input):
                 "examples after the resume differ from an uninterrupted run's")
   if start and start < config.steps:   # refuses another stream, else continues this one (or a new one)
     resume = resume_input(model_dir, worker, start, stream, config.seed, reset_input, replayable=not on_tpu)
+  return start, stream, resume
+
+
+def _build_training(prepared, strategy, worker, resume):
+  """`(text_encoder, train_input, trainer)`: the vocabulary written (before the model: the other workers
+  may wait for a learned one), then the task's text encoder, the training input (`TrainInput`, from the
+  resumed seed) and the `Trainer` with its model."""
+  import tensorflow as tf
+
+  from tpu.data import pipeline
+  from tpu.prepare import write_vocabulary
+  from tpu.tasks import get_task
+  from tpu.trainer import Trainer
+  from tpu.trainer import TrainInput
+  from zoo.text import text_encoder as make_text_encoder
+
+  config = prepared.config
   write_vocabulary(prepared, worker)   # before the model: the other workers may wait for a learned one
   task = get_task(config)
   text_encoder = make_text_encoder(prepared.vocab, seq_length=config.seq_length,
@@ -163,15 +197,23 @@ def _run(config, strategy, worker, export, signals, reset_input):
   train_input = TrainInput(strategy, pipeline.train_input_fn(
       prepared.train, task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer,
       seed=resume.seed, worker_name=worker.name), worker, skip=resume.skip)
-  if train_input.unsaved_reason and not on_tpu:
+  if train_input.unsaved_reason and not isinstance(strategy, tf.distribute.TPUStrategy):
     log.info("the input pipeline of %s cannot save its position (%s): a resumed run replays the batches of "
              "the steps before it to continue the same stream", config.data, train_input.unsaved_reason)
-  trainer = Trainer(config, strategy, train_input, task=task)
+  return text_encoder, train_input, Trainer(config, strategy, train_input, task=task)
+
+
+def _restore(prepared, trainer, train_input, worker, start, stream, resume):
+  """The run's `Checkpoints`, with the latest checkpoint (or the initial one) restored into `trainer` and
+  the input position of step `start` into `train_input` (or the batches to replay told)."""
+  from tpu.checkpointing import SINCE
+  from tpu.checkpointing import Checkpoints
+
   since = resume.since()
-  checkpoints = Checkpoints(trainer, model_dir, config, worker, stream if since is None else
-                            dict(stream, **{SINCE: since}))
+  checkpoints = Checkpoints(trainer, prepared.model_dir, prepared.config, worker, stream if since is None
+                            else dict(stream, **{SINCE: since}))
   checkpoints.remove_leftovers()
-  checkpoints.restore_or_initialise(config.init_checkpoint)
+  checkpoints.restore_or_initialise(prepared.config.init_checkpoint)
   if trainer.step != start:
     raise ValueError(f"{checkpoints.latest} holds step {trainer.step}, not the step {start} its name says")
   if resume.prefix:
@@ -180,29 +222,67 @@ def _run(config, strategy, worker, export, signals, reset_input):
   elif resume.skip:
     log.info("the input pipeline replays the batches of steps %d to %d (its position could not be saved), so "
              "it continues the same stream", resume.origin + 1, start)
-  write_files(prepared, worker)   # config.json, once the checkpoint and the position are restored
-  model_dir.remove_input_states_after(worker.index, worker.count, start)   # an interrupted run's, after it
+  return checkpoints
 
-  eval_data = None
-  if prepared.evaluation is not None:   # each worker evaluates its slice of every batch
-    trainer.task.prepare_evaluation(prepared.evaluation)
-    eval_data = strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
-        prepared.evaluation, trainer.task, text_encoder, config.eval_batch_size, seed=config.seed))
+
+def _write_run_files(prepared, worker, start):
+  """config.json (once the checkpoint and the input position are restored), and the input positions an
+  interrupted run saved after step `start` removed."""
+  from tpu.prepare import write_files
+
+  write_files(prepared, worker)   # config.json, once the checkpoint and the input position are restored
+  prepared.model_dir.remove_input_states_after(worker.index, worker.count, start)   # an interrupted run's
+
+
+def _evaluation_input(prepared, strategy, trainer, text_encoder):
+  """The distributed evaluation batches (each worker evaluates its slice of every batch), or None without
+  evaluation data."""
+  from tpu.data import pipeline
+
+  if prepared.evaluation is None:
+    return None
+  trainer.task.prepare_evaluation(prepared.evaluation)
+  return strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
+      prepared.evaluation, trainer.task, text_encoder, prepared.config.eval_batch_size,
+      seed=prepared.config.seed))
+
+
+def _run_log(model_dir, worker, start):
+  """The `RunLog` (the chief writes it), with the history lines after step `start` dropped: a run killed
+  before its first checkpoint leaves lines of steps from 1 on, which this run logs again."""
+  from tpu.progress import RunLog
+
   run_log = RunLog(model_dir, write=worker.is_chief)
-  if worker.is_chief:   # a run killed before its first checkpoint leaves lines of steps from 1 on
+  if worker.is_chief:
     dropped = model_dir.truncate_history(start)
     if dropped:
       log.info("history.jsonl: dropped %d record(s) after step %d, which this run logs again", dropped, start)
+  return run_log
 
-  def evaluate(step):
-    results = trainer.evaluate(eval_data, terminated=lambda: signals.terminated)
-    if results is None:   # SIGTERM on some worker
-      checkpoints.save_final(step)
-      who = "" if signals.terminated else " on another worker"
-      raise Preempted(f"SIGTERM{who} during the evaluation at step {step}: the checkpoint of step {step} "
-                      "is saved; rerun the same command to resume")
-    run_log.evaluation(step, results)
-    return results
+
+def _evaluate(trainer, eval_data, checkpoints, run_log, signals, step):
+  """Evaluates the model at `step` and logs the metrics; returns them.
+
+  Raises:
+    Preempted: SIGTERM arrived on some worker during the evaluation (the checkpoint of `step` is saved).
+  """
+  from tpu.checkpointing import Preempted
+
+  results = trainer.evaluate(eval_data, terminated=lambda: signals.terminated)
+  if results is None:   # SIGTERM on some worker
+    checkpoints.save_final(step)
+    who = "" if signals.terminated else " on another worker"
+    raise Preempted(f"SIGTERM{who} during the evaluation at step {step}: the checkpoint of step {step} "
+                    "is saved; rerun the same command to resume")
+  run_log.evaluation(step, results)
+  return results
+
+
+def _train(config, strategy, worker, trainer, checkpoints, run_log, signals, start, evaluate):
+  """The training loop from step `start` to `config.steps` (`evaluate(step)` every `eval_every` steps,
+  if not None), then the final checkpoint."""
+  from tpu.progress import Progress
+  from tpu.trainer import train_loop
 
   log.info("training %s on %s for %d steps (from step %d), global batch %d over %d replica(s)%s",
            config.model, config.data, config.steps, start, config.batch_size, strategy.num_replicas_in_sync,
@@ -210,28 +290,34 @@ def _run(config, strategy, worker, export, signals, reset_input):
   progress = Progress(config.steps, start)
   started = time.monotonic()
   try:
-    train_loop(trainer, config, checkpoints, run_log, progress, signals,
-               evaluate=evaluate if eval_data is not None else None)
+    train_loop(trainer, config, checkpoints, run_log, progress, signals, evaluate=evaluate)
   finally:
     progress.close()
     run_log.flush()
   checkpoints.save_final(trainer.step)
   log.info("trained to step %d in %.1f s", trainer.step, time.monotonic() - started)
 
-  results = {}
-  if eval_data is not None:
+
+def _finish(prepared, worker, trainer, evaluate, signals, export):
+  """The final evaluation (its metrics and predictions written by the chief) and the chief's export;
+  returns the metrics, with the export's path. The workers end together (the others wait for the
+  chief's export), and SIGTERM on any of them in these last phases ends every one (`Preempted`)."""
+  from tpu import cluster
+  from tpu import serving
+  from tpu.checkpointing import Preempted
+
+  model_dir, results = prepared.model_dir, {}
+  if evaluate is not None:
     results = evaluate(trainer.step)
     if worker.is_chief:
       model_dir.write_eval_results(dict(step=trainer.step, **results))
       predictions = trainer.task.eval_predictions()
       if predictions is not None:
         model_dir.write_eval_predictions(*predictions)
-  if (config.export if export is None else export) and worker.is_chief:
+  if export and worker.is_chief:
     path = serving.export(model_dir.path)
     log.info("exported the SavedModel to %s", path)
     results = dict(results, export=path)
-  # The workers end together (the others wait for the chief's export), and SIGTERM on any
-  # of them in these last phases ends every one with status 143.
   if cluster.sync(worker, "end", signals.terminated):
     who = "" if signals.terminated else " on another worker"
     raise Preempted(f"SIGTERM{who} after training to step {trainer.step} (its checkpoint is saved): "

@@ -289,15 +289,9 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
   assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # the handler is removed again
 
 
-@pytest.mark.slow
-def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
-  """MLM: the replicas hold different numbers of masked tokens, so only the exact global
-  normalisation gives the single-device loss. The input comes per input pipeline: concatenated
-  online text, and pre-tokenized shards (both in one process: the logical devices are
-  configured once). Two-replica MLM and ELECTRA runs with dropout, two steps per execution,
-  stopped by SIGTERM and run again repeat the uninterrupted runs' records exactly (a wrong
-  per-replica seed would not); resumed on one device, the run is refused, naming the replica
-  count, and continues with --reset-input."""
+def _pretraining_sources(tmp_path):
+  """The pre-training inputs of the replica runs: a text corpus, and its pre-tokenized shards (T 16, two
+  shards) with a vocabulary learned from it, as `--data` specs by name."""
   corpus = _corpus(tmp_path)
   from tpu.data import shard_writer
   from zoo.text import build_vocab
@@ -305,8 +299,14 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
   write_vocab(build_vocab([corpus], 200), str(tmp_path / "vocab"))
   shard_writer.write_pretraining_data([corpus], str(tmp_path / "vocab"), 16, str(tmp_path / "records"), 2,
                                       progress=False)
-  sources = dict(text=f"text:{corpus}", tfrecord=f"tfrecord:{tmp_path}/records/*.tfrecord")
-  script = textwrap.dedent(f"""
+  return dict(text=f"text:{corpus}", tfrecord=f"tfrecord:{tmp_path}/records/*.tfrecord")
+
+
+def _replica_runs_script(tmp_path, sources):
+  """The program of the replica runs (one process with two logical CPUs): it prints, as one JSON line,
+  the losses of each source on one device and on two replicas, the records of the uninterrupted,
+  stopped and resumed two-replica MLM and ELECTRA runs, and the outcome of resuming on one device."""
+  return textwrap.dedent(f"""
       import json
       import tensorflow as tf
       cpu = tf.config.list_physical_devices("CPU")[0]
@@ -359,9 +359,21 @@ def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
       losses["one-device-reset"] = [record["step"] for record in resumed.read_history()]
       print(json.dumps(losses))
   """)
+
+
+@pytest.mark.slow
+def test_two_replicas_follow_the_single_device_trajectory(tmp_path):
+  """MLM: the replicas hold different numbers of masked tokens, so only the exact global
+  normalisation gives the single-device loss. The input comes per input pipeline: concatenated
+  online text, and pre-tokenized shards (both in one process: the logical devices are
+  configured once). Two-replica MLM and ELECTRA runs with dropout, two steps per execution,
+  stopped by SIGTERM and run again repeat the uninterrupted runs' records exactly (a wrong
+  per-replica seed would not); resumed on one device, the run is refused, naming the replica
+  count, and continues with --reset-input."""
+  sources = _pretraining_sources(tmp_path)
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+  result = subprocess.run([sys.executable, "-c", _replica_runs_script(tmp_path, sources)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   losses = json.loads(result.stdout.strip().splitlines()[-1])
   for source in sources:

@@ -4,7 +4,7 @@
       --out shards/pretrain --shards 8 --runner DirectRunner \\
       --direct_num_workers 2 --direct_running_mode multi_processing
 
-The pipeline (`BeamEngine`) maps the plan's chunks to `tpu.data.packing` (packing each
+The pipeline (`BeamEngine`) maps the plan's chunks to `tpu.data.chunk_packing` (packing each
 chunk not packed yet, one chunk in memory at a time: `--chunk-mb` bounds a worker's
 memory); the chunks' example counts (three numbers a chunk, combined on one worker) give
 each chunk's offset, which a join by chunk brings to its packed chunk (no side input);
@@ -42,8 +42,8 @@ import json
 import os
 import sys
 
+from tpu.data import chunk_packing
 from tpu.data import chunk_plan
-from tpu.data import packing
 from tpu.data import shard_assembly
 from tpu.data import shard_writer
 from tpu.data.records import RETRY_SECONDS
@@ -70,10 +70,10 @@ def _pack(index, plan):
   """A worker's step 2: the chunk's index, or None when it cannot be packed (the corpus is at fault, or
   storage stayed unavailable through the retries: the message is left for the launcher)."""
   try:
-    chunk = retrying(lambda: packing.packed_chunk(plan, index), f"reading {plan.chunk_path(index, 'json')}",
-                     plan.retry_seconds)
+    chunk = retrying(lambda: chunk_packing.packed_chunk(plan, index),
+                     f"reading {plan.chunk_path(index, 'json')}", plan.retry_seconds)
     if chunk is None:
-      chunk = retrying(lambda: packing.pack_chunk(plan, index),
+      chunk = retrying(lambda: chunk_packing.pack_chunk(plan, index),
                        f"packing chunk {index} ({plan.chunk_where(index)})", plan.retry_seconds)
       print(f"tpu.pretraining_data: packed chunk {index + 1} of {len(plan.chunks)} ({chunk['examples']:,} "
             f"examples, {sum(chunk['tokens']):,} tokens)", file=sys.stderr, flush=True)
@@ -204,8 +204,8 @@ class BeamEngine:
     from concurrent.futures import ThreadPoolExecutor
 
     def read(index):
-      return retrying(lambda: packing.packed_chunk(plan, index), f"reading {plan.chunk_path(index, 'json')}",
-                      plan.retry_seconds)
+      return retrying(lambda: chunk_packing.packed_chunk(plan, index),
+                      f"reading {plan.chunk_path(index, 'json')}", plan.retry_seconds)
     with ThreadPoolExecutor(READERS) as pool:   # small files: on gs:// the round trips take the time
       return list(pool.map(read, range(len(plan.chunks))))
 

@@ -47,6 +47,8 @@ SETTING_NAMES = dict(seq_length="--seq-length", lower_case="--lower-case",
                      compress="--compress", chunk_bytes="--chunk-mb (bytes)", documents="--documents",
                      inputs="--input",
                      tfds="--text-key/--split")
+# How a refusal of what the output folder holds ends.
+AGAIN = "use --overwrite to replace it, or another --out"
 
 
 @dataclasses.dataclass
@@ -79,6 +81,10 @@ class Plan:
   def shard_path(self, index):
     return os.path.join(self.out, shard_name(index, self.shards, self.compress))
 
+  @property
+  def plan_path(self):
+    return os.path.join(self.work, PLAN_FILE)
+
   def chunk_path(self, index, suffix):
     return os.path.join(self.work, f"chunk-{index:05d}.{suffix}")
 
@@ -90,6 +96,10 @@ class Plan:
     if self.tfds:
       settings["tfds"] = dict(text_key=self.tfds["text_key"], split=self.tfds["split"])
     return settings
+
+  def record(self):
+    """What `plan.json` records: the settings and the corpus files' states (compared on a rerun)."""
+    return dict(self.settings(), files=self.files)
 
   def piece_bytes(self, index):
     """The bytes of corpus of chunk `index` (0 for a TFDS shard)."""
@@ -195,11 +205,32 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
 
   Creates the output and work folders and `plan.json`; removes stale temporary files;
   refuses output made with other settings (`CorpusError` naming them) unless `overwrite`,
-  which removes it.
+  which removes it. In steps: the flags checked (`_check_flags`), the corpus cut into chunks
+  (`_new_plan`), the output folder made ready (`_clear_output`), then what an earlier run left
+  told apart: a finished output (`_finished_output`) or an interrupted run to take up
+  (`_interrupted_run`).
   """
-  import tensorflow as tf
+  chunk_bytes = _check_flags(seq_length, shards, chunk_mb, documents)
+  plan = _new_plan(inputs, vocab, seq_length, out, shards, chunk_bytes, lower_case=lower_case,
+                   compress=compress, text_key=text_key, split=split, data_dir=data_dir, documents=documents,
+                   retry_seconds=retry_seconds)
+  shard_files = _clear_output(plan, overwrite)
+  metadata = _finished_output(plan)
+  if metadata is not None and all(name in shard_files for name in plan.names):
+    discard_work(plan)
+    report(f"{out} is complete already (metadata.json and {shards} shards made with these settings): "
+            "nothing to do")
+    return plan, metadata
+  recorded, changes = _interrupted_run(plan, shard_files, finished=metadata is not None)
+  if changes:
+    keep_unchanged(plan, recorded["files"], changes, shard_files)
+  if recorded is None or changes:
+    write_atomically(plan.plan_path, json.dumps(plan.record(), indent=1) + "\n")
+  return plan, None
 
-  from zoo.model_dir import read_json
+
+def _check_flags(seq_length, shards, chunk_mb, documents):
+  """Refuses flags out of their range (`CorpusError`); returns the chunk size in bytes."""
   if seq_length < 3:
     raise CorpusError(f"--seq-length must be at least 3 ([CLS] token [SEP]), got {seq_length}")
   if shards < 1:
@@ -209,6 +240,13 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
     raise CorpusError(f"--chunk-mb must be at least {corpus_reading.MIN_CHUNK_BYTES / 1e6:g} "
                       f"({corpus_reading.MIN_CHUNK_BYTES:,} bytes), got {chunk_mb}")
   corpus_reading.check_documents(documents)
+  return chunk_bytes
+
+
+def _new_plan(inputs, vocab, seq_length, out, shards, chunk_bytes, *, lower_case, compress, text_key, split,
+              data_dir, documents, retry_seconds):
+  """The `Plan` of these flags: the vocabulary loaded, the corpus (its files' states, or a TFDS split's
+  shards) cut into chunks. Reads the corpus files' states; writes nothing."""
   encoder = load_encoder(vocab, lower_case)
   tfds_name = tfds_datasets.dataset_name(inputs[0]) if len(inputs) == 1 else None
   if tfds_name:
@@ -218,66 +256,81 @@ def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compres
   else:
     files = file_states(input_files(inputs))
     chunks, tfds = corpus_reading.chunk_pieces(files, chunk_bytes), None
-  plan = Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
+  return Plan(out=out, seq_length=seq_length, shards=shards, compress=compress, chunk_bytes=chunk_bytes,
               vocab=encoder.vocab, lower_case=encoder.lower_case, tokenizer=tokenizer_settings(encoder),
               inputs=list(inputs), files=files, chunks=chunks, tfds=tfds, documents=documents,
               retry_seconds=retry_seconds)
 
-  tf.io.gfile.makedirs(out)
-  metadata_path = os.path.join(out, METADATA_FILE)
-  plan_path = os.path.join(plan.work, PLAN_FILE)
-  shard_files = sorted(name for name in tf.io.gfile.listdir(out)
+
+def _clear_output(plan, overwrite):
+  """Makes the output folder, removes what `overwrite` replaces (the shards, metadata.json and the work
+  folder) and the temporary files of killed runs; returns the names of the shard files left."""
+  import tensorflow as tf
+  tf.io.gfile.makedirs(plan.out)
+  shard_files = sorted(name for name in tf.io.gfile.listdir(plan.out)
                        if name.startswith(f"{SHARD_PREFIX}-") and ".tfrecord" in name)
   if overwrite:
     for name in shard_files + [METADATA_FILE]:
-      if tf.io.gfile.exists(os.path.join(out, name)):
-        tf.io.gfile.remove(os.path.join(out, name))
+      if tf.io.gfile.exists(os.path.join(plan.out, name)):
+        tf.io.gfile.remove(os.path.join(plan.out, name))
     discard_work(plan)
     shard_files = []
-  _remove_temporaries(out)
+  _remove_temporaries(plan.out)
   _remove_temporaries(plan.work)
-  here = plan.settings()
-  again = "use --overwrite to replace it, or another --out"
-  if tf.io.gfile.exists(metadata_path):
-    try:
-      metadata = read_json(metadata_path)
-    except ValueError as error:
-      raise CorpusError(f"{metadata_path}: not readable ({error}): {again}") from None
-    different = differences(metadata_settings(metadata), here)
-    if different:
-      raise CorpusError(f"{out} holds pre-training data made with other settings ({different}): {again}")
-    changes = corpus_changes(metadata.get("files"), files, METADATA_FILE)
-    if changes:
-      raise CorpusError(f"{out} holds pre-training data of a corpus that has changed since ({changes}): "
-                        f"{again}")
-    if all(name in shard_files for name in plan.names):
-      discard_work(plan)
-      report(f"{out} is complete already (metadata.json and {shards} shards made with these settings): "
-              "nothing to do")
-      return plan, metadata
+  return shard_files
+
+
+def _finished_output(plan):
+  """The output's metadata.json (None when there is none), refused (`CorpusError`) when unreadable, made
+  with other settings or of a corpus that has changed since."""
+  import tensorflow as tf
+
+  from zoo.model_dir import read_json
+  metadata_path = os.path.join(plan.out, METADATA_FILE)
+  if not tf.io.gfile.exists(metadata_path):
+    return None
+  try:
+    metadata = read_json(metadata_path)
+  except ValueError as error:
+    raise CorpusError(f"{metadata_path}: not readable ({error}): {AGAIN}") from None
+  different = differences(metadata_settings(metadata), plan.settings())
+  if different:
+    raise CorpusError(f"{plan.out} holds pre-training data made with other settings ({different}): {AGAIN}")
+  changes = corpus_changes(metadata.get("files"), plan.files, METADATA_FILE)
+  if changes:
+    raise CorpusError(f"{plan.out} holds pre-training data of a corpus that has changed since ({changes}): "
+                      f"{AGAIN}")
+  return metadata
+
+
+def _interrupted_run(plan, shard_files, finished):
+  """`(recorded, changes)`: the work folder's `plan.json` (None when there is none) and the corpus changes
+  since it was written ('' for none), which an interrupted run of these settings is taken up after.
+
+  Refuses (`CorpusError`) shards of other names, an interrupted run of other settings or of a changed corpus
+  its plan.json does not list, and shards that neither a plan.json nor a metadata.json (`finished`) explain.
+  """
+  import tensorflow as tf
+
+  from zoo.model_dir import read_json
   others = [name for name in shard_files if name not in plan.names]
   if others:
-    raise CorpusError(f"{out} holds shards of another --shards or --compress ({', '.join(others[:3])}"
-                      f"{' …' if len(others) > 3 else ''}): {again}")
-  here_plan = dict(here, files=files)
-  if tf.io.gfile.exists(plan_path):
-    recorded = read_json(plan_path)
-    different = differences(recorded, here_plan)
-    if different:
-      raise CorpusError(f"{out} holds an interrupted run with other settings ({different}): {again}")
-    changes = corpus_changes(recorded.get("files"), files, PLAN_FILE)
-    if changes and recorded.get("files") is None:
-      raise CorpusError(f"{out} holds an interrupted run of a corpus that has changed since ({changes}): "
-                        f"{again}")
-    if changes:
-      keep_unchanged(plan, recorded["files"], changes, shard_files)
-      write_atomically(plan_path, json.dumps(here_plan, indent=1) + "\n")
-  elif shard_files and not tf.io.gfile.exists(metadata_path):
-    raise CorpusError(f"{out} holds shards ({shard_files[0]} …) without the metadata.json or the work folder "
-                      f"of a run of this writer, so their settings are unknown: {again}")
-  else:
-    write_atomically(plan_path, json.dumps(here_plan, indent=1) + "\n")
-  return plan, None
+    raise CorpusError(f"{plan.out} holds shards of another --shards or --compress ({', '.join(others[:3])}"
+                      f"{' …' if len(others) > 3 else ''}): {AGAIN}")
+  if not tf.io.gfile.exists(plan.plan_path):
+    if shard_files and not finished:
+      raise CorpusError(f"{plan.out} holds shards ({shard_files[0]} …) without the metadata.json or the work "
+                        f"folder of a run of this writer, so their settings are unknown: {AGAIN}")
+    return None, ""
+  recorded = read_json(plan.plan_path)
+  different = differences(recorded, plan.record())
+  if different:
+    raise CorpusError(f"{plan.out} holds an interrupted run with other settings ({different}): {AGAIN}")
+  changes = corpus_changes(recorded.get("files"), plan.files, PLAN_FILE)
+  if changes and recorded.get("files") is None:
+    raise CorpusError(f"{plan.out} holds an interrupted run of a corpus that has changed since ({changes}): "
+                      f"{AGAIN}")
+  return recorded, changes
 
 
 def keep_unchanged(plan, recorded, changes, shard_files):

@@ -34,10 +34,10 @@ Example:
 import functools
 import random
 
-from tpu.data.registry import Source
-from tpu.data.registry import check_same_labels
-from tpu.data.registry import from_columns
-from tpu.data.registry import register
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import check_same_labels
+from tpu.data.source_registry import from_columns
+from tpu.data.source_registry import register
 
 LABEL_NAMES = ("negative", "positive")
 SPLIT_SIZES = {"train": 4000, "validation": 500}

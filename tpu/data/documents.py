@@ -55,7 +55,7 @@ def concatenate_streams(batches, seq_length, *, cls_id, sep_id, pad_id, cls_type
   `(examples, final)`: the features of `concatenate`'s examples (`[K, T]`, K ≥ 0) that its
   pieces complete. The same step makes them, so a stream gives `concatenate`'s examples;
   and since no output waits for a later input, one iterator can serve streams that come
-  one at a time (the shard writer's chunks, `tpu.data.packing`).
+  one at a time (the shard writer's chunks, `tpu.data.chunk_packing`).
   """
   body = _body(seq_length)
 

@@ -50,7 +50,7 @@ import tensorflow as tf
 
 from tpu.data import documents
 from tpu.data import records
-from tpu.data.registry import DataSource
+from tpu.data.source_registry import DataSource
 
 log = logging.getLogger("tpu.train")
 
@@ -171,6 +171,26 @@ def _examples(source, task, text_encoder, *, training, seed, context=None, share
   return dataset, False
 
 
+def _numbered_batches(examples, serialized, task, text_encoder, batch_size, *, drop_remainder):
+  """`(index, batch)` pairs of a pipeline's examples (`_examples`), the raw batches `task.features` takes.
+
+  Serialized records are batched, then parsed; raw text is first concatenated into full-length
+  examples (a task that `concatenates_documents`) and expanded by the task (`Task.expand`), then
+  batched. Training drops the remainder (`drop_remainder`: every batch is full); evaluation keeps
+  the last, shorter batch, which its features pad.
+  """
+  if serialized:
+    batches = examples.batch(batch_size, drop_remainder=drop_remainder).map(
+        lambda serialized: records.parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
+                                                 text_encoder.cls_type_id))
+  else:
+    if task.concatenates_documents:
+      examples = concatenated_text(examples, text_encoder)
+    examples = task.expand(examples, text_encoder)
+    batches = examples.batch(batch_size, drop_remainder=drop_remainder)
+  return batches.enumerate()
+
+
 def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, worker_name=None):
   """The `fn(input_context)` that `strategy.distribute_datasets_from_function` takes.
 
@@ -213,16 +233,7 @@ def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=1000
                                    shared_seed=seed if shared_seed is None else shared_seed)
   # Shuffled within an epoch, then repeated: each example once per epoch.
   examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-  if serialized:
-    batches = examples.batch(batch_size, drop_remainder=True).map(
-        lambda serialized: records.parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
-                                         text_encoder.cls_type_id))
-  else:
-    if task.concatenates_documents:
-      examples = concatenated_text(examples, text_encoder)
-    examples = task.expand(examples, text_encoder)
-    batches = examples.batch(batch_size, drop_remainder=True)
-  batches = batches.enumerate()
+  batches = _numbered_batches(examples, serialized, task, text_encoder, batch_size, drop_remainder=True)
 
   def features(index, raw):
     return task.features(raw, text_encoder, seed=tf.stack([tf.constant(seed, tf.int64), index]))
@@ -251,16 +262,7 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
   """
   source = _as_source(source)
   examples, serialized = _examples(source, task, text_encoder, training=False, seed=seed)
-  if serialized:
-    batches = examples.batch(batch_size).map(
-        lambda serialized: records.parse_records(serialized, text_encoder.seq_length, text_encoder.pad_id,
-                                         text_encoder.cls_type_id))
-  else:
-    if task.concatenates_documents:
-      examples = concatenated_text(examples, text_encoder)
-    examples = task.expand(examples, text_encoder)
-    batches = examples.batch(batch_size)
-  batches = batches.enumerate()
+  batches = _numbered_batches(examples, serialized, task, text_encoder, batch_size, drop_remainder=False)
 
   def features(index, raw):
     values = task.features(raw, text_encoder, seed=tf.stack([tf.constant(seed, tf.int64), index]))

@@ -31,9 +31,9 @@ import re
 import sys
 import sysconfig
 
-from tpu.data.registry import DataSource
-from tpu.data.registry import Source
-from tpu.data.registry import register
+from tpu.data.source_registry import DataSource
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import register
 
 SPLITS = ("train", "validation")
 # Folders of the standard library that are not documentation prose.

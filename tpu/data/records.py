@@ -19,11 +19,11 @@ import sys
 import time
 
 from tpu.data import documents
-from tpu.data.registry import DataError
-from tpu.data.registry import DataSource
-from tpu.data.registry import Source
-from tpu.data.registry import matching_files
-from tpu.data.registry import register
+from tpu.data.source_registry import DataError
+from tpu.data.source_registry import DataSource
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import matching_files
+from tpu.data.source_registry import register
 
 METADATA_FILE = "metadata.json"
 FORMAT = "zoo-pretraining/1"

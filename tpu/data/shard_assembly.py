@@ -13,7 +13,7 @@ import json
 import os
 import struct
 
-from tpu.data.packing import encoder_of
+from tpu.data.chunk_packing import encoder_of
 from tpu.data.records import FORMAT
 from tpu.data.records import METADATA_FILE
 from tpu.data.records import vocab_checksum

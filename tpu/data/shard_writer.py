@@ -11,7 +11,7 @@ steps, one module each:
    `tpu.data.chunk_plan`): the corpus cut into chunks of about `--chunk-mb` of its
    files' bytes at document or line boundaries, with documents separated by blank lines
    or one per line (`--documents`); a `tfds:` corpus one chunk per file shard.
-2. **Packing** (`tpu.data.packing`): each chunk's documents packed on their own by the
+2. **Packing** (`tpu.data.chunk_packing`): each chunk's documents packed on their own by the
    one packing rule (`tpu.data.documents.concatenate`) into examples of T ids, kept in a
    packed-chunk file grouped by example number modulo N, with an index beside it.
 3. **Shards** (`tpu.data.shard_assembly`): example k of the whole corpus goes to shard
@@ -48,13 +48,13 @@ has run, so every other chunk and shard is finished and kept.
 import sys
 import time
 
+from tpu.data.chunk_packing import pack_chunk
+from tpu.data.chunk_packing import packed_chunk
 from tpu.data.chunk_plan import CHUNK_MB
 from tpu.data.chunk_plan import discard_work
 from tpu.data.chunk_plan import listing
 from tpu.data.chunk_plan import plan_run
 from tpu.data.chunk_plan import report_kept
-from tpu.data.packing import pack_chunk
-from tpu.data.packing import packed_chunk
 from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
 from tpu.data.records import retrying

@@ -15,11 +15,11 @@ import json
 import os
 
 from tpu.data import tfds_datasets
-from tpu.data.registry import DataError
-from tpu.data.registry import DataSource
-from tpu.data.registry import Source
-from tpu.data.registry import read_utf8
-from tpu.data.registry import register
+from tpu.data.source_registry import DataError
+from tpu.data.source_registry import DataSource
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import read_utf8
+from tpu.data.source_registry import register
 from tpu.data.tagged import ragged
 from zoo.lazy import lazy_module
 

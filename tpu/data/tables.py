@@ -29,13 +29,13 @@ import re
 import numpy as np
 
 from tpu.data import tagged
-from tpu.data.registry import DataError
-from tpu.data.registry import Source
-from tpu.data.registry import from_columns
-from tpu.data.registry import json_lines
-from tpu.data.registry import read_utf8
-from tpu.data.registry import register
-from tpu.data.registry import text_columns_tuple
+from tpu.data.source_registry import DataError
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import from_columns
+from tpu.data.source_registry import json_lines
+from tpu.data.source_registry import read_utf8
+from tpu.data.source_registry import register
+from tpu.data.source_registry import text_columns_tuple
 
 DEFAULT_TEXT_COLUMNS = (("sentence1", "sentence2"), ("text_a", "text_b"), ("premise", "hypothesis"),
                         ("sentence",), ("text",))
@@ -80,8 +80,8 @@ class JsonlSource(_Table):
 
   def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
     if data_type == "multiple_choice":   # imported here: its sources register after the tables'
-      from tpu.data import choices
-      return choices.load_jsonl(target)
+      from tpu.data import choice_questions
+      return choice_questions.load_jsonl(target)
     if data_type == "tagging":
       columns = text_columns_tuple(text_columns)
       return tagged.load_jsonl(os.path.expanduser(target), words_key=columns[0] if columns else None,

@@ -12,10 +12,10 @@ reader (`tpu.data.corpus_reading`) defines both:
   chunk the two routes make the same examples.
 """
 
-from tpu.data.registry import DataSource
-from tpu.data.registry import Source
-from tpu.data.registry import matching_files
-from tpu.data.registry import register
+from tpu.data.source_registry import DataSource
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import matching_files
+from tpu.data.source_registry import register
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")

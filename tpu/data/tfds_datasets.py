@@ -17,11 +17,11 @@ import logging
 import os
 import re
 
-from tpu.data.registry import DataSource
-from tpu.data.registry import Source
-from tpu.data.registry import check_same_labels
-from tpu.data.registry import register
-from tpu.data.registry import text_columns_tuple
+from tpu.data.source_registry import DataSource
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import check_same_labels
+from tpu.data.source_registry import register
+from tpu.data.source_registry import text_columns_tuple
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")
@@ -124,7 +124,7 @@ def tfds_builder(name, data_dir):
 
 def not_prepared_error(builder, error):
   """The DataError of a dataset that is not prepared under its data directory and could not be."""
-  from tpu.data.registry import DataError
+  from tpu.data.source_registry import DataError
   name = builder.info.full_name.rsplit("/", 1)[0] if "/" in builder.info.full_name else builder.name
   cause = " ".join(f"{type(error).__name__}: {error}".split())
   if len(cause) > 300:
@@ -206,5 +206,5 @@ class TfdsSource(Source):
 
 
 def _table_sources():
-  from tpu.data.registry import SOURCES
+  from tpu.data.source_registry import SOURCES
   return [source for source in SOURCES.values() if source.typed_by_caller]

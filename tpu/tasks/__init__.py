@@ -7,7 +7,7 @@
     tag       token classification (e.g. named entities), a label per word on its first piece
     squad     extractive question answering (SQuAD v1.1 and v2.0), answer spans over context windows
 
-`TASKS` (`tpu.tasks.registry`) is the one registry: the command line's `--task`
+`TASKS` (`tpu.tasks.task_registry`) is the one registry: the command line's `--task`
 choices and flags, config validation, the exporter and `export.predict` all ask it.
 A task knows
 
@@ -25,12 +25,12 @@ A task knows
 
 The modules, one per task family, each task beside its own helpers:
 
-    registry.py     TASKS, register, Setting, get_task
-    base.py         the Task base class and what tasks share (the encoder a config builds)
-    pretraining.py  mlm, electra
-    sequence.py     classify, regress, and GLUE's metrics
-    squad.py        squad: windows, span decoding, SQuAD's official metrics
-    tagging.py      tag: words to pieces and back, CoNLL's entity scores
+    task_registry.py  TASKS, register, Setting, get_task
+    base.py           the Task base class and what tasks share (the encoder a config builds)
+    pretraining.py    mlm, electra
+    sequence.py       classify, regress, and GLUE's metrics
+    squad.py          squad: windows, span decoding, SQuAD's official metrics
+    tagging.py        tag: words to pieces and back, CoNLL's entity scores
 
 Adding a task is one new module here: a `Task` subclass decorated with `@register`,
 declaring its settings (and its tests). Every module of this package is imported when
@@ -61,22 +61,22 @@ import pkgutil
 
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
-from tpu.tasks.registry import TASKS
-from tpu.tasks.registry import Setting
-from tpu.tasks.registry import build_model
-from tpu.tasks.registry import declared_settings
-from tpu.tasks.registry import get_task
-from tpu.tasks.registry import names
-from tpu.tasks.registry import register
-from tpu.tasks.registry import settings_of
-from tpu.tasks.registry import task_class
+from tpu.tasks.task_registry import TASKS
+from tpu.tasks.task_registry import Setting
+from tpu.tasks.task_registry import build_model
+from tpu.tasks.task_registry import declared_settings
+from tpu.tasks.task_registry import get_task
+from tpu.tasks.task_registry import names
+from tpu.tasks.task_registry import register
+from tpu.tasks.task_registry import settings_of
+from tpu.tasks.task_registry import task_class
 
 __all__ = ["TASKS", "Setting", "Task", "build_encoder", "build_model", "declared_settings", "get_task",
            "names", "register", "settings_of", "task_class"]
 
 # The task modules register their tasks when imported: every module but the shared ones, in the
 # order of `_FIRST` (what `--help` lists first: pre-training, then sequence-level tasks), then by name.
-_SHARED = ("base", "registry")
+_SHARED = ("base", "task_registry")
 _FIRST = ("pretraining", "sequence", "multiple_choice")
 for _module in sorted((info.name for info in pkgutil.iter_modules(__path__)),
                       key=lambda name: (_FIRST.index(name) if name in _FIRST else len(_FIRST), name)):

@@ -1,6 +1,6 @@
 """What every task shares: the `Task` base class and the encoder a config builds."""
 
-from tpu.tasks import registry
+from tpu.tasks import task_registry
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")
@@ -68,7 +68,7 @@ class Task:
   @classmethod
   def readers_of(cls, data_type):
     """Names of the tasks that train on data of `data_type`."""
-    return [name for name, task in registry.TASKS.items() if task.data_type == data_type]
+    return [name for name, task in task_registry.TASKS.items() if task.data_type == data_type]
 
   # Data.
   def check_source(self, source, spec):

@@ -25,9 +25,9 @@ Example:
 
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
-from tpu.tasks.registry import Setting
-from tpu.tasks.registry import register
 from tpu.tasks.sequence import SoftmaxLoss
+from tpu.tasks.task_registry import Setting
+from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")

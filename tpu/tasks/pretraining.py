@@ -7,8 +7,8 @@ from tpu.tasks.base import build_encoder
 from tpu.tasks.base import check_full_length
 from tpu.tasks.base import encode_texts
 from tpu.tasks.base import weighted_sum
-from tpu.tasks.registry import Setting
-from tpu.tasks.registry import register
+from tpu.tasks.task_registry import Setting
+from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")

@@ -89,6 +89,28 @@ def full_length_sequence(encoded: Mapping[str, tf.Tensor], word_ids: tf.Tensor, 
   return sequence_output
 
 
+def _classifier_graph(encoder, num_classes, dropout, initializer_range, features):
+  """`(inputs, logits, config)` of a classification head: `logits = dropout(x) W + b`, float32.
+
+  What `SequenceClassifier` and `TokenClassifier` share: fresh inputs like the encoder's, a
+  dropout layer "dropout" and a dense layer "logits" of `num_classes` outputs (truncated-normal
+  kernel of stddev `initializer_range`), and their config. `x = features(encoded, inputs)` is
+  the encoder output classified (the pooled output, or the checked full-length sequence) given
+  the encoder's outputs and the inputs.
+  """
+  config = dict(num_classes=num_classes, dropout=dropout, initializer_range=initializer_range)
+
+  # Layers.
+  dropout_layer = seeds.Dropout(dropout, name="dropout")
+  classifier = keras.layers.Dense(num_classes, kernel_initializer=truncated_normal(initializer_range),
+                                  dtype="float32", name="logits")   # float32 logits
+
+  # The functional graph.
+  inputs = encoder_inputs_like(encoder)
+  logits = classifier(dropout_layer(features(encoder(inputs), inputs)))   # [..., D] -> [..., C]
+  return inputs, logits, config
+
+
 class EncoderHead(keras.Model):
   """What every single-encoder head shares: the encoder is saved inside its config.
 
@@ -228,20 +250,9 @@ class SequenceClassifier(EncoderHead):
   def __init__(self, encoder, num_classes, dropout=0.1, initializer_range=0.02, **kwargs):
     if num_classes < 1:
       raise ValueError(f"num_classes must be >= 1 (1 for regression), got {num_classes}")
-    config = dict(num_classes=num_classes, dropout=dropout, initializer_range=initializer_range)
-
-    # Layers.
-    dropout_layer = seeds.Dropout(dropout, name="dropout")
-    classifier = keras.layers.Dense(num_classes, kernel_initializer=truncated_normal(initializer_range),
-                                    dtype="float32", name="logits")   # float32 logits
-
-    # The functional graph.
-    inputs = encoder_inputs_like(encoder)
-    pooled_output = encoder(inputs)["pooled_output"]
-    logits = classifier(dropout_layer(pooled_output))   # [B, D] -> [B, C]
+    inputs, logits, config = _classifier_graph(   # [B, D] -> [B, C]
+        encoder, num_classes, dropout, initializer_range, lambda encoded, inputs: encoded["pooled_output"])
     super().__init__(inputs=inputs, outputs=logits, **kwargs)
-
-    # The config.
     self._config = config
     self.encoder = encoder
 
@@ -275,20 +286,10 @@ class TokenClassifier(EncoderHead):
   def __init__(self, encoder, num_classes, dropout=0.1, initializer_range=0.02, **kwargs):
     if num_classes < 1:
       raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-    config = dict(num_classes=num_classes, dropout=dropout, initializer_range=initializer_range)
-
-    # Layers.
-    dropout_layer = seeds.Dropout(dropout, name="dropout")
-    classifier = keras.layers.Dense(num_classes, kernel_initializer=truncated_normal(initializer_range),
-                                    dtype="float32", name="logits")   # float32 logits
-
-    # The functional graph.
-    inputs = encoder_inputs_like(encoder)
-    sequence_output = full_length_sequence(encoder(inputs), inputs["input_word_ids"], "TokenClassifier")
-    logits = classifier(dropout_layer(sequence_output))   # [B, T, D] -> [B, T, C]
+    inputs, logits, config = _classifier_graph(   # [B, T, D] -> [B, T, C]
+        encoder, num_classes, dropout, initializer_range,
+        lambda encoded, inputs: full_length_sequence(encoded, inputs["input_word_ids"], "TokenClassifier"))
     super().__init__(inputs=inputs, outputs=logits, **kwargs)
-
-    # The config.
     self._config = config
     self.encoder = encoder
 

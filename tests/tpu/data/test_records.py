@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from tests.tpu.data.source_checks import shard_word_ids
 from tpu import data
 from tpu import train
 from tpu.config import TrainConfig
@@ -55,13 +56,6 @@ def _write(corpus_folder, out, shards=4, **kwargs):
                                              progress=False, **kwargs)
 
 
-def _records(path):
-  compression = "GZIP" if str(path).endswith(".gz") else None
-  parse = lambda record: tf.io.parse_single_example(   # noqa: E731
-      record, {"input_word_ids": tf.io.FixedLenFeature([T], tf.int64)})["input_word_ids"]
-  return [ids for ids in tf.data.TFRecordDataset(str(path), compression).map(parse).as_numpy_iterator()]
-
-
 @pytest.mark.slow
 def test_shards_hold_every_token_in_document_order(corpus, tmp_path):
   folder, docs = corpus
@@ -79,7 +73,8 @@ def test_shards_hold_every_token_in_document_order(corpus, tmp_path):
     stream.extend(ids)
     expected_total += len(ids)
   bodies = [stream[start:start + T - 2] for start in range(0, len(stream), T - 2)]
-  shards = [_records(tmp_path / "out" / pretraining_data.shard_name(shard, 4, False)) for shard in range(4)]
+  shards = [shard_word_ids(tmp_path / "out" / pretraining_data.shard_name(shard, 4, False), T)
+            for shard in range(4)]
   assert [len(examples) for examples in shards] == [len(bodies[shard::4]) for shard in range(4)]
   for shard, examples in enumerate(shards):
     for number, ids in enumerate(examples):
@@ -185,7 +180,7 @@ def test_a_prepared_tfds_dataset_is_one_chunk_per_file_shard(corpus, tmp_path):
       stream.extend(encoder.tokenize(tf.constant(lines)).flat_values.numpy().tolist())
     bodies.extend(stream[start:start + T - 2] for start in range(0, len(stream), T - 2))
   for shard in range(2):
-    written = _records(tmp_path / "out" / pretraining_data.shard_name(shard, 2, False))
+    written = shard_word_ids(tmp_path / "out" / pretraining_data.shard_name(shard, 2, False), T)
     assert [ids[ids != encoder.pad_id][1:-1].tolist() for ids in written] == bodies[shard::2]
   # On Beam (in-process DirectRunner: the shards are steps of its own), the same bytes.
   from tpu.data import beam_writer
@@ -206,7 +201,8 @@ def test_command_line(corpus, tmp_path):
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
   assert result.returncode == 0, result.stderr
   summary = json.loads(result.stdout)
-  written = sum(len(_records(tmp_path / "out" / pretraining_data.shard_name(i, 3, False))) for i in range(3))
+  written = sum(len(shard_word_ids(tmp_path / "out" / pretraining_data.shard_name(i, 3, False), T))
+                for i in range(3))
   assert summary["seq_length"] == T and summary["examples"] == written
   assert "tokens/s" in result.stderr and "cuda" not in result.stderr.lower()
 
@@ -329,7 +325,7 @@ def test_a_converted_funnel_directory_gives_its_special_tokens_to_the_records_an
                                                      str(tmp_path / "records"), 2, progress=False)
   assert metadata["tokenizer"] == FUNNEL_TOKENIZER
   vocab = model_dir.read_vocab()
-  ids = np.stack(_records(tmp_path / "records" / "pretrain-00000-of-00002.tfrecord"))
+  ids = np.stack(shard_word_ids(tmp_path / "records" / "pretrain-00000-of-00002.tfrecord", T))
   assert (ids[:, 0] == vocab.index("<cls>")).all() and (ids[:-1, -1] == vocab.index("<sep>")).all()
   # The same corpus through BERT's names gives the same examples with the ids of "[CLS]" and "[SEP]".
   bert = _write(folder, tmp_path / "bert", shards=2)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.tpu.data.source_checks import shard_word_ids
 from tpu import pretraining_data
 from tpu.data import beam_writer
 from tpu.data import chunk_plan
@@ -166,13 +167,6 @@ def _reference(files, chunk_bytes, encoder, shards, documents="blank-line"):
   return [bodies[shard::shards] for shard in range(shards)], documents
 
 
-def _shard_ids(path):
-  compression = "GZIP" if str(path).endswith(".gz") else None
-  parse = lambda record: tf.io.parse_single_example(   # noqa: E731
-      record, {"input_word_ids": tf.io.FixedLenFeature([T], tf.int64)})["input_word_ids"]
-  return list(tf.data.TFRecordDataset(str(path), compression).map(parse).as_numpy_iterator())
-
-
 def _write(corpus, out, shards=3, inputs=("*.txt",), **kwargs):
   kwargs.setdefault("progress", False)
   return shard_writer.write_pretraining_data([str(corpus / name) for name in inputs],
@@ -262,7 +256,7 @@ def _check_definition(files, vocab, tmp_path, chunk_bytes, documents):
   total = sum(pathlib.Path(path).stat().st_size for path in files)
   assert metadata["chunks"] == -(-total // chunk_bytes)
   for shard, bodies in enumerate(expected):
-    examples = _shard_ids(tmp_path / shard_name(shard, 3, False))
+    examples = shard_word_ids(tmp_path / shard_name(shard, 3, False), T)
     assert len(examples) == len(bodies) == metadata["shards"][shard]["examples"]
     for ids, body in zip(examples, bodies, strict=True):
       real = ids[ids != encoder.pad_id]
@@ -301,7 +295,7 @@ def test_the_text_source_and_the_shard_writer_make_the_same_examples(corpus, tmp
   vocab = str(corpus / "wordpiece.vocab")
   shard_writer.write_pretraining_data([str(corpus / "*.txt")], vocab, T, str(tmp_path), 1, progress=False,
                                       chunk_mb=10, documents=documents)
-  written = [ids.tolist() for ids in _shard_ids(tmp_path / shard_name(0, 1, False))]
+  written = [ids.tolist() for ids in shard_word_ids(tmp_path / shard_name(0, 1, False), T)]
   source = data.load(f"text:{corpus}/*.txt", documents=documents if documents != "line" else None)
   encoder = TextEncoder(vocab, seq_length=T)
   read = [example["input_word_ids"].tolist()

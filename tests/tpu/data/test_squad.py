@@ -5,6 +5,7 @@ import json
 import pytest
 import tensorflow_datasets as tfds
 
+from tests.tpu.data.source_checks import source_examples as _examples
 from tpu import data
 from tpu.data import DataError
 
@@ -12,10 +13,6 @@ SQUAD = dict(version="v2.0", data=[dict(title="t", paragraphs=[dict(
     context="Paris is the capital of France.",
     qas=[dict(id="q1", question="What is the capital?", answers=[dict(text="Paris", answer_start=0)]),
          dict(id="q2", question="Who won?", answers=[], is_impossible=True)])])])
-
-
-def _examples(source):
-  return [{key: value.numpy() for key, value in example.items()} for example in source.dataset]
 
 
 def test_squad_json(tmp_path):

@@ -1,30 +1,13 @@
 """TFDS sources under tfds.testing.mock_data (no downloads): the common format, splits, options."""
 
-import re
-
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from tests.tpu.data.source_checks import source_examples as _examples
 from tpu import data
 from tpu.data.tfds_datasets import tfds_builder
-
-
-def _examples(source):
-  return [{key: value.numpy() for key, value in example.items()} for example in source.dataset]
-
-
-def _write(tmp_path, name, content):
-  path = tmp_path / name
-  path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-  return str(path)
-
-
-def _at(path, line):
-  """A regex matching the start of a DataError message at FILE:LINE."""
-  return "^" + re.escape(f"{path}:{line}: ")
-
 
 # TFDS, under tfds.testing.mock_data: random text, nothing read from disk or network.
 

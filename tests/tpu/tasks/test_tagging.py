@@ -16,6 +16,7 @@ import tensorflow_datasets as tfds
 from seqeval import metrics as seqeval_metrics
 from seqeval import scheme as seqeval_scheme
 
+from tests.tpu.data.source_checks import source_examples as _examples
 from tpu import data
 from tpu import tasks
 from tpu import train
@@ -187,10 +188,6 @@ def _write(tmp_path, name, content):
   path = tmp_path / name
   path.write_text(content, encoding="utf-8")
   return str(path)
-
-
-def _examples(source):
-  return [{key: value.numpy() for key, value in example.items()} for example in source.dataset]
 
 
 def test_conll_and_jsonl_sources(tmp_path):

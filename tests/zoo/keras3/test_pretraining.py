@@ -77,21 +77,9 @@ def _hugging_face_masked_lm(tmp_path):
   return directory, dict(inputs, real=positions < lengths[:, None])
 
 
-@pytest.mark.slow
-def test_masked_lm_pretrained_in_keras_3_on_two_devices_loads_into_tf_keras_and_exports(prose_vocab,
-                                                                                         tmp_path):
-  import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
-
-  from export.saved_model import export
-  hf_dir, hf_inputs = _hugging_face_masked_lm(tmp_path)
-  run_in_backend("jax", "tests.zoo.keras3.pretrain_run", prose_vocab(True), str(tmp_path), hf_dir,
-                 cpu_devices=2)
-  with open(tmp_path / "report.json") as file:
-    report = json.load(file)
-  assert report["backend"] == "jax" and len(report["devices"]) == 2, report
-  assert "needs the decoder" in report["no_decoder_error"]
-
-  # A Hugging Face FunnelForMaskedLM through keras-hub's MaskedLM.from_preset: its head included.
+def _check_hugging_face_masked_lm(tmp_path, report, hf_dir, hf_inputs):
+  """A Hugging Face FunnelForMaskedLM through keras-hub's MaskedLM.from_preset (its head included) gives
+  transformers' logits at the masked positions."""
   import torch
   import transformers
   assert report["hf_classes"] == ["FunnelMaskedLM", "FunnelMaskedLMPreprocessor"]
@@ -104,33 +92,41 @@ def test_masked_lm_pretrained_in_keras_3_on_two_devices_loads_into_tf_keras_and_
   difference = np.abs(np.load(tmp_path / "hf_logits.npy") - expected)[hf_inputs["real"]].max()
   print(f"FunnelForMaskedLM via MaskedLM.from_preset vs transformers: max |diff| {difference:.2e}")
   assert difference < 1e-4
-  for name, (_, _, transform) in CASES.items():
-    losses = report[name]["losses"]
-    assert report[name]["masked"] > 0 and losses[-1] < losses[0] - 0.05, (name, losses)
 
-    model_dir = str(tmp_path / f"{name}_model_dir")
-    convert_to_model_dir("keras3", str(tmp_path / name), model_dir)
-    settings = ModelDir(model_dir).read_config()
-    assert settings["mlm_transform"] is transform and settings["seq_length"] == 32
-    saved = dict(np.load(tmp_path / f"{name}.npz"))
-    features = dict(input_word_ids=saved["token_ids"], input_mask=saved["padding_mask"].astype(np.int32),
-                    input_type_ids=saved["segment_ids"])
-    outputs = _tf_keras_pretrainer(model_dir)(dict(features, masked_lm_positions=saved["mask_positions"]))
-    difference = np.abs(outputs["mlm_logits"].numpy() - saved["logits"]).max()
-    print(f"{name}: masked-LM logits, tf_keras vs Keras 3 (JAX): max |diff| {difference:.2e}")
+
+def _check_masked_lm_run(tmp_path, report, name, transform):
+  """A masked-LM run of `CASES`: it learned; converted, it loads into the tf_keras pre-training model with
+  the Keras 3 logits, and its SavedModel export gives the Keras 3 encoder outputs."""
+  from export.saved_model import export
+  losses = report[name]["losses"]
+  assert report[name]["masked"] > 0 and losses[-1] < losses[0] - 0.05, (name, losses)
+
+  model_dir = str(tmp_path / f"{name}_model_dir")
+  convert_to_model_dir("keras3", str(tmp_path / name), model_dir)
+  settings = ModelDir(model_dir).read_config()
+  assert settings["mlm_transform"] is transform and settings["seq_length"] == 32
+  saved = dict(np.load(tmp_path / f"{name}.npz"))
+  features = dict(input_word_ids=saved["token_ids"], input_mask=saved["padding_mask"].astype(np.int32),
+                  input_type_ids=saved["segment_ids"])
+  outputs = _tf_keras_pretrainer(model_dir)(dict(features, masked_lm_positions=saved["mask_positions"]))
+  difference = np.abs(outputs["mlm_logits"].numpy() - saved["logits"]).max()
+  print(f"{name}: masked-LM logits, tf_keras vs Keras 3 (JAX): max |diff| {difference:.2e}")
+  assert difference < 1e-4
+
+  version = export(model_dir, str(tmp_path / f"{name}_export"))
+  served = tf.saved_model.load(version).signatures["from_token_ids"](
+      **{key: tf.constant(value) for key, value in features.items()})
+  for key in ("sequence_output", "pooled_output"):
+    difference = np.abs(served[key].numpy() - saved[key]).max()
+    print(f"{name}: exported {key} vs Keras 3: max |diff| {difference:.2e}")
     assert difference < 1e-4
+  assert os.path.exists(os.path.join(version, "saved_model.pb"))
 
-    version = export(model_dir, str(tmp_path / f"{name}_export"))
-    served = tf.saved_model.load(version).signatures["from_token_ids"](
-        **{key: tf.constant(value) for key, value in features.items()})
-    for key in ("sequence_output", "pooled_output"):
-      difference = np.abs(served[key].numpy() - saved[key]).max()
-      print(f"{name}: exported {key} vs Keras 3: max |diff| {difference:.2e}")
-      assert difference < 1e-4
-    assert os.path.exists(os.path.join(version, "saved_model.pb"))
 
-  # ELECTRA: the generator shares the discriminator's word embeddings; the run loads into the tf_keras
-  # ElectraPretrainer (the generator rebuilt from the run's settings) and exports the discriminator.
+def _check_electra_run(tmp_path, report):
+  """ELECTRA: the generator shares the discriminator's word embeddings; the run loads into the tf_keras
+  ElectraPretrainer (the generator rebuilt from the run's settings) and exports the discriminator."""
+  from export.saved_model import export
   electra = report["electra"]
   assert electra["shared"] == [True, True] and electra["generator_width"] == 8
   assert electra["reloaded_class"] == "FunnelElectra"   # from its .keras file, equal outputs
@@ -168,3 +164,22 @@ def test_masked_lm_pretrained_in_keras_3_on_two_devices_loads_into_tf_keras_and_
   difference = np.abs(served["sequence_output"].numpy() - saved["sequence_output"]).max()
   print(f"electra: exported discriminator vs Keras 3: max |diff| {difference:.2e}")
   assert difference < 1e-4
+
+
+@pytest.mark.slow
+def test_masked_lm_pretrained_in_keras_3_on_two_devices_loads_into_tf_keras_and_exports(prose_vocab,
+                                                                                         tmp_path):
+  import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
+
+  hf_dir, hf_inputs = _hugging_face_masked_lm(tmp_path)
+  run_in_backend("jax", "tests.zoo.keras3.pretrain_run", prose_vocab(True), str(tmp_path), hf_dir,
+                 cpu_devices=2)
+  with open(tmp_path / "report.json") as file:
+    report = json.load(file)
+  assert report["backend"] == "jax" and len(report["devices"]) == 2, report
+  assert "needs the decoder" in report["no_decoder_error"]
+
+  _check_hugging_face_masked_lm(tmp_path, report, hf_dir, hf_inputs)
+  for name, (_, _, transform) in CASES.items():
+    _check_masked_lm_run(tmp_path, report, name, transform)
+  _check_electra_run(tmp_path, report)

@@ -26,12 +26,12 @@ import io
 import json
 import os
 
-from tpu.data.registry import DataError
-from tpu.data.registry import DataSource
-from tpu.data.registry import Source
-from tpu.data.registry import json_lines
-from tpu.data.registry import read_utf8
-from tpu.data.registry import register
+from tpu.data.source_registry import DataError
+from tpu.data.source_registry import DataSource
+from tpu.data.source_registry import Source
+from tpu.data.source_registry import json_lines
+from tpu.data.source_registry import read_utf8
+from tpu.data.source_registry import register
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")

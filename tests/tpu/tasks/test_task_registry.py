@@ -33,7 +33,7 @@ class ToyTask(ClassifyTask):
 def toy():
   tasks.register(ToyTask)
   yield ToyTask
-  tasks.registry.unregister(ToyTask.name)
+  tasks.task_registry.unregister(ToyTask.name)
 
 
 def _config(**values):
@@ -68,7 +68,7 @@ def test_a_setting_given_to_another_task_is_refused(toy):
 
 
 def test_unregistered_the_setting_is_gone(toy):
-  tasks.registry.unregister(ToyTask.name)
+  tasks.task_registry.unregister(ToyTask.name)
   try:
     assert "--smoothing" not in train.parser().format_help()
     with pytest.raises(TypeError, match="no setting"):
@@ -141,7 +141,7 @@ def test_a_task_that_branches_on_a_tensor_is_told_to_use_graph_control_flow(tmp_
     with pytest.raises(tf.errors.OperatorNotAllowedInGraphError) as raised:
       train.run(config)
   finally:
-    tasks.registry.unregister(Branching.name)
+    tasks.task_registry.unregister(Branching.name)
   note = " ".join(raised.value.__notes__)
   assert "runs task 'branching' and its data with AutoGraph off" in note
   assert "tf.cond, tf.where or tf.while_loop" in note

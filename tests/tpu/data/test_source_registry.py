@@ -9,9 +9,9 @@ import pytest
 
 from tpu import data
 from tpu import train
-from tpu.data import registry
-from tpu.data.registry import DataSource
-from tpu.data.registry import from_columns
+from tpu.data import source_registry
+from tpu.data.source_registry import DataSource
+from tpu.data.source_registry import from_columns
 
 
 class ReversedLines(data.Source):
@@ -35,7 +35,7 @@ class ReversedLines(data.Source):
 def toy_source():
   data.register(ReversedLines)
   yield
-  registry.unregister(ReversedLines.scheme)
+  source_registry.unregister(ReversedLines.scheme)
 
 
 def test_a_registered_source_loads_and_shows_in_the_job_help(toy_source, tmp_path):
