@@ -219,7 +219,7 @@ def perturbed(run, scale=0.1):
   """The run's task model, its weights moved by noise of `scale` and saved as the run's next checkpoint
   under the trainer's roots (a tiny model two steps from its initialisation scores every option of an
   example alike: with the noise, a wrong weight shows)."""
-  from tpu.tasks.registry import build_model
+  from tpu.tasks.task_registry import build_model
   model_dir = ModelDir(run)
   chooser = build_model(TrainConfig.from_model_dir(run))
   roots = dict(model=chooser, **chooser.checkpoint_items)
