@@ -208,6 +208,24 @@ def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=Tr
                           activation=activation, dropout=dropout)
 
 
+def _pretraining_parts(kind, preset, vocab, seq_length, lower_case, special_tokens, mask_selection_length,
+                       overrides):
+  """`(task class, backbone, preprocessor, encoder config)` of a pre-training task (`kind`: "masked_lm"
+  or "electra") on a zoo preset's encoder with random weights; see `masked_lm_from_preset`."""
+  from zoo import presets
+  check_special_tokens(vocab, special_tokens)
+  chosen = presets.get(preset)
+  dtype = overrides.pop("dtype", None)
+  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  family = FAMILIES[chosen.family]
+  tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case,
+                               special_tokens_names=special_tokens)
+  selected = mask_selection_length or max(1, round(0.15 * seq_length))
+  preprocessor = getattr(family, f"{kind}_preprocessor")(tokenizer, sequence_length=seq_length,
+                                                         mask_selection_length=selected)
+  return getattr(family, kind), family.backbone(config, dtype=dtype), preprocessor, config
+
+
 def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
                           mlm_transform=True, mask_selection_length=None, **overrides):
   """A masked-LM task with its preprocessor on a zoo preset's encoder (`zoo.presets`), random weights.
@@ -217,20 +235,9 @@ def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_to
   (default 15% of `seq_length`, at least 1); `overrides`: encoder arguments over the
   preset's (e.g. `hidden_size`, `dtype`).
   """
-  from zoo import presets
-  check_special_tokens(vocab, special_tokens)
-  chosen = presets.get(preset)
-  dtype = overrides.pop("dtype", None)
-  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
-  family = FAMILIES[chosen.family]
-  backbone_class, tokenizer_class = family.backbone, family.tokenizer
-  preprocessor_class, task_class = family.masked_lm_preprocessor, family.masked_lm
-  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
-                              special_tokens_names=special_tokens)
-  selected = mask_selection_length or max(1, round(0.15 * seq_length))
-  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length, mask_selection_length=selected)
-  return task_class(backbone_class(config, dtype=dtype), preprocessor=preprocessor, activation=activation,
-                    mlm_transform=mlm_transform)
+  task_class, backbone, preprocessor, _ = _pretraining_parts(
+      "masked_lm", preset, vocab, seq_length, lower_case, special_tokens, mask_selection_length, overrides)
+  return task_class(backbone, preprocessor=preprocessor, activation=activation, mlm_transform=mlm_transform)
 
 
 def electra_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
@@ -241,20 +248,10 @@ def electra_from_preset(preset, vocab, seq_length, lower_case=True, special_toke
   The arguments are `masked_lm_from_preset`'s, plus `generator_overrides` (the generator's encoder
   arguments over `electra_generator_config`'s quarter width) and `discriminator_weight` (λ).
   """
-  from zoo import presets
-  check_special_tokens(vocab, special_tokens)
-  chosen = presets.get(preset)
-  dtype = overrides.pop("dtype", None)
-  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
-  family = FAMILIES[chosen.family]
-  backbone_class, tokenizer_class = family.backbone, family.tokenizer
-  preprocessor_class, task_class = family.electra_preprocessor, family.electra
-  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
-                              special_tokens_names=special_tokens)
-  selected = mask_selection_length or max(1, round(0.15 * seq_length))
-  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length, mask_selection_length=selected)
-  return task_class(backbone_class(config, dtype=dtype), preprocessor=preprocessor, activation=activation,
-                    mlm_transform=mlm_transform, discriminator_weight=discriminator_weight,
+  task_class, backbone, preprocessor, config = _pretraining_parts(
+      "electra", preset, vocab, seq_length, lower_case, special_tokens, mask_selection_length, overrides)
+  return task_class(backbone, preprocessor=preprocessor, activation=activation, mlm_transform=mlm_transform,
+                    discriminator_weight=discriminator_weight,
                     generator_config=electra_generator_config(config, generator_overrides))
 
 
