@@ -24,10 +24,19 @@ Imports keras-hub, and through it TensorFlow for the tokenizer's string ops (tf.
 preprocessing, as in every keras-hub text model); the encoder runs on Keras' backend.
 """
 
+from __future__ import annotations
+
 import types
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
+from zoo.keras3.loading import LoadedModelDir
 from zoo.keras3.loading import load_model_dir
+from zoo.keras3.models.backbone import ZooBackbone
+from zoo.keras3.models.electra import ZooElectra
 from zoo.keras3.models.electra import electra_generator_config
 from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
 from zoo.keras3.models.funnel.funnel_electra import FunnelElectra
@@ -37,6 +46,9 @@ from zoo.keras3.models.funnel.funnel_masked_lm import FunnelMaskedLMPreprocessor
 from zoo.keras3.models.funnel.funnel_text_classifier import FunnelTextClassifier
 from zoo.keras3.models.funnel.funnel_text_classifier import FunnelTextClassifierPreprocessor
 from zoo.keras3.models.funnel.funnel_tokenizer import FunnelTokenizer
+from zoo.keras3.models.masked_lm import ZooMaskedLM
+from zoo.keras3.models.text_classifier import ZooTextClassifier
+from zoo.keras3.models.tokenizer import ZooTokenizer
 from zoo.keras3.models.transformer.transformer_backbone import TransformerBackbone
 from zoo.keras3.models.transformer.transformer_electra import TransformerElectra
 from zoo.keras3.models.transformer.transformer_electra import TransformerElectraPreprocessor
@@ -65,7 +77,7 @@ FAMILIES = {
 }
 
 
-def backbone_from_model_dir(path, **overrides):
+def backbone_from_model_dir(path: str, **overrides: Any) -> tuple[ZooBackbone, LoadedModelDir]:
   """The backbone of a zoo model directory, with its weights, and the `LoadedModelDir`."""
   loaded = load_model_dir(path, **overrides)
   backbone_class = FAMILIES[loaded.family].backbone
@@ -74,13 +86,13 @@ def backbone_from_model_dir(path, **overrides):
   return backbone, loaded
 
 
-def not_wordpiece(kind):
+def not_wordpiece(kind: str) -> str:
   return (f"the directory's tokenizer is a {kind} model; the Keras 3 edition's keras-hub tokenizers are "
           "WordPiece: backbone_from_model_dir gives its encoder, to run on ids from "
           "zoo.text.SentencePieceEncoder or from the directory's export")
 
 
-def tokenizer_from_loaded(loaded):
+def tokenizer_from_loaded(loaded: Any) -> ZooTokenizer:
   """The keras-hub tokenizer of a `LoadedModelDir`'s vocabulary and tokenizer settings.
 
   Raises:
@@ -113,7 +125,7 @@ OTHER_HEADS = {
 }
 
 
-def not_a_classifier(path, task):
+def not_a_classifier(path: str, task: str | None) -> str:
   """Why a directory without a sequence classifier loads as a text classifier only with `num_classes`."""
   what = f"a {task!r} run has {OTHER_HEADS.get(task, 'no classifier head')}" if task else (
       "converted weights have no task head")
@@ -122,18 +134,22 @@ def not_a_classifier(path, task):
           "classifier on that encoder")
 
 
-def trained_head(path, num_classes):
+def trained_head(path: str, num_classes: int) -> list[np.ndarray] | None:
   """`[kernel [D, C], bias [C]]` of a classification run's trained logits layer, or None when the
   directory is no such run (a converted checkpoint, another task) or its classes are not `num_classes`."""
   model_dir = ModelDir(path)
   settings = model_dir.read_config()
   if settings.get("task") not in SEQUENCE_CLASSIFIER_TASKS or settings.get("num_classes") != num_classes:
     return None
-  arrays = checkpoint_arrays(model_dir.latest_checkpoint(), MODEL_ROOT)
+  prefix = model_dir.latest_checkpoint()
+  if prefix is None:
+    raise FileNotFoundError(f"{path} holds no checkpoint in {model_dir.checkpoint_dir}")
+  arrays = checkpoint_arrays(prefix, MODEL_ROOT)
   return [arrays["logits/kernel"], arrays["logits/bias"]]
 
 
-def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0.1, **overrides):
+def classifier_from_model_dir(path: str, num_classes: int | None = None, activation: str | None = None,
+                              dropout: float = 0.1, **overrides: Any) -> ZooTextClassifier:
   """A keras-hub text classifier (with its preprocessor) on a zoo model directory's encoder.
 
   A classification run's classifier carries its trained head, so it predicts as the run
@@ -152,23 +168,23 @@ def classifier_from_model_dir(path, num_classes=None, activation=None, dropout=0
   if not (num_classes or run_classes):
     raise ValueError(not_a_classifier(path, task))
   backbone, loaded = backbone_from_model_dir(path, **overrides)
-  num_classes = num_classes or run_classes
+  classes = int(num_classes or run_classes or 0)   # one of them is set (checked above)
   family = FAMILIES[loaded.family]
   preprocessor_class, classifier_class = family.classifier_preprocessor, family.classifier
   preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
-  classifier = classifier_class(backbone, num_classes, preprocessor=preprocessor, activation=activation,
+  classifier = classifier_class(backbone, classes, preprocessor=preprocessor, activation=activation,
                                 dropout=dropout)
-  head = trained_head(path, num_classes)
+  head = trained_head(path, classes)
   if head is not None:
     classifier.output_dense.set_weights(head)
   elif run_classes:
     import warnings
-    warnings.warn(f"{path} is a run of {run_classes} classes; a classifier of {num_classes} starts a new, "
+    warnings.warn(f"{path} is a run of {run_classes} classes; a classifier of {classes} starts a new, "
                   "random head", stacklevel=2)
   return classifier
 
 
-def check_special_tokens(vocab, special_tokens=None):
+def check_special_tokens(vocab: Sequence[str], special_tokens: dict[str, str] | None = None) -> None:
   """Raises a `ValueError` naming the `special_tokens` argument when the vocabulary lacks one of the
   special tokens (default BERT's `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`), with the names to pass
   when it holds Funnel's `<pad>`-style ones."""
@@ -186,8 +202,10 @@ def check_special_tokens(vocab, special_tokens=None):
                    f"cls, sep, mask).{hint}")
 
 
-def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=True, special_tokens=None,
-                           activation=None, dropout=0.1, **overrides):
+def classifier_from_preset(preset: str, vocab: Sequence[str], num_classes: int, seq_length: int,
+                           lower_case: bool = True, special_tokens: dict[str, str] | None = None,
+                           activation: str | None = None, dropout: float = 0.1,
+                           **overrides: Any) -> ZooTextClassifier:
   """A keras-hub text classifier on a zoo preset's encoder (`zoo.presets`) with random weights.
 
   `vocab`: the WordPiece tokens (index = id), which set the vocabulary size;
@@ -208,8 +226,9 @@ def classifier_from_preset(preset, vocab, num_classes, seq_length, lower_case=Tr
                           activation=activation, dropout=dropout)
 
 
-def _pretraining_parts(kind, preset, vocab, seq_length, lower_case, special_tokens, mask_selection_length,
-                       overrides):
+def _pretraining_parts(kind: str, preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool,
+                       special_tokens: dict[str, str] | None, mask_selection_length: int | None,
+                       overrides: dict[str, Any]) -> tuple[type, ZooBackbone, Any, dict[str, Any]]:
   """`(task class, backbone, preprocessor, encoder config)` of a pre-training task (`kind`: "masked_lm"
   or "electra") on a zoo preset's encoder with random weights; see `masked_lm_from_preset`."""
   from zoo import presets
@@ -226,8 +245,10 @@ def _pretraining_parts(kind, preset, vocab, seq_length, lower_case, special_toke
   return getattr(family, kind), family.backbone(config, dtype=dtype), preprocessor, config
 
 
-def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
-                          mlm_transform=True, mask_selection_length=None, **overrides):
+def masked_lm_from_preset(preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool = True,
+                          special_tokens: dict[str, str] | None = None, activation: str | None = None,
+                          mlm_transform: bool = True, mask_selection_length: int | None = None,
+                          **overrides: Any) -> ZooMaskedLM:
   """A masked-LM task with its preprocessor on a zoo preset's encoder (`zoo.presets`), random weights.
 
   `vocab`: the WordPiece tokens (index = id); `special_tokens`: their names by role
@@ -240,9 +261,11 @@ def masked_lm_from_preset(preset, vocab, seq_length, lower_case=True, special_to
   return task_class(backbone, preprocessor=preprocessor, activation=activation, mlm_transform=mlm_transform)
 
 
-def electra_from_preset(preset, vocab, seq_length, lower_case=True, special_tokens=None, activation=None,
-                        mlm_transform=True, mask_selection_length=None, generator_overrides=None,
-                        discriminator_weight=50.0, **overrides):
+def electra_from_preset(preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool = True,
+                        special_tokens: dict[str, str] | None = None, activation: str | None = None,
+                        mlm_transform: bool = True, mask_selection_length: int | None = None,
+                        generator_overrides: dict[str, Any] | None = None, discriminator_weight: float = 50.0,
+                        **overrides: Any) -> ZooElectra:
   """An ELECTRA task with its preprocessor on a zoo preset's encoder (the discriminator), random weights.
 
   The arguments are `masked_lm_from_preset`'s, plus `generator_overrides` (the generator's encoder
@@ -255,5 +278,5 @@ def electra_from_preset(preset, vocab, seq_length, lower_case=True, special_toke
                     generator_config=electra_generator_config(config, generator_overrides))
 
 
-def family_of(backbone):
+def family_of(backbone: ZooBackbone) -> str:
   return next(name for name, family in FAMILIES.items() if isinstance(backbone, family.backbone))

@@ -9,7 +9,10 @@ The checkpoint is TensorFlow's format, read with TensorFlow (any build: no TPU o
 needed) and never with `tf_keras`.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import Any
 
 from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.encoders import TransformerEncoder
@@ -49,7 +52,7 @@ class LoadedModelDir:
   tokenizer_kind: str = "wordpiece"
 
 
-def load_model_dir(path, **overrides):
+def load_model_dir(path: str, **overrides: Any) -> LoadedModelDir:
   """The encoder of the zoo model directory `path` with its latest weights, as a `LoadedModelDir`.
 
   Args:
@@ -77,7 +80,7 @@ def load_model_dir(path, **overrides):
       label_names=settings.get("label_names"), **tokenizer_settings(model_dir, settings))
 
 
-def tokenizer_settings(model_dir, settings):
+def tokenizer_settings(model_dir: ModelDir, settings: dict[str, Any]) -> dict[str, Any]:
   """The `LoadedModelDir` fields of a model directory's tokenizer: `vocab`, `lower_case`,
   `special_tokens`, `cls_type_id`, `max_chars_per_word`, `tokenizer_kind`."""
   tokenizer = settings.get("tokenizer") or {}

@@ -25,8 +25,11 @@ keras-hub's preset loading a loader for them, so they load as a Hugging Face dir
   transform); any other directory's starts a new head, as keras-hub's tasks do.
 """
 
+from __future__ import annotations
+
 import os
 import types
+from typing import Any
 
 from zoo.keras3 import hub
 from zoo.model_dir import CONFIG_FILE
@@ -39,12 +42,12 @@ from zoo.model_dir import read_json
 OTHER_FORMATS = ("registered_name", "model_type", "architecture")
 
 
-def is_model_dir(config):
+def is_model_dir(config: Any) -> bool:
   """Whether a preset's parsed config.json is a zoo model directory's (it names the zoo preset, `model`)."""
   return isinstance(config, dict) and "model" in config and not any(key in config for key in OTHER_FORMATS)
 
 
-def model_dir_config(preset):
+def model_dir_config(preset: Any) -> dict[str, Any] | None:
   """The config.json of a zoo model directory at `preset` (a local or gs:// path), else None."""
   path = str(preset)
   if not (path.startswith("gs://") or os.path.isdir(path)):
@@ -56,17 +59,20 @@ def model_dir_config(preset):
   return config if is_model_dir(config) else None
 
 
-def _trained_masked_lm_head(model_dir, settings):
+def _trained_masked_lm_head(model_dir: ModelDir, settings: dict[str, Any]) -> dict[str, Any] | None:
   """`{HEAD_NAMES name: array}` of an `mlm` run's trained head, or None for any other directory."""
   from zoo.named_weights import checkpoint_arrays
   if settings.get("task") != "mlm":
     return None
-  arrays = checkpoint_arrays(model_dir.latest_checkpoint(), MODEL_ROOT)
+  checkpoint = model_dir.latest_checkpoint()
+  if checkpoint is None:
+    raise FileNotFoundError(f"{model_dir.path} holds no checkpoint in {model_dir.checkpoint_dir}")
+  arrays = checkpoint_arrays(checkpoint, MODEL_ROOT)
   prefix = f"{MASKED_LM_ROOT}/"
   return {name[len(prefix):]: value for name, value in arrays.items() if name.startswith(prefix)}
 
 
-def model_dir_loader():
+def model_dir_loader() -> type:
   """keras-hub's `PresetLoader` of zoo model directories (a class: keras-hub's module imported here)."""
   from keras_hub.models import MaskedLM
   from keras_hub.models import MaskedLMPreprocessor
@@ -78,15 +84,15 @@ def model_dir_loader():
   class ModelDirLoader(PresetLoader):
     """A zoo model directory as a keras-hub preset; see the module docstring."""
 
-    def __init__(self, preset, config):
+    def __init__(self, preset: Any, config: dict[str, Any]) -> None:
       super().__init__(preset, config)
       self.model_dir = ModelDir(str(preset))
       self.family, self.encoder_config = presets.encoder_arguments(config)
 
-    def check_backbone_class(self):
+    def check_backbone_class(self) -> type:
       return hub.FAMILIES[self.family].backbone
 
-    def load_backbone(self, cls, load_weights, **kwargs):
+    def load_backbone(self, cls: type, load_weights: bool, **kwargs: Any) -> Any:
       kwargs = {key: value for key, value in kwargs.items() if value is not None}
       if load_weights:
         return hub.backbone_from_model_dir(self.preset, **kwargs)[0]
@@ -94,7 +100,7 @@ def model_dir_loader():
       dtype = config.pop("dtype", None)
       return cls(config, dtype=dtype)
 
-    def load_tokenizer(self, cls, config_file=None, **kwargs):
+    def load_tokenizer(self, cls: type, config_file: str | None = None, **kwargs: Any) -> Any:
       from zoo.keras3.loading import tokenizer_settings
       kind = (self.config.get("tokenizer") or {}).get("kind", "wordpiece")
       if kind != "wordpiece":   # before reading a vocab.txt that such a directory does not have
@@ -103,14 +109,14 @@ def model_dir_loader():
       tokenizer = hub.tokenizer_from_loaded(settings)
       return tokenizer if not kwargs else type(tokenizer).from_config({**tokenizer.get_config(), **kwargs})
 
-    def load_preprocessor(self, cls, config_file=None, **kwargs):
+    def load_preprocessor(self, cls: Any, config_file: str | None = None, **kwargs: Any) -> Any:
       kwargs.setdefault("tokenizer", self.load_tokenizer(cls.tokenizer_cls))
       kwargs.setdefault("sequence_length", self.encoder_config["seq_length"])
       if issubclass(cls, MaskedLMPreprocessor) and self.config.get("max_predictions_per_seq"):
         kwargs.setdefault("mask_selection_length", int(self.config["max_predictions_per_seq"]))
       return cls(**kwargs)
 
-    def load_task(self, cls, load_weights, load_task_weights, **kwargs):
+    def load_task(self, cls: Any, load_weights: bool, load_task_weights: bool, **kwargs: Any) -> Any:
       task_kind = self.config.get("task")
       if issubclass(cls, TextClassifier):
         run_classes = self.config.get("num_classes") if task_kind in hub.SEQUENCE_CLASSIFIER_TASKS else None
@@ -130,21 +136,21 @@ def model_dir_loader():
         self._load_head(task, task_kind)
       return task
 
-    def _load_head(self, task, task_kind):
+    def _load_head(self, task: Any, task_kind: str | None) -> None:
       if isinstance(task, TextClassifier) and task_kind in hub.SEQUENCE_CLASSIFIER_TASKS:
         head = hub.trained_head(self.preset, task.num_classes)
         if head is not None:
           task.output_dense.set_weights(head)
       elif isinstance(task, MaskedLM):
-        head = _trained_masked_lm_head(self.model_dir, self.config)
-        if head is not None:
+        arrays = _trained_masked_lm_head(self.model_dir, self.config)
+        if arrays is not None:
           for name, variable in task.masked_lm_head.named_weights().items():
-            variable.assign(head[name])
+            variable.assign(arrays[name])
 
   return ModelDirLoader
 
 
-def install():
+def install() -> None:
   """Makes keras-hub's `from_preset` (backbones, tokenizers, preprocessors, tasks) read zoo model
   directories with `model_dir_loader()`'s loader; every other preset keeps keras-hub's loader. Once."""
   import keras_hub.src.models.backbone
@@ -157,11 +163,11 @@ def install():
   keras_hub_loader = preset_utils.get_preset_loader
   loader_class = model_dir_loader()
 
-  def get_preset_loader(preset):
+  def get_preset_loader(preset: Any) -> Any:
     config = model_dir_config(preset)
     return keras_hub_loader(preset) if config is None else loader_class(preset, config)
 
-  get_preset_loader.zoo_model_dirs = True
+  setattr(get_preset_loader, "zoo_model_dirs", True)   # noqa: B010  (marks the wrapper: install once)
   for module in (preset_utils, keras_hub.src.models.backbone, keras_hub.src.models.preprocessor,
                  keras_hub.src.models.task, keras_hub.src.tokenizers.tokenizer):
     module.get_preset_loader = get_preset_loader

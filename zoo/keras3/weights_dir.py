@@ -6,8 +6,11 @@ weight under its name in both editions (`zoo.named_weights`; the head's under `m
 as the tf_keras pre-training model holds it): an `mlm` or `electra` run's.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from typing import Any
 
 import numpy as np
 from keras import ops
@@ -25,7 +28,7 @@ from zoo.named_weights import named_arrays
 WEIGHTS_DIR_FORMAT = "zoo-keras3-weights/1"
 
 
-def save_weights_dir(task, directory):
+def save_weights_dir(task: Any, directory: str) -> str:
   """Writes a masked-LM or ELECTRA task (or a bare backbone) for the tf_keras edition
   (`python -m zoo.convert keras3`).
 
