@@ -26,10 +26,6 @@ import dataclasses
 
 from tpu import strategy as strategies
 from tpu import tasks
-from zoo.model_dir import CHECKPOINT_DIR  # noqa: F401  (the model directory's names, for callers)
-from zoo.model_dir import CONFIG_FILE  # noqa: F401
-from zoo.model_dir import EXPORT_DIR  # noqa: F401
-from zoo.model_dir import VOCAB_FILE  # noqa: F401
 from zoo.model_dir import ModelDir
 
 MIXED_PRECISIONS = ("float32", "bfloat16")

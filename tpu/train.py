@@ -56,8 +56,6 @@ from tpu import tasks
 from tpu.config import MIXED_PRECISIONS
 from tpu.config import TrainConfig
 from zoo import presets
-from zoo.model_dir import EVAL_RESULTS_FILE  # noqa: F401  (file names notebooks read)
-from zoo.model_dir import HISTORY_FILE  # noqa: F401
 
 log = logging.getLogger("tpu.train")
 

@@ -1,5 +1,7 @@
 """Reusable Keras layers of the zoo (see README.md in this folder)."""
 
+from zoo.grids import pool_positions
+from zoo.grids import pooled_length
 from zoo.layers import activations
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
@@ -7,9 +9,7 @@ from zoo.layers.attention import drop_attention_probs
 from zoo.layers.embeddings import EncoderEmbeddings
 from zoo.layers.funnel_pooling import FunnelPooling
 from zoo.layers.funnel_pooling import FunnelUpsampling
-from zoo.layers.funnel_pooling import pool_positions
 from zoo.layers.funnel_pooling import pool_sequence
-from zoo.layers.funnel_pooling import pooled_length
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
 from zoo.layers.transformer_block import TransformerBlock
 

@@ -38,8 +38,6 @@ import tf_keras as keras
 
 from zoo.choices import POOLING_TYPES
 from zoo.choices import check_choice
-from zoo.grids import pool_positions  # noqa: F401  (a public name of zoo.layers)
-from zoo.grids import pooled_length  # noqa: F401  (a public name of zoo.layers)
 from zoo.layers.base import ZooLayer
 from zoo.specs.funnel_pooling import FunnelPoolingSpec
 from zoo.specs.funnel_pooling import FunnelUpsamplingSpec
