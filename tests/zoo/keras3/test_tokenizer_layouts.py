@@ -189,7 +189,9 @@ def _differences(result, ids, names, family):
   return wrong
 
 
-# One process for every layout: its keras-hub import is the test's cost.
+# One process for every layout: its keras-hub import is the test's cost (slow, as every test of this
+# folder that starts a Keras 3 process).
+@pytest.mark.slow
 def test_tokenizer_layouts_give_transformers_ids(tmp_path):
   cases, refused = write_layouts(str(tmp_path / "layouts"))
   expected = transformers_results(cases)
