@@ -26,7 +26,14 @@ data types it yields and its splits:
     demo.py             demo, a seeded synthetic sentiment set
     tagged.py           conll:PATH, tfds:conll2003, tagged JSON lines
     squad.py            squad:PATH, tfds:squad/v1.1 and v2.0
+    choice_questions.py race:DIR, swag:PATH, multiple-choice JSON lines, tfds:race
     pipeline.py         examples -> batched int32 features of static shape
+
+and the steps they share: documents.py (one document per line or per blank-line block,
+and their packing), corpus_reading.py and chunk_plan.py (the shard writer's chunks of a
+corpus and its plan, resumed), chunk_packing.py (a chunk's documents packed into
+examples), shard_assembly.py (the packed chunks into shards), fingerprints.py (what a
+run's training files were, compared on resume).
 
 Adding a source is one new module here: a `Source` subclass decorated with
 `@register` (and its tests). Every module of this package is imported with it.

@@ -6,6 +6,7 @@
     regress   sequence regression, squared error
     tag       token classification (e.g. named entities), a label per word on its first piece
     squad     extractive question answering (SQuAD v1.1 and v2.0), answer spans over context windows
+    multiple_choice  one of several answers (RACE, SWAG), a score per choice
 
 `TASKS` (`tpu.tasks.task_registry`) is the one registry: the command line's `--task`
 choices and flags, config validation, the exporter and `export.predict` all ask it.
@@ -31,6 +32,7 @@ The modules, one per task family, each task beside its own helpers:
     sequence.py       classify, regress, and GLUE's metrics
     squad.py          squad: windows, span decoding, SQuAD's official metrics
     tagging.py        tag: words to pieces and back, CoNLL's entity scores
+    multiple_choice.py  multiple_choice: question-and-choice packing, a softmax over the choices
 
 Adding a task is one new module here: a `Task` subclass decorated with `@register`,
 declaring its settings (and its tests). Every module of this package is imported when
