@@ -28,7 +28,11 @@ Signatures (see README.md):
   encode           serving_default's inputs -> the encoder's `sequence_output` and `pooled_output`
 
 The text is tokenized in the graph (`zoo.text.TextEncoder`, vocabulary embedded) and
-truncated to T. Load the SavedModel after `import tensorflow_text`, which registers
+truncated to T. Length buckets (`--length-buckets`, default 'auto'): a call runs at the
+smallest length of a ladder (16, 32, 64, ..., T) that holds its longest text, so short
+texts cost short-text compute; outputs keep their shapes ([B, T, D] outputs are zeros past
+that length) and equal those of padding to T at the real positions. The ladder is in
+model_info.json (`length_buckets`). Load the SavedModel after `import tensorflow_text`, which registers
 the tokenizer's ops.
 """
 
@@ -51,14 +55,25 @@ def parser() -> argparse.ArgumentParser:
                  help=f"the model base path; writes BASE/<version> (default: DIR/{EXPORT_DIR})")
   p.add_argument("--checkpoint", metavar="PATH",
                  help="checkpoint prefix or directory (default: the latest in DIR/checkpoints)")
+  p.add_argument("--length-buckets", metavar="LADDER",
+                 help="the sequence lengths a call of short texts runs at: 'auto' (16, 32, 64, ... up to the "
+                      "trained seq_length), 'off' (every call at seq_length, as trained), or lengths such as "
+                      "'32,64' (seq_length is added). Default: the run's own --length-buckets, else 'auto'. "
+                      "A model whose outputs depend on padding (a Funnel under 'huggingface' or "
+                      "'funnel_authors' pooling semantics) gets none under 'auto'")
+  p.add_argument("--padding-dependent-buckets", action="store_true",
+                 help="take the named --length-buckets for a model whose outputs depend on padding: its "
+                      "outputs for short texts then differ from padding to seq_length")
   p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's log lines")
   return p
 
 
-def export(model_dir: str, out: str | None, checkpoint: str | None = None) -> str:
+def export(model_dir: str, out: str | None, checkpoint: str | None = None, length_buckets: str | None = None,
+           padding_dependent_buckets: bool = False) -> str:
   """Writes `out/<version>` from a model directory; see `tpu.serving.export`."""
   from tpu import serving
-  return serving.export(model_dir, out, checkpoint)
+  return serving.export(model_dir, out, checkpoint, length_buckets=length_buckets,
+                        padding_dependent_buckets=padding_dependent_buckets)
 
 
 def saved_signatures(path: str) -> dict[str, dict[str, dict[str, str]]]:
@@ -73,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   quiet_tensorflow(args.verbose)
   import tensorflow as tf
   try:
-    path = export(args.model_dir, args.out or ModelDir(args.model_dir).export_dir, args.checkpoint)
+    path = export(args.model_dir, args.out or ModelDir(args.model_dir).export_dir, args.checkpoint,
+                  length_buckets=args.length_buckets, padding_dependent_buckets=args.padding_dependent_buckets)
   except (FileNotFoundError, ValueError) as error:
     print(f"export.saved_model: error: {error}", file=sys.stderr)
     return 2

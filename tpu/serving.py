@@ -84,12 +84,16 @@ class ServingModule(tf.Module):
     config: the run's `TrainConfig`.
     text_encoder: a `zoo.text.TextEncoder` (a `SentencePieceEncoder` for a SentencePiece model) with the
       run's vocabulary and `seq_length`.
+    length_buckets: `bucket_plan`'s plan: the encoder runs each call at the smallest ladder length that holds
+      its longest text (`zoo.models.EncoderModel.use_length_buckets`); None: at `seq_length`.
   """
 
-  def __init__(self, model, config, text_encoder):
+  def __init__(self, model, config, text_encoder, length_buckets=None):
     super().__init__(name="zoo_export")
     task = get_task(config)
     encoder = task.encoder(model)
+    if length_buckets:
+      encoder.use_length_buckets(length_buckets["lengths"], padding_dependent=length_buckets["padding_dependent"])
     network = task.serving_network(model)
     self.model_variables = list(network.variables)
     self.text_encoder = text_encoder
@@ -138,12 +142,54 @@ class ServingModule(tf.Module):
     return self.encoder_from_token_ids(**self._encode_text(texts))
 
 
-def model_info(config, checkpoint):
+def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
+  """How the export runs calls of short texts, for `ServingModule` and `model_info.json`.
+
+  `length_buckets`: "auto" (`zoo.length_buckets.default_ladder`), "off", lengths ("32,64" or a list), or
+  None: the run's own `length_buckets` when it trained with a ladder, else "auto". An encoder whose outputs
+  depend on padding (a Funnel under Hugging Face's or the authors' pooling semantics) gets none under
+  "auto", and a ladder named for it only with `padding_dependent` (its outputs then differ from
+  `seq_length`'s where its last pooling windows hold padding).
+
+  Returns a dict: `lengths` and `capacities` (the most real tokens each length runs with the outputs of
+  `seq_length`; `[]` without buckets), `padding_dependent`, and `reason` (why there are none, or null).
+  """
+  from zoo.length_buckets import AUTO
+  from zoo.length_buckets import describe_ladder
+  from zoo.length_buckets import parse_ladder
+
+  encoder = get_task(config).encoder(model)
+  if length_buckets is None:
+    trained = getattr(config, "length_buckets", None)
+    length_buckets = trained if trained not in (None, "off") else AUTO
+  dependence = encoder.padding_dependence()
+  plan = dict(setting=describe_ladder(length_buckets), lengths=[], capacities=[],
+              padding_dependent=bool(dependence), reason=None)
+  lengths = parse_ladder(length_buckets, config.seq_length)
+  if dependence and not padding_dependent:
+    if length_buckets != AUTO and lengths:
+      raise ValueError(f"length buckets {describe_ladder(length_buckets)} would change this model's outputs: "
+                       f"{dependence}. Export with --padding-dependent-buckets to take them anyway (calls of "
+                       "short texts then differ from padding to seq_length), or without buckets (--length-buckets off)")
+    lengths = []
+    plan["reason"] = f"off: {dependence}"
+  elif len(lengths) <= 1:
+    plan["reason"] = "off: every call runs at seq_length"
+  if lengths and len(lengths) > 1:
+    encoder.use_length_buckets(lengths, padding_dependent=padding_dependent)
+    ladder = encoder.length_buckets
+    encoder.use_length_buckets(None)
+    plan.update(lengths=[length for length, _ in ladder], capacities=[capacity for _, capacity in ladder])
+  return plan
+
+
+def model_info(config, checkpoint, length_buckets=None):
   """What was exported and from where, for `model_info.json`."""
   info = dict(format=MODEL_INFO_FORMAT, model=config.model, model_overrides=config.model_overrides,
               seq_length=config.seq_length, lower_case=config.lower_case, tokenizer=config.tokenizer,
               sentence_pair=config.sentence_pair,
-              vocab_size=config.vocab_size, num_classes=None, label_names=None, checkpoint=checkpoint)
+              vocab_size=config.vocab_size, num_classes=None, label_names=None, checkpoint=checkpoint,
+              length_buckets=length_buckets)
   info.update(get_task(config).export_info())
   return info
 
@@ -177,7 +223,7 @@ def write_saved_model(module, base, info):
   return write_version_atomically(base, write)
 
 
-def export(model_dir, out=None, checkpoint=None):
+def export(model_dir, out=None, checkpoint=None, length_buckets=None, padding_dependent_buckets=False):
   """Exports a training run's model as a SavedModel version for TensorFlow Serving.
 
   Args:
@@ -186,6 +232,9 @@ def export(model_dir, out=None, checkpoint=None):
     out: the model base path; the SavedModel goes to `out/<version>` (default: the
       model directory's `export/`).
     checkpoint: a checkpoint prefix or directory; default the latest of `model_dir`.
+    length_buckets: the ladder of lengths the signatures run calls at ("auto", "off", lengths; see
+      `bucket_plan`); None: the run's own, else "auto".
+    padding_dependent_buckets: take a named ladder for a model whose outputs depend on padding.
 
   Returns:
     The written version directory.
@@ -213,5 +262,6 @@ def export(model_dir, out=None, checkpoint=None):
   text_encoder = make_text_encoder(vocab, seq_length=config.seq_length,
                                    sentencepiece_model=model_dir.read_sentencepiece(),
                                    **config.text_encoder_args())
-  module = ServingModule(model, config, text_encoder)
-  return write_saved_model(module, out or model_dir.export_dir, model_info(config, prefix))
+  plan = bucket_plan(model, config, length_buckets, padding_dependent_buckets)
+  module = ServingModule(model, config, text_encoder, length_buckets=plan if plan["lengths"] else None)
+  return write_saved_model(module, out or model_dir.export_dir, model_info(config, prefix, plan))

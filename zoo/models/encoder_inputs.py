@@ -6,6 +6,9 @@ Axes: B batch, T sequence length.
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.models import bucketing
+from zoo.models.bucketing import bucket_index
+
 from zoo.layers.base import ZooLayer
 from zoo.specs import encoder_inputs as input_specs
 from zoo.specs.encoder import EncoderKit
@@ -37,22 +40,95 @@ class ClsSegmentIds(ClsSegmentIdsSpec, ZooLayer):
 
 
 class EncoderModel(keras.Model):
-  """What every zoo encoder's tf_keras edition shares: the kit its spec builds the graph with.
+  """What every zoo encoder's tf_keras edition shares: the kit its spec builds the graph with, and length
+  buckets.
 
   The constructor's arguments, its checks and the functional graph are each encoder's spec
   (`zoo.specs.transformer_encoder`, `zoo.specs.funnel_encoder`), shared with `zoo.keras3`;
   the spec builds the graph from the encoder's `layer_classes()` and gives the embedding
   accessors Model Garden's heads and pretrainers call.
+
+  Length buckets (`use_length_buckets`, `zoo.length_buckets`): the encoder still takes and
+  returns tensors of its built `seq_length` T, but runs each batch at the smallest ladder
+  length that holds its longest text (`bucket_capacity`) and pads the outputs back to T with
+  zeros. Each ladder length is a branch of one `tf.switch_case` over the same layers (the
+  graph wired again at that static length), so a traced function or XLA program holds one
+  branch per ladder length and a call runs one of them. The outputs at real positions are those
+  of T; past a batch's ladder length they are zeros (positions the masks and losses ignore).
   """
 
   @classmethod
   def _kit(cls, kwargs):
     kit = EncoderKit(keras=keras, **cls.layer_classes(),
-                     cast=lambda x, like: keras.backend.cast(x, like.dtype), options={}, embedding_options={})
+                     cast=lambda x, like: keras.backend.cast(x, like.dtype), options={}, embedding_options={},
+                     layers={})
     return kit, kwargs
 
   def _after_build(self, kit, graph):
-    del kit, graph   # tf_keras layers take the global dtype policy; the graph has its static length
+    # tf_keras layers take the global dtype policy. Not tracked (the functional graph tracks the
+    # layers): what wires the same layers at another static length, for length buckets.
+    object.__setattr__(self, "_rewire", lambda length, inputs: graph(dict(self._config, seq_length=length),
+                                                                     kit, inputs=inputs)[1])
+    object.__setattr__(self, "_ladder", None)
+
+  @property
+  def length_buckets(self) -> list[tuple[int, int]] | None:
+    """`[(ladder length, capacity), ...]` of `use_length_buckets`, or None (every call at the built length)."""
+    return self._ladder
+
+  def use_length_buckets(self, lengths: list[int] | None, padding_dependent: bool = False) -> None:
+    """Runs later calls at the smallest of `lengths` that holds each batch's longest text (None or []: at the
+    built length, as before).
+
+    Raises a ValueError for lengths the encoder cannot take, for a ladder whose lengths hold no text, and,
+    unless `padding_dependent`, for an encoder whose outputs depend on padding (`padding_dependence`).
+    """
+    if not lengths:
+      object.__setattr__(self, "_ladder", None)
+      return
+    built = self._config["seq_length"]
+    if built is None:
+      raise ValueError(f"{self.name}: length buckets need an encoder built for a static seq_length")
+    problem = self.padding_dependence()
+    if problem and not padding_dependent:
+      raise ValueError(f"{self.name}: length buckets would change its outputs: {problem}")
+    ladder = []
+    for length in sorted(set(lengths) | {built}):
+      if length > built:
+        raise ValueError(f"{self.name}: length bucket {length} is longer than its seq_length {built}")
+      problem = self.length_problem(length)
+      if problem:
+        raise ValueError(f"{self.name}: length bucket {length}: {problem}")
+      capacity = length if padding_dependent else self.bucket_capacity(length)
+      if capacity > (ladder[-1][1] if ladder else 0):
+        ladder.append((length, capacity))
+    object.__setattr__(self, "_ladder", ladder)
+
+  def call(self, inputs, training=None, mask=None):
+    ladder = self._ladder
+    if (not ladder or len(ladder) == 1 or not isinstance(inputs, dict) or bucketing.step_bucket() is
+        bucketing.FULL_LENGTH or keras.backend.is_keras_tensor(inputs["input_mask"])):
+      return super().call(inputs, training=training, mask=mask)
+    return self._bucketed_call(inputs, training, mask)
+
+  def _bucketed_call(self, inputs, training, mask):
+    ladder = self._ladder
+    built = self._config["seq_length"]
+    index = bucketing.step_bucket()
+    if index is None:
+      index = bucket_index(inputs["input_mask"], [capacity for _, capacity in ladder])
+    shapes = tf.nest.map_structure(lambda tensor: tensor.shape, self.output)
+
+    def branch(length):
+      def run():
+        if length == built:
+          outputs = super(EncoderModel, self).call(inputs, training=training, mask=mask)
+        else:
+          outputs = self._rewire(length, {name: value[:, :length] for name, value in inputs.items()})
+        return tf.nest.map_structure(_pad_to, outputs, shapes)
+      return run
+
+    return tf.switch_case(index, [branch(length) for length, _ in ladder])
 
   def _edition_config(self):
     return {}
@@ -60,3 +136,12 @@ class EncoderModel(keras.Model):
   @classmethod
   def _edition_arguments(cls, config):
     return config
+
+
+def _pad_to(tensor: tf.Tensor, shape: tf.TensorShape) -> tf.Tensor:
+  """`tensor` padded with zeros at the end of each axis shorter than in `shape` (the built graph's output)."""
+  paddings = [[0, 0 if full is None or full == own else full - own]
+              for own, full in zip(tensor.shape.as_list(), shape.as_list(), strict=True)]
+  if not any(after for _, after in paddings):
+    return tensor
+  return tf.pad(tensor, paddings)

@@ -70,6 +70,16 @@ class EncoderSpec:
     """Why the encoder cannot run on `length` tokens (naming the lengths it takes), or None."""
     return None
 
+  def padding_dependence(self):
+    """Why the outputs at real positions depend on how far the inputs are padded, or None when they do not
+    (then any length bucket holding the real tokens gives the outputs of the full length)."""
+    return None
+
+  def bucket_capacity(self, length):
+    """The most real tokens that run at `length` (a length bucket, `zoo.length_buckets`) with the outputs they
+    have at the built `seq_length` (0: none)."""
+    return length
+
   def get_embedding_table(self):
     return self._embeddings.word_embeddings.embeddings
 

@@ -26,6 +26,7 @@ from zoo.choices import check_pooling_semantics
 from zoo.grids import authors_tf_positions
 from zoo.grids import block_lengths
 from zoo.grids import pool_positions
+from zoo.length_buckets import funnel_capacity
 from zoo.specs.attention import check_local_attention
 from zoo.specs.encoder import EncoderSpec
 from zoo.specs.encoder import constructor_arguments
@@ -84,6 +85,20 @@ class FunnelEncoderSpec(EncoderSpec):
       return (f"{length} tokens are too few for {len(c['block_sizes'])} blocks (lengths {lengths}): the "
               f"encoder takes {shortest} tokens or more (relative positions: no maximum)")
     return None
+
+  def padding_dependence(self):
+    semantics = self._config["pooling_semantics"]
+    if semantics == ZOO_POOLING:
+      return None
+    return (f"pooling_semantics={semantics!r} pools padding into the windows that hold the last real tokens "
+            "(mean and max run over whole windows), so outputs depend on the padded length; "
+            f"pooling_semantics={ZOO_POOLING!r} reads only real tokens")
+
+  def bucket_capacity(self, length):
+    c = self._config
+    return funnel_capacity(length, c["seq_length"], num_blocks=len(c["block_sizes"]),
+                           separate_cls=c["separate_cls"], truncate_seq=c["truncate_seq"],
+                           decoder=bool(c["num_decoder_layers"]))
 
 
 def shortest_funnel_length(num_blocks, separate_cls=True, truncate_seq=True):
