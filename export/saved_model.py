@@ -59,11 +59,11 @@ def parser() -> argparse.ArgumentParser:
                  help="the sequence lengths a call of short texts runs at: 'auto' (16, 32, 64, ... up to the "
                       "trained seq_length), 'off' (every call at seq_length, as trained), or lengths such as "
                       "'32,64' (seq_length is added). Default: the run's own --length-buckets, else 'auto'. "
-                      "A model whose outputs depend on padding (a Funnel under 'huggingface' or "
-                      "'funnel_authors' pooling semantics) gets none under 'auto'")
+                      "A model whose pooling reads padding (a Funnel under 'huggingface' or "
+                      "'funnel_authors' pooling semantics) gets none unless --padding-dependent-buckets")
   p.add_argument("--padding-dependent-buckets", action="store_true",
-                 help="take the named --length-buckets for a model whose outputs depend on padding: its "
-                      "outputs for short texts then differ from padding to seq_length")
+                 help="length buckets for a model whose pooling reads padding: each length then holds only "
+                      "the texts whose pooling windows it holds whole, so outputs stay those of seq_length")
   p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's log lines")
   return p
 

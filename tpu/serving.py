@@ -146,10 +146,11 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   """How the export runs calls of short texts, for `ServingModule` and `model_info.json`.
 
   `length_buckets`: "auto" (`zoo.length_buckets.default_ladder`), "off", lengths ("32,64" or a list), or
-  None: the run's own `length_buckets` when it trained with a ladder, else "auto". An encoder whose outputs
-  depend on padding (a Funnel under Hugging Face's or the authors' pooling semantics) gets none under
-  "auto", and a ladder named for it only with `padding_dependent` (its outputs then differ from
-  `seq_length`'s where its last pooling windows hold padding).
+  None: the run's own `length_buckets` when it trained with a ladder, else "auto". An encoder whose pooling
+  reads padding (a Funnel under Hugging Face's or the authors' pooling semantics) runs every call at
+  `seq_length` unless `padding_dependent` asks for buckets: each length then holds only the texts whose
+  pooling windows it holds whole (`zoo.length_buckets.funnel_capacity`), so the outputs stay those of
+  `seq_length`.
 
   Returns a dict: `lengths` and `capacities` (the most real tokens each length runs with the outputs of
   `seq_length`; `[]` without buckets), `padding_dependent`, and `reason` (why there are none, or null).
@@ -168,11 +169,12 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   lengths = parse_ladder(length_buckets, config.seq_length)
   if dependence and not padding_dependent:
     if length_buckets != AUTO and lengths:
-      raise ValueError(f"length buckets {describe_ladder(length_buckets)} would change this model's outputs: "
-                       f"{dependence}. Export with --padding-dependent-buckets to take them anyway (calls of "
-                       "short texts then differ from padding to seq_length), or without buckets (--length-buckets off)")
+      raise ValueError(f"length buckets {describe_ladder(length_buckets)} for a model whose pooling reads "
+                       f"padding are taken only when asked for: {dependence}. Export with "
+                       "--padding-dependent-buckets to take them, or with --length-buckets off")
     lengths = []
-    plan["reason"] = f"off: {dependence}"
+    plan["reason"] = (f"off: {dependence}; --padding-dependent-buckets takes them (outputs unchanged, fewer "
+                      "texts per length)")
   elif len(lengths) <= 1:
     plan["reason"] = "off: every call runs at seq_length"
   if lengths and len(lengths) > 1:

@@ -105,10 +105,11 @@ def funnel_windows(length: int, num_blocks: int, separate_cls: bool, truncate_se
   return blocks
 
 
-def _real_windows(windows: np.ndarray, real: int) -> np.ndarray:
-  """The windows holding a real token (start < `real`), each cut to its real tokens."""
+def _windows_read(windows: np.ndarray, real: int, whole: bool) -> np.ndarray:
+  """The windows holding a real token (start < `real`): whole (pooling reads their padding too), or cut to
+  their real tokens (the zoo's semantics reads only those)."""
   kept = windows[:, windows[0] < real]
-  return np.stack([kept[0], np.minimum(kept[1], real)])
+  return kept if whole else np.stack([kept[0], np.minimum(kept[1], real)])
 
 
 def _upsampled(length: int, last_block: int, stride: int, separate_cls: bool) -> np.ndarray:
@@ -122,12 +123,17 @@ def _upsampled(length: int, last_block: int, stride: int, separate_cls: bool) ->
 
 
 def funnel_capacity(length: int, seq_length: int, *, num_blocks: int, separate_cls: bool, truncate_seq: bool,
-                    decoder: bool) -> int:
-  """The most real tokens a Funnel (zoo semantics) at `length` holds with the outputs it has at `seq_length`.
+                    decoder: bool, semantics: str = "zoo") -> int:
+  """The most real tokens a Funnel at `length` holds with the outputs it has at `seq_length`.
 
-  n real tokens fit when each block's real windows (and, with a decoder, the pooled vector each real
-  position is upsampled from) are the same at both lengths; the capacity is the largest n for which
-  every n' <= n fits, 0 when none does.
+  n real tokens fit when each block's windows that hold a real token (and, with a decoder, the pooled
+  vector each real position is upsampled from) are the same at both lengths; the capacity is the largest
+  n for which every n' <= n fits, 0 when none does. Under the zoo's pooling semantics a window's real
+  tokens must be the same; under Hugging Face's and the authors' (`semantics` "huggingface",
+  "funnel_authors"), which pool padding too, the whole window: padding tokens are the same vectors at
+  both lengths (a padding query attends to the same real keys), so whole windows pool alike. Under
+  Hugging Face's a window is a real key only when every token of it is: a block with no such window
+  attends over padding alone, so its windows must all be the same.
   """
   if length >= seq_length:
     return length
@@ -137,8 +143,12 @@ def funnel_capacity(length: int, seq_length: int, *, num_blocks: int, separate_c
   up_short = _upsampled(length, short[-1].shape[1], stride, separate_cls)
   up_full = _upsampled(seq_length, full[-1].shape[1], stride, separate_cls)[:length]
   capacity = 0
+  whole = semantics != "zoo"
   for real in range(1, length + 1):
-    same = all(np.array_equal(_real_windows(a, real), _real_windows(b, real)) for a, b in zip(short, full))
+    same = all(np.array_equal(_windows_read(a, real, whole), _windows_read(b, real, whole))
+               for a, b in zip(short, full))
+    if semantics == "huggingface":   # a block without a wholly real window: every window must be the same
+      same = same and all(np.any(a[1] <= real) or np.array_equal(a, b) for a, b in zip(short, full))
     if decoder:
       same = same and np.array_equal(up_short[:real], up_full[:real])
     if not same:

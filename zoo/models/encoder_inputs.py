@@ -80,8 +80,9 @@ class EncoderModel(keras.Model):
     """Runs later calls at the smallest of `lengths` that holds each batch's longest text (None or []: at the
     built length, as before).
 
-    Raises a ValueError for lengths the encoder cannot take, for a ladder whose lengths hold no text, and,
-    unless `padding_dependent`, for an encoder whose outputs depend on padding (`padding_dependence`).
+    Raises a ValueError for lengths the encoder cannot take and, unless `padding_dependent`, for an encoder
+    whose pooling reads padding (`padding_dependence`: its lengths hold fewer texts, those whose pooling
+    windows they hold whole; the outputs are still those of the built length).
     """
     if not lengths:
       object.__setattr__(self, "_ladder", None)
@@ -91,7 +92,8 @@ class EncoderModel(keras.Model):
       raise ValueError(f"{self.name}: length buckets need an encoder built for a static seq_length")
     problem = self.padding_dependence()
     if problem and not padding_dependent:
-      raise ValueError(f"{self.name}: length buckets would change its outputs: {problem}")
+      raise ValueError(f"{self.name}: length buckets for an encoder whose pooling reads padding are taken only "
+                       f"when asked for (padding_dependent=True): {problem}")
     ladder = []
     for length in sorted(set(lengths) | {built}):
       if length > built:
@@ -99,7 +101,7 @@ class EncoderModel(keras.Model):
       problem = self.length_problem(length)
       if problem:
         raise ValueError(f"{self.name}: length bucket {length}: {problem}")
-      capacity = length if padding_dependent else self.bucket_capacity(length)
+      capacity = self.bucket_capacity(length)
       if capacity > (ladder[-1][1] if ladder else 0):
         ladder.append((length, capacity))
     object.__setattr__(self, "_ladder", ladder)

@@ -91,14 +91,14 @@ class FunnelEncoderSpec(EncoderSpec):
     if semantics == ZOO_POOLING:
       return None
     return (f"pooling_semantics={semantics!r} pools padding into the windows that hold the last real tokens "
-            "(mean and max run over whole windows), so outputs depend on the padded length; "
-            f"pooling_semantics={ZOO_POOLING!r} reads only real tokens")
+            "(mean and max run over whole windows), so a length holds only the texts whose windows it holds "
+            f"whole, fewer than under pooling_semantics={ZOO_POOLING!r}, which reads only real tokens")
 
   def bucket_capacity(self, length):
     c = self._config
     return funnel_capacity(length, c["seq_length"], num_blocks=len(c["block_sizes"]),
                            separate_cls=c["separate_cls"], truncate_seq=c["truncate_seq"],
-                           decoder=bool(c["num_decoder_layers"]))
+                           decoder=bool(c["num_decoder_layers"]), semantics=c["pooling_semantics"])
 
 
 def shortest_funnel_length(num_blocks, separate_cls=True, truncate_seq=True):

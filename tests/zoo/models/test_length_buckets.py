@@ -31,58 +31,62 @@ FUNNELS = {
 }
 
 
-def _batch(real, seed=0):
-  """Two texts of `real` and `real - 1` tokens (at least 1), padded to LENGTH."""
+def _batch(reals, seed=0):
+  """One text per count of real tokens in `reals`, padded to LENGTH."""
   rng = np.random.default_rng(seed)
-  mask = np.zeros([2, LENGTH], np.int32)
-  mask[0, :real] = 1
-  mask[1, :max(1, real - 1)] = 1
-  types = np.zeros([2, LENGTH], np.int32)
-  types[:, real // 2:] = 1
-  return dict(input_word_ids=tf.constant(rng.integers(5, VOCAB, [2, LENGTH]) * mask, tf.int32),
+  mask = (np.arange(LENGTH)[None, :] < np.array(reals)[:, None]).astype(np.int32)
+  types = (np.arange(LENGTH)[None, :] >= np.array(reals)[:, None] // 2).astype(np.int32)
+  return dict(input_word_ids=tf.constant(rng.integers(5, VOCAB, mask.shape) * mask, tf.int32),
               input_mask=tf.constant(mask), input_type_ids=tf.constant(types * mask))
 
 
-def _real_parts(encoder, outputs, real):
-  """The outputs at the positions that hold a real token of the first text: sequence outputs cut to them (a
-  pooled sequence to its windows with a real token), the pooled output whole."""
+def _real_parts(encoder, outputs, row, real):
+  """The outputs of text `row` at the positions that hold one of its `real` tokens: a sequence output cut to
+  them (a pooled one to its windows with a real token), the pooled output whole."""
   config = encoder.get_config()
-  parts = [outputs["pooled_output"].numpy()[0]]
-  sequence = outputs["sequence_output"].numpy()[0]
+  sequence = outputs["sequence_output"].numpy()[row]
   if config.get("block_sizes") and not config["num_decoder_layers"]:
     windows = funnel_windows(LENGTH, len(config["block_sizes"]), config["separate_cls"], config["truncate_seq"])
-    parts.append(sequence[:int(np.sum(windows[-1][0] < real))])
-  else:
-    parts.append(sequence[:real])
-  return parts
+    real = int(np.sum(windows[-1][0] < real))
+  return [outputs["pooled_output"].numpy()[row], sequence[:real]]
 
 
-def _largest_difference(encoder, real, index):
-  """max |bucketed - full| at the real positions, the batch run at ladder index `index`."""
-  batch = _batch(real)
+def _differences(encoder, reals, index, padding_dependent=False):
+  """max |bucketed - full| at the real positions of each text of `reals`, run at ladder index `index`."""
+  batch = _batch(reals)
   ladder = encoder.length_buckets
   encoder.use_length_buckets(None)
-  full = _real_parts(encoder, encoder(batch, training=False), real)
-  encoder.use_length_buckets([length for length, _ in ladder])
+  full = encoder(batch, training=False)
+  encoder.use_length_buckets([length for length, _ in ladder], padding_dependent=padding_dependent)
   with bucketing.stepping(tf.constant(index)):
-    bucketed = _real_parts(encoder, encoder(batch, training=False), real)
-  return max(float(np.max(np.abs(a - b))) for a, b in zip(full, bucketed, strict=True))
+    bucketed = encoder(batch, training=False)
+  return [max(float(np.max(np.abs(a - b), initial=0.0))
+              for a, b in zip(_real_parts(encoder, full, row, real), _real_parts(encoder, bucketed, row, real),
+                              strict=True))
+          for row, real in enumerate(reals)]
 
 
+SEMANTICS = ("zoo", "huggingface", "funnel_authors")
+
+
+@pytest.mark.parametrize("semantics", SEMANTICS)
 @pytest.mark.parametrize("flags", list(FUNNELS), ids=list(FUNNELS))
-def test_funnel_capacity_is_what_the_layers_compute(flags):
-  funnel = FunnelEncoder(block_sizes=(1, 1, 1), **TINY, **FUNNELS[flags])
+def test_funnel_capacity_is_what_the_layers_compute(flags, semantics):
+  funnel = FunnelEncoder(block_sizes=(1, 1, 1), pooling_semantics=semantics, **TINY, **FUNNELS[flags])
+  config = funnel.get_config()
   lengths = list(range(5, LENGTH))
-  funnel.use_length_buckets(lengths)
+  dependent = semantics != "zoo"
+  funnel.use_length_buckets(lengths, padding_dependent=dependent)
   ladder = dict(funnel.length_buckets)
   for index, (length, capacity) in enumerate(funnel.length_buckets[:-1]):
-    assert capacity == funnel_capacity(length, LENGTH, num_blocks=3, separate_cls=funnel.get_config()["separate_cls"],
-                                       truncate_seq=funnel.get_config()["truncate_seq"],
-                                       decoder=bool(funnel.get_config()["num_decoder_layers"]))
-    for real in range(1, capacity + 1):
-      assert _largest_difference(funnel, real, index) < 1e-5, (length, real)
+    assert capacity == funnel_capacity(length, LENGTH, num_blocks=3, separate_cls=config["separate_cls"],
+                                       truncate_seq=config["truncate_seq"],
+                                       decoder=bool(config["num_decoder_layers"]), semantics=semantics)
+    reals = list(range(1, min(capacity + 1, length) + 1))
+    differences = _differences(funnel, reals, index, dependent)
+    assert max(differences[:capacity]) < 1e-5, (length, differences)
     if capacity < length:   # one token more than the capacity changes the outputs
-      assert _largest_difference(funnel, capacity + 1, index) > 1e-3, (length, capacity + 1)
+      assert differences[capacity] > 1e-3, (length, capacity + 1, differences)
   # A length whose capacity adds nothing to a shorter one's is dropped from the ladder.
   assert all(ladder[a] < ladder[b] for a, b in zip(sorted(ladder), sorted(ladder)[1:]))
 
@@ -100,17 +104,16 @@ def test_transformer_buckets_hold_every_length(flags):
   encoder = TransformerEncoder(**TINY, **TRANSFORMERS[flags])
   encoder.use_length_buckets([4, 8])
   assert encoder.length_buckets == [(4, 4), (8, 8), (16, 16)]
-  for real in (1, 4, 5, 8, 9, 16):
-    index = int(bucketing.bucket_index(_batch(real)["input_mask"], [4, 8, 16]))
-    assert index == (0 if real <= 4 else 1 if real <= 8 else 2)
-    assert _largest_difference(encoder, real, index) < 1e-5, real
+  for reals, expected in (([1, 4], 0), ([5, 8, 2], 1), ([9, 16], 2)):
+    assert int(bucketing.bucket_index(_batch(reals)["input_mask"], [4, 8, 16])) == expected
+    assert max(_differences(encoder, reals, expected)) < 1e-5, reals
 
 
 def test_outputs_keep_their_shapes_and_are_zero_past_the_bucket():
   encoder = FunnelEncoder(block_sizes=(1, 1), num_decoder_layers=1, output_attention_probs=True, **TINY)
-  plain = encoder(_batch(3), training=False)
+  plain = encoder(_batch([3, 2]), training=False)
   encoder.use_length_buckets([8])
-  outputs = encoder(_batch(3), training=False)
+  outputs = encoder(_batch([3, 2]), training=False)
   assert tf.nest.map_structure(lambda x: x.shape, outputs) == tf.nest.map_structure(lambda x: x.shape, plain)
   assert not np.any(outputs["sequence_output"].numpy()[:, 8:])
   assert np.any(outputs["sequence_output"].numpy()[:, :3])
@@ -118,7 +121,7 @@ def test_outputs_keep_their_shapes_and_are_zero_past_the_bucket():
 
 def test_gradients_equal_the_full_length_ones():
   encoder = TransformerEncoder(**TINY, num_layers=2, max_sequence_length=LENGTH, residual_attention=True)
-  batch = _batch(5)
+  batch = _batch([5, 4])
   weights = tf.random.stateless_normal([2, LENGTH, 16], [1, 2]) * tf.cast(batch["input_mask"], tf.float32)[:, :, None]
 
   def gradients():
@@ -145,7 +148,7 @@ def test_xla_and_mixed_bfloat16():
     encoder = FunnelEncoder(block_sizes=(1, 1), num_decoder_layers=1, **TINY)
   finally:
     keras.mixed_precision.set_global_policy("float32")
-  batch = _batch(6)
+  batch = _batch([6, 5])
   full = encoder(batch, training=False)["sequence_output"]
   encoder.use_length_buckets([8])
   bucketed = tf.function(lambda: encoder(batch, training=False), jit_compile=True)()["sequence_output"]
@@ -155,10 +158,10 @@ def test_xla_and_mixed_bfloat16():
 
 def test_padding_dependent_semantics_and_impossible_lengths_are_refused():
   funnel = FunnelEncoder(block_sizes=(1, 1, 1), pooling_semantics="huggingface", **TINY)
-  with pytest.raises(ValueError, match="pooling_semantics='huggingface' pools padding"):
+  with pytest.raises(ValueError, match="taken only when asked for .*pooling_semantics='huggingface' pools padding"):
     funnel.use_length_buckets([8])
   funnel.use_length_buckets([8], padding_dependent=True)
-  assert funnel.length_buckets == [(8, 8), (16, 16)]
+  assert funnel.length_buckets == [(8, 5), (16, 16)]   # [cls] and one whole window of 4 of the last block
   zoo_funnel = FunnelEncoder(block_sizes=(1, 1, 1), **TINY)
   with pytest.raises(ValueError, match="length bucket 4: 4 tokens are too few for 3 blocks"):
     zoo_funnel.use_length_buckets([4, 8])
