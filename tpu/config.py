@@ -87,6 +87,10 @@ class TrainConfig:
   tokenizer: dict | None = None
   dropout: float | None = None
   shuffle_buffer: int = 10000
+  # Length buckets (`zoo.length_buckets`): batches of similar-length examples, each run at the smallest
+  # ladder length that holds its longest ("auto", "off"/None, or lengths "32,64" or a list).
+  length_buckets: str | list | None = None
+  padding_dependent_buckets: bool = False
   seed: int = 0
   export: bool = True
   # A multi-worker run's fault bounds in seconds (`tpu.strategy.FaultBounds`).
@@ -266,9 +270,22 @@ class TrainConfig:
       raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {warmup}")
     self._check_settings(task)
     task.check_config(self)
+    self._check_length_buckets(task)
     return self.replace(warmup_steps=warmup, eval_batch_size=self.eval_batch_size or self.batch_size,
                         lower_case=True if self.lower_case is None else self.lower_case,
                         **task.derived_settings(self))
+
+  def _check_length_buckets(self, task):
+    from zoo.length_buckets import parse_ladder
+    lengths = parse_ladder(self.length_buckets, self.seq_length)   # raises, naming the forms
+    if len(lengths) > 1 and task.concatenates_documents:
+      raise ValueError(f"--length-buckets: task {task.name!r} packs documents into examples of seq_length "
+                       f"{self.seq_length} tokens, so every example fills it and buckets would save nothing; "
+                       "they are for the fine-tuning tasks: " + ", ".join(
+                           name for name, other in tasks.TASKS.items() if not other.concatenates_documents))
+    if len(lengths) > 1 and self.model:
+      from tpu.tasks.base import length_ladder
+      length_ladder(self)   # raises for lengths the encoder cannot take, or a pooling that reads padding
 
   def _check_settings(self, task):
     declared = tasks.declared_settings()

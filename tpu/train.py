@@ -183,6 +183,7 @@ def _build_training(prepared, strategy, worker, resume):
   from tpu.data import pipeline
   from tpu.prepare import write_vocabulary
   from tpu.tasks import get_task
+  from tpu.tasks.base import length_ladder
   from tpu.trainer import Trainer
   from tpu.trainer import TrainInput
   from zoo.text import text_encoder as make_text_encoder
@@ -192,9 +193,14 @@ def _build_training(prepared, strategy, worker, resume):
   task = get_task(config)
   text_encoder = make_text_encoder(prepared.vocab, seq_length=config.seq_length,
                                    sentencepiece_model=prepared.sentencepiece, **config.text_encoder_args())
+  ladder = length_ladder(config)
   train_input = TrainInput(strategy, pipeline.train_input_fn(
       prepared.train, task, text_encoder, config.batch_size, shuffle_buffer=config.shuffle_buffer,
-      seed=resume.seed, worker_name=worker.name), worker, skip=resume.skip)
+      seed=resume.seed, worker_name=worker.name, capacities=[capacity for _, capacity in ladder] or None),
+      worker, skip=resume.skip)
+  if ladder:
+    log.info("length buckets: batches of %s token(s) at most, at lengths %s",
+             ", ".join(str(capacity) for _, capacity in ladder), ", ".join(str(length) for length, _ in ladder))
   if train_input.unsaved_reason and not isinstance(strategy, tf.distribute.TPUStrategy):
     log.info("the input pipeline of %s cannot save its position (%s): a resumed run replays the batches of "
              "the steps before it to continue the same stream", config.data, train_input.unsaved_reason)
@@ -404,6 +410,15 @@ def parser():
   add("--lower-case", action=argparse.BooleanOptionalAction, default=None,
       help="uncased text (default: the init checkpoint's, else on)")
   add("--dropout", type=float, help="dropout of the encoder and head (default: the preset's, 0.1)")
+  add("--length-buckets", metavar="LADDER",
+      help="fine-tuning tasks: batches of examples of similar length, each run at the smallest of these "
+           "lengths that holds its longest example: 'auto' (16, 32, 64, ... up to --seq-length), lengths "
+           "such as '32,64' (--seq-length is added) or 'off' (default: every batch at --seq-length). One "
+           "compiled branch per length; evaluation batches run at their own longest example's length")
+  add("--padding-dependent-buckets", action=argparse.BooleanOptionalAction, default=None,
+      help="length buckets for a Funnel whose pooling reads padding (pooling_semantics 'huggingface' or "
+           "'funnel_authors', the presets'): each length then holds only the examples whose pooling "
+           "windows it holds whole")
   add("--seed", type=int, help="shuffling, masking and initialisation seed (default 0)")
   add("--export", action=argparse.BooleanOptionalAction, default=None,
       help="export a SavedModel at the end (default: on)")

@@ -25,7 +25,9 @@ import tf_keras as keras
 
 from tpu.optimization import make_optimizer
 from tpu.tasks import get_task
+from tpu.tasks.base import length_ladder
 from zoo.layers import seeds
+from zoo.models import bucketing
 from zoo.logs import error_reason
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import OPTIMIZER_ROOT
@@ -68,6 +70,14 @@ class Trainer:
         self.variables = self.model.trainable_variables
     finally:
       keras.mixed_precision.set_global_policy(previous_policy)
+    # Length buckets: every replica of a step runs its batch at the ladder length that holds the step's
+    # longest example (`zoo.models.bucketing`).
+    ladder = length_ladder(config)
+    self.capacities = [capacity for _, capacity in ladder] or None
+    if ladder:
+      self.task.encoder(self.model).use_length_buckets([length for length, _ in ladder],
+                                                       padding_dependent=config.padding_dependent_buckets)
+    self._unread = None
     # The forward and backward pass as a function of its own (off TPUs, which compile the whole
     # step anyway): the train function's first call creates the optimizer's slots, so TensorFlow
     # traces it twice, and the second trace reuses this function's graph instead of tracing the
@@ -89,13 +99,33 @@ class Trainer:
     """The learning rate the step after `step` - 1 used."""
     return float(self.schedule(step - 1))
 
-  def _compute_gradients(self, features, denominators, seed):
-    with tf.GradientTape() as tape, seeds.step_seeds(seed):
+  def _compute_gradients(self, features, denominators, seed, bucket=None):
+    with tf.GradientTape() as tape, seeds.step_seeds(seed), bucketing.stepping(bucket):
       outputs = self.model(_model_inputs(self.model, features), training=True)
       loss, stats = self.task.loss_and_stats(features, outputs, denominators)
     gradients = tape.gradient(loss, self.variables)
+    if bucket is not None and bucket is not bucketing.FULL_LENGTH:   # zeros through the length switch: none, as without
+      unread = self._unread_variables(features, denominators, seed)
+      gradients = [None if skip else gradient for gradient, skip in zip(gradients, unread, strict=True)]
     gradients = [None if gradient is None else tf.convert_to_tensor(gradient) for gradient in gradients]
     return loss, stats, gradients
+
+  def _unread_variables(self, features, denominators, seed):
+    """Which trainable variables the loss does not read (a tagger's pooler): found once, when the first step is
+    traced, by tracing (never running) the step at the built length, where they get no gradient."""
+    if self._unread is None:
+      unread = []
+
+      def probe(features, denominators, seed):
+        loss, _, gradients = self._compute_gradients(features, denominators, seed, bucketing.FULL_LENGTH)
+        unread.extend(gradient is None for gradient in gradients)
+        return loss
+
+      specs = tf.nest.map_structure(lambda value: tf.TensorSpec(value.shape, value.dtype),
+                                    (features, denominators, seed))
+      tf.function(probe, autograph=False).get_concrete_function(*specs)
+      self._unread = unread
+    return self._unread
 
   def _step_seed(self, context):
     """The seed of this step's random draws on this replica: (seed, step, replica)."""
@@ -107,7 +137,8 @@ class Trainer:
     context = tf.distribute.get_replica_context()
     denominators = {name: context.all_reduce(tf.distribute.ReduceOp.SUM, value)
                     for name, value in self.task.denominators(features).items()}
-    loss, stats, gradients = self._compute(features, denominators, self._step_seed(context))
+    bucket = None if self.capacities is None else bucketing.replicas_bucket(features["input_mask"], self.capacities)
+    loss, stats, gradients = self._compute(features, denominators, self._step_seed(context), bucket)
     pairs = [(gradient, variable) for gradient, variable in zip(gradients, self.variables, strict=True)
              if gradient is not None]
     summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradient for gradient, _ in pairs])
@@ -156,7 +187,10 @@ class Trainer:
 
   def _eval_step(self, features, stop):
     def replica(features):
-      outputs = self.model(_model_inputs(self.model, features), training=False)
+      bucket = (None if self.capacities is None
+                else bucketing.replicas_bucket(features["input_mask"], self.capacities))
+      with bucketing.stepping(bucket):
+        outputs = self.model(_model_inputs(self.model, features), training=False)
       return self.task.eval_outputs(features, outputs, self.task.denominators(features))
     stats, examples = self.strategy.run(replica, args=(features,))
     reduce = lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)   # noqa: E731

@@ -191,7 +191,8 @@ def _numbered_batches(examples, serialized, task, text_encoder, batch_size, *, d
   return batches.enumerate()
 
 
-def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, worker_name=None):
+def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, worker_name=None,
+                   capacities=None):
   """The `fn(input_context)` that `strategy.distribute_datasets_from_function` takes.
 
   Args:
@@ -203,6 +204,7 @@ def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=100
     seed: shuffling and masking seed. A resumed run restores the iterator's position
       (`tpu.trainer.TrainInput`) and passes the same seed; one that cannot passes another.
     worker_name: logs what the pipeline reads, naming its worker.
+    capacities: length buckets (`bucketed`): the capacity of each ladder length, or None.
   """
   def input_fn(context=None):
     if worker_name:
@@ -214,7 +216,8 @@ def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=100
     host_batch = batch_size // pipelines
     per_replica = batch_size // replicas
     dataset = train_dataset(source, task, text_encoder, host_batch, shuffle_buffer=shuffle_buffer,
-                            seed=_pipeline_seed(seed, context), context=context, shared_seed=seed)
+                            seed=_pipeline_seed(seed, context), context=context, shared_seed=seed,
+                            capacities=capacities)
     if per_replica != host_batch:
       dataset = dataset.rebatch(per_replica, drop_remainder=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
@@ -222,11 +225,11 @@ def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=100
 
 
 def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, context=None,
-                  shared_seed=None):
+                  shared_seed=None, capacities=None):
   """Shuffled, repeated batches of `task.features`, `[batch_size, ...]`, remainder dropped.
 
   `source` is a `tpu.data.DataSource` (or, for raw text, its `dataset`); see
-  `train_input_fn` for the arguments.
+  `train_input_fn` for the arguments. With `capacities`, the batches are `bucketed`.
   """
   source = _as_source(source)
   examples, serialized = _examples(source, task, text_encoder, training=True, seed=seed, context=context,
@@ -238,8 +241,28 @@ def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=1000
   def features(index, raw):
     return task.features(raw, text_encoder, seed=tf.stack([tf.constant(seed, tf.int64), index]))
 
-  return batches.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
-      tf.data.AUTOTUNE)
+  batches = batches.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if capacities:
+    batches = bucketed(batches, batch_size, capacities)
+  return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def bucketed(batches, batch_size, capacities):
+  """Batches regrouped by length: each of `batch_size` examples of one ladder length's bucket (the first whose
+  capacity holds the example's real tokens, `zoo.models.bucketing`), in the order their buckets fill.
+
+  Every example of the stream comes out once, in the order it went in within its bucket: an example waits
+  in its bucket's window until `batch_size` examples of that bucket have come (TensorFlow's
+  `group_by_window`, whose windows the iterator's checkpoint saves, so a resume continues with them).
+  Shapes stay `[batch_size, seq_length]`; the train step runs the batch at its bucket's length.
+  """
+  from zoo.models.bucketing import bucket_index
+
+  def key(features):
+    return tf.cast(bucket_index(features["input_mask"], capacities), tf.int64)
+
+  return batches.unbatch().group_by_window(
+      key, lambda _, examples: examples.batch(batch_size, drop_remainder=True), window_size=batch_size)
 
 
 def _pad_batch(features, batch_size):

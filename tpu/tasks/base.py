@@ -18,6 +18,27 @@ def build_encoder(config, **extra_overrides):
   return presets.build(config.model, **overrides)
 
 
+def length_ladder(config):
+  """`[(length, capacity), ...]` of `config.length_buckets` for the config's encoder (`zoo.length_buckets`):
+  each ladder length with the most real tokens it runs with the outputs of `seq_length`; [] without buckets.
+
+  Raises a ValueError naming `--length-buckets` for lengths the encoder cannot take and, without
+  `--padding-dependent-buckets`, for an encoder whose pooling reads padding.
+  """
+  from zoo import presets
+  from zoo.length_buckets import parse_ladder
+  lengths = parse_ladder(config.length_buckets, config.seq_length)
+  if len(lengths) <= 1:
+    return []
+  _, arguments = presets.resolve(config.model, dict(config.model_overrides, seq_length=config.seq_length))
+  try:
+    return presets.get(config.model).encoder_class().length_ladder(arguments, lengths,
+                                                                   config.padding_dependent_buckets)
+  except ValueError as error:
+    hint = (" (add --padding-dependent-buckets)" if "asked for" in str(error) else "")
+    raise ValueError(f"--length-buckets {config.length_buckets}: {error}{hint}") from None
+
+
 def check_full_length(config, what):
   """Token-level tasks predict every position: an encoder-only Funnel pools the sequence away."""
   from zoo import presets

@@ -87,23 +87,10 @@ class EncoderModel(keras.Model):
     if not lengths:
       object.__setattr__(self, "_ladder", None)
       return
-    built = self._config["seq_length"]
-    if built is None:
-      raise ValueError(f"{self.name}: length buckets need an encoder built for a static seq_length")
-    problem = self.padding_dependence()
-    if problem and not padding_dependent:
-      raise ValueError(f"{self.name}: length buckets for an encoder whose pooling reads padding are taken only "
-                       f"when asked for (padding_dependent=True): {problem}")
-    ladder = []
-    for length in sorted(set(lengths) | {built}):
-      if length > built:
-        raise ValueError(f"{self.name}: length bucket {length} is longer than its seq_length {built}")
-      problem = self.length_problem(length)
-      if problem:
-        raise ValueError(f"{self.name}: length bucket {length}: {problem}")
-      capacity = self.bucket_capacity(length)
-      if capacity > (ladder[-1][1] if ladder else 0):
-        ladder.append((length, capacity))
+    try:
+      ladder = self.length_ladder(self._config, lengths, padding_dependent)
+    except ValueError as error:
+      raise ValueError(f"{self.name}: {error}") from None
     object.__setattr__(self, "_ladder", ladder)
 
   def call(self, inputs, training=None, mask=None):

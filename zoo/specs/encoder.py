@@ -68,17 +68,60 @@ class EncoderSpec:
 
   def length_problem(self, length):
     """Why the encoder cannot run on `length` tokens (naming the lengths it takes), or None."""
-    return None
+    return self.config_length_problem(self._config, length)
 
   def padding_dependence(self):
-    """Why the outputs at real positions depend on how far the inputs are padded, or None when they do not
-    (then any length bucket holding the real tokens gives the outputs of the full length)."""
-    return None
+    """Why the pooling reads padding (a length then holds fewer texts with the built length's outputs), or None
+    when the outputs at real positions never depend on how far the inputs are padded."""
+    return self.config_padding_dependence(self._config)
 
   def bucket_capacity(self, length):
     """The most real tokens that run at `length` (a length bucket, `zoo.length_buckets`) with the outputs they
     have at the built `seq_length` (0: none)."""
+    return self.config_bucket_capacity(self._config, length)
+
+  @staticmethod
+  def config_length_problem(config, length):
+    """`length_problem` of the encoder a constructor-argument dict builds."""
+    return None
+
+  @staticmethod
+  def config_padding_dependence(config):
+    """`padding_dependence` of the encoder a constructor-argument dict builds."""
+    return None
+
+  @staticmethod
+  def config_bucket_capacity(config, length):
+    """`bucket_capacity` of the encoder a constructor-argument dict builds."""
     return length
+
+  @classmethod
+  def length_ladder(cls, config, lengths, padding_dependent=False):
+    """`[(length, capacity), ...]` of the lengths `lengths` and the built `seq_length` for the encoder a
+    constructor-argument dict builds: each length with the most real tokens it runs with the outputs of
+    `seq_length`, lengths that hold no more than a shorter one left out.
+
+    Raises a ValueError for lengths the encoder cannot take and, unless `padding_dependent`, for an encoder
+    whose pooling reads padding (`padding_dependence`).
+    """
+    built = config["seq_length"]
+    if built is None:
+      raise ValueError("length buckets need an encoder built for a static seq_length")
+    problem = cls.config_padding_dependence(config)
+    if problem and not padding_dependent:
+      raise ValueError(f"length buckets for an encoder whose pooling reads padding are taken only when asked "
+                       f"for (padding_dependent=True): {problem}")
+    ladder = []
+    for length in sorted(set(lengths) | {built}):
+      if length > built:
+        raise ValueError(f"length bucket {length} is longer than its seq_length {built}")
+      problem = cls.config_length_problem(config, length)
+      if problem:
+        raise ValueError(f"length bucket {length}: {problem}")
+      capacity = cls.config_bucket_capacity(config, length)
+      if capacity > (ladder[-1][1] if ladder else 0):
+        ladder.append((length, capacity))
+    return ladder
 
   def get_embedding_table(self):
     return self._embeddings.word_embeddings.embeddings

@@ -77,28 +77,30 @@ class FunnelEncoderSpec(EncoderSpec):
     check_funnel_config(config)
     self._build(config, kwargs, funnel_graph)
 
-  def length_problem(self, length):
-    c = self._config
-    shortest = shortest_funnel_length(len(c["block_sizes"]), c["separate_cls"], c["truncate_seq"])
+  @staticmethod
+  def config_length_problem(config, length):
+    blocks = len(config["block_sizes"])
+    shortest = shortest_funnel_length(blocks, config["separate_cls"], config["truncate_seq"])
     if length < shortest:
-      lengths = block_lengths(length, len(c["block_sizes"]), c["separate_cls"], c["truncate_seq"])
-      return (f"{length} tokens are too few for {len(c['block_sizes'])} blocks (lengths {lengths}): the "
+      lengths = block_lengths(length, blocks, config["separate_cls"], config["truncate_seq"])
+      return (f"{length} tokens are too few for {blocks} blocks (lengths {lengths}): the "
               f"encoder takes {shortest} tokens or more (relative positions: no maximum)")
     return None
 
-  def padding_dependence(self):
-    semantics = self._config["pooling_semantics"]
+  @staticmethod
+  def config_padding_dependence(config):
+    semantics = config["pooling_semantics"]
     if semantics == ZOO_POOLING:
       return None
     return (f"pooling_semantics={semantics!r} pools padding into the windows that hold the last real tokens "
             "(mean and max run over whole windows), so a length holds only the texts whose windows it holds "
             f"whole, fewer than under pooling_semantics={ZOO_POOLING!r}, which reads only real tokens")
 
-  def bucket_capacity(self, length):
-    c = self._config
-    return funnel_capacity(length, c["seq_length"], num_blocks=len(c["block_sizes"]),
-                           separate_cls=c["separate_cls"], truncate_seq=c["truncate_seq"],
-                           decoder=bool(c["num_decoder_layers"]), semantics=c["pooling_semantics"])
+  @staticmethod
+  def config_bucket_capacity(config, length):
+    return funnel_capacity(length, config["seq_length"], num_blocks=len(config["block_sizes"]),
+                           separate_cls=config["separate_cls"], truncate_seq=config["truncate_seq"],
+                           decoder=bool(config["num_decoder_layers"]), semantics=config["pooling_semantics"])
 
 
 def shortest_funnel_length(num_blocks, separate_cls=True, truncate_seq=True):

@@ -59,11 +59,12 @@ class TransformerEncoderSpec(EncoderSpec):
       raise ValueError("position_encoding='shift' needs a static seq_length")
     self._build(config, kwargs, transformer_graph)
 
-  def length_problem(self, length):
+  @staticmethod
+  def config_length_problem(config, length):
     if length < 1:
       return f"a sequence needs at least 1 token, got {length}"
-    maximum = self._config["max_sequence_length"]
-    if self._config["position_encoding"] == ABSOLUTE and length > maximum:
+    maximum = config["max_sequence_length"]
+    if config["position_encoding"] == ABSOLUTE and length > maximum:
       return (f"{length} tokens exceed max_sequence_length {maximum}, the size of the absolute position "
               f"table: the encoder takes 1 to {maximum} tokens")
     return None
