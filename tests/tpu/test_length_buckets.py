@@ -51,6 +51,18 @@ def prose(tmp_path_factory):
   return str(path)
 
 
+@pytest.fixture(scope="module")
+def prose_tags(tmp_path_factory):
+  """The sentences, cut into phrases of up to 6 words, as CoNLL: a word per line, tagged B-NUM where it holds a
+  digit, else O."""
+  path = tmp_path_factory.mktemp("prose") / "train.conll"
+  phrases = [words[start:start + 6] for words in map(str.split, _sentences()) for start in range(0, len(words), 6)]
+  sentences = ["\n".join(f"{word} {'B-NUM' if re.search('[0-9]', word) else 'O'}" for word in phrase)
+               for phrase in phrases]
+  path.write_text("\n\n".join(sentences) + "\n", encoding="utf-8")
+  return str(path)
+
+
 def _config(model_dir, prose, **changes):
   values = dict(model="bert_small", model_overrides=TINY_BERT, data=f"tsv:{prose}", seq_length=SEQ_LENGTH,
                 vocab_size=300, length_buckets="8,16", dropout=0.0)
@@ -88,17 +100,20 @@ def _step_losses(config, batches, steps):
   return losses, trainer
 
 
-def test_a_bucketed_step_equals_the_step_at_seq_length(prose, tmp_path):
+@pytest.mark.parametrize("task", ["classify", "tag"])
+def test_a_bucketed_step_equals_the_step_at_seq_length(prose, prose_tags, tmp_path, task):
   """The same bucketed batches, stepped with buckets and at seq_length: the same losses and weights (dropout off:
-  its draws have the shape of the length run), and the same evaluation metrics. (XLA: the encoder's gradients
+  its draws have the shape of the length run), and the same evaluation metrics. A tagger does not read the
+  pooler: it gets no gradient and no optimizer slots, as without buckets. (XLA: the encoder's gradients
   through the switch, compiled, in tests/zoo/models/test_length_buckets.py.)"""
-  prepared = prepare(_config(tmp_path / "run", prose).validate())
+  data = f"tsv:{prose}" if task == "classify" else f"conll:{prose_tags}"
+  prepared = prepare(_config(tmp_path / "run", prose, task=task, data=data).validate())
   config = prepared.config
   encoder = TextEncoder(prepared.vocab, seq_length=SEQ_LENGTH)
   task = Trainer(config, tf.distribute.get_strategy()).task
   batches = list(pipeline.train_dataset(prepared.train, task, encoder, 8, capacities=[8, 16, 32]).take(4))
   lengths = [int(batch["input_mask"].numpy().sum(-1).max()) for batch in batches]
-  assert min(lengths) <= 8 < max(lengths), lengths
+  assert min(lengths) <= 16 < max(lengths), lengths   # batches at a short length and at the full one
   _step_losses.weights = Trainer(config, tf.distribute.get_strategy()).model.get_weights()
   bucketed, trained = _step_losses(config, batches, 4)
   plain, reference = _step_losses(config.replace(length_buckets=None), batches, 4)
@@ -108,6 +123,8 @@ def test_a_bucketed_step_equals_the_step_at_seq_length(prose, tmp_path):
   assert len(trained.optimizer.variables()) == len(reference.optimizer.variables())
 
   evaluation = pipeline.eval_dataset(prepared.train, task, encoder, 16)
+  for trainer in (trained, reference):
+    trainer.task.prepare_evaluation(prepared.train)
   with_buckets, without = trained.evaluate(evaluation), reference.evaluate(evaluation)
   assert with_buckets.keys() == without.keys()
   for name, value in without.items():
