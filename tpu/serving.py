@@ -84,8 +84,9 @@ class ServingModule(tf.Module):
     config: the run's `TrainConfig`.
     text_encoder: a `zoo.text.TextEncoder` (a `SentencePieceEncoder` for a SentencePiece model) with the
       run's vocabulary and `seq_length`.
-    length_buckets: `bucket_plan`'s plan: the encoder runs each call at the smallest ladder length that holds
-      its longest text (`zoo.models.EncoderModel.use_length_buckets`); None: at `seq_length`.
+    length_buckets: `bucket_plan`'s plan: the encoder runs each text of a call at the smallest ladder length
+      that holds it, a sub-batch per length (`zoo.models.EncoderModel.use_length_buckets(per_text=True)`);
+      None: every call at `seq_length`.
   """
 
   def __init__(self, model, config, text_encoder, length_buckets=None):
@@ -93,7 +94,8 @@ class ServingModule(tf.Module):
     task = get_task(config)
     encoder = task.encoder(model)
     if length_buckets:
-      encoder.use_length_buckets(length_buckets["lengths"], padding_dependent=length_buckets["padding_dependent"])
+      encoder.use_length_buckets(length_buckets["lengths"], padding_dependent=length_buckets["padding_dependent"],
+                                 per_text=True)
     network = task.serving_network(model)
     self.model_variables = list(network.variables)
     self.text_encoder = text_encoder
@@ -146,7 +148,8 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   """How the export runs calls of short texts, for `ServingModule` and `model_info.json`.
 
   `length_buckets`: "auto" (`zoo.length_buckets.default_ladder`), "off", lengths ("32,64" or a list), or
-  None: the run's own `length_buckets` when it trained with a ladder, else "auto". An encoder whose pooling
+  None: the run's own `length_buckets` (and `padding_dependent_buckets`) when it trained with a ladder, else
+  "auto". An encoder whose pooling
   reads padding (a Funnel under Hugging Face's or the authors' pooling semantics) runs every call at
   `seq_length` unless `padding_dependent` asks for buckets: each length then holds only the texts whose
   pooling windows it holds whole (`zoo.length_buckets.funnel_capacity`), so the outputs stay those of
@@ -160,9 +163,10 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   from zoo.length_buckets import parse_ladder
 
   encoder = get_task(config).encoder(model)
-  if length_buckets is None:
-    trained = getattr(config, "length_buckets", None)
-    length_buckets = trained if trained not in (None, "off") else AUTO
+  if length_buckets is None:   # the run's own ladder (and its --padding-dependent-buckets), else "auto"
+    trained = config.length_buckets
+    length_buckets = trained if trained not in (None, "off", []) else AUTO
+    padding_dependent = padding_dependent or config.padding_dependent_buckets
   dependence = encoder.padding_dependence()
   plan = dict(setting=describe_ladder(length_buckets), lengths=[], capacities=[],
               padding_dependent=bool(dependence), reason=None)

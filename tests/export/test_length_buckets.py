@@ -8,6 +8,8 @@ length.
 
 import json
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -47,11 +49,14 @@ def _model_info(path):
 
 
 def _branches(path):
-  """The branch counts of the `Case` ops (the length switch) in a SavedModel's functions."""
+  """The ladder lengths of the length branches (`If` ops named `length_<L>`: a sub-batch per ladder length, run
+  when not empty) in each function of a SavedModel that has them."""
   with open(os.path.join(path, "saved_model.pb"), "rb") as file:
     graph = saved_model_pb2.SavedModel.FromString(file.read()).meta_graphs[0].graph_def
-  return sorted({len(node.attr["branches"].list.func) for function in graph.library.function
-                 for node in function.node_def if node.op in ("Case", "StatelessCase")})
+  found = [sorted(int(match.group(1)) for node in function.node_def if node.op in ("If", "StatelessIf")
+                  for match in [re.search(r"/length_(\d+)$", node.name)] if match)
+           for function in graph.library.function]
+  return sorted({tuple(lengths) for lengths in found if lengths})
 
 
 def _compare(run, loaded, texts):
@@ -84,7 +89,7 @@ def test_short_and_long_calls_equal_padding_to_seq_length(runs, name, tmp_path):
     assert plan["capacities"] == [13, 32]
   else:
     assert plan["capacities"] == [16, 32]
-  assert _branches(path) == [2]   # one switch of two branches, one per ladder length
+  assert _branches(path) == [(16, 32)]   # a branch per ladder length in each function that runs the encoder
   assert serving_ops.problems(path) == []
   loaded = tf.saved_model.load(path)
   for texts in (SHORT, LONG, SHORT[:1], SHORT + LONG[:1]):
@@ -114,6 +119,15 @@ def test_a_funnel_whose_pooling_reads_padding_keeps_seq_length_unless_asked(runs
   for texts in (SHORT, SHORT + LONG[:1]):
     result = _compare(run, loaded, texts)
     assert max(result["pooled"], result["head"]) < 1e-5, result
+
+  # A run trained with buckets exports with its own ladder, --padding-dependent-buckets included.
+  trained = tmp_path / "trained"
+  shutil.copytree(run.path, trained)
+  settings = json.loads((trained / "config.json").read_text())
+  (trained / "config.json").write_text(json.dumps(dict(settings, length_buckets="16",
+                                                       padding_dependent_buckets=True)))
+  plan = _model_info(saved_model.export(str(trained), str(tmp_path / "own")))["length_buckets"]
+  assert (plan["setting"], plan["lengths"], plan["capacities"]) == ("16", [16, 32], [13, 32])
 
 
 def test_the_command_line_takes_a_ladder_and_refuses_a_bad_one(runs, tmp_path, capsys):

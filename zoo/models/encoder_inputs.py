@@ -55,6 +55,8 @@ class EncoderModel(keras.Model):
   graph wired again at that static length), so a traced function or XLA program holds one
   branch per ladder length and a call runs one of them. The outputs at real positions are those
   of T; past a batch's ladder length they are zeros (positions the masks and losses ignore).
+  Per text (`per_text`, for servers): each text runs at its own ladder length, a sub-batch per
+  length.
   """
 
   @classmethod
@@ -70,20 +72,28 @@ class EncoderModel(keras.Model):
     object.__setattr__(self, "_rewire", lambda length, inputs: graph(dict(self._config, seq_length=length),
                                                                      kit, inputs=inputs)[1])
     object.__setattr__(self, "_ladder", None)
+    object.__setattr__(self, "_per_text", False)
 
   @property
   def length_buckets(self) -> list[tuple[int, int]] | None:
     """`[(ladder length, capacity), ...]` of `use_length_buckets`, or None (every call at the built length)."""
     return self._ladder
 
-  def use_length_buckets(self, lengths: list[int] | None, padding_dependent: bool = False) -> None:
+  def use_length_buckets(self, lengths: list[int] | None, padding_dependent: bool = False,
+                         per_text: bool = False) -> None:
     """Runs later calls at the smallest of `lengths` that holds each batch's longest text (None or []: at the
     built length, as before).
+
+    `per_text` (serving): each text of a call runs at the smallest length that holds it instead, the call's
+    texts split into one sub-batch per ladder length (gathered, run where not empty, stitched back in
+    order). Its sub-batch sizes depend on the texts, so it is for servers, not for XLA or TPUs, whose steps
+    run the whole batch at one length.
 
     Raises a ValueError for lengths the encoder cannot take and, unless `padding_dependent`, for an encoder
     whose pooling reads padding (`padding_dependence`: its lengths hold fewer texts, those whose pooling
     windows they hold whole; the outputs are still those of the built length).
     """
+    object.__setattr__(self, "_per_text", False)
     if not lengths:
       object.__setattr__(self, "_ladder", None)
       return
@@ -92,30 +102,51 @@ class EncoderModel(keras.Model):
     except ValueError as error:
       raise ValueError(f"{self.name}: {error}") from None
     object.__setattr__(self, "_ladder", ladder)
+    object.__setattr__(self, "_per_text", per_text)
 
   def call(self, inputs, training=None, mask=None):
     ladder = self._ladder
     if (not ladder or len(ladder) == 1 or not isinstance(inputs, dict) or bucketing.step_bucket() is
         bucketing.FULL_LENGTH or keras.backend.is_keras_tensor(inputs["input_mask"])):
       return super().call(inputs, training=training, mask=mask)
+    if self._per_text and bucketing.step_bucket() is None:
+      return self._per_text_call(inputs, training, mask)
     return self._bucketed_call(inputs, training, mask)
+
+  def _at_length(self, length, inputs, training, mask):
+    """The encoder's outputs for `inputs` cut to `length` tokens, padded back to the built graph's shapes."""
+    if length == self._config["seq_length"]:
+      outputs = super().call(inputs, training=training, mask=mask)
+    else:
+      outputs = self._rewire(length, {name: value[:, :length] for name, value in inputs.items()})
+    return tf.nest.map_structure(_pad_to, outputs, tf.nest.map_structure(lambda tensor: tensor.shape, self.output))
+
+  def _per_text_call(self, inputs, training, mask):
+    ladder = self._ladder
+    capacities = tf.constant([capacity for _, capacity in ladder[:-1]], tf.int32)
+    counts = tf.reduce_sum(tf.cast(tf.not_equal(inputs["input_mask"], 0), tf.int32), axis=-1)   # [B]
+    buckets = tf.reduce_sum(tf.cast(capacities[tf.newaxis, :] < counts[:, tf.newaxis], tf.int32), axis=-1)
+    def empty():
+      return tf.nest.map_structure(lambda tensor: tf.zeros([0, *tensor.shape[1:]], tensor.dtype), self.output)
+
+    rows, parts = [], []
+    for index, (length, _) in enumerate(ladder):
+      taken = tf.cast(tf.reshape(tf.where(tf.equal(buckets, index)), [-1]), tf.int32)
+      sub = {name: tf.gather(value, taken) for name, value in inputs.items()}
+      parts.append(tf.cond(tf.size(taken) > 0,
+                           lambda sub=sub, length=length: self._at_length(length, sub, training, mask),
+                           empty, name=f"length_{length}"))
+      rows.append(taken)
+    return tf.nest.map_structure(lambda *values: tf.dynamic_stitch(rows, list(values)), *parts)
 
   def _bucketed_call(self, inputs, training, mask):
     ladder = self._ladder
-    built = self._config["seq_length"]
     index = bucketing.step_bucket()
     if index is None:
       index = bucket_index(inputs["input_mask"], [capacity for _, capacity in ladder])
-    shapes = tf.nest.map_structure(lambda tensor: tensor.shape, self.output)
 
     def branch(length):
-      def run():
-        if length == built:
-          outputs = super(EncoderModel, self).call(inputs, training=training, mask=mask)
-        else:
-          outputs = self._rewire(length, {name: value[:, :length] for name, value in inputs.items()})
-        return tf.nest.map_structure(_pad_to, outputs, shapes)
-      return run
+      return lambda: self._at_length(length, inputs, training, mask)
 
     return tf.switch_case(index, [branch(length) for length, _ in ladder])
 

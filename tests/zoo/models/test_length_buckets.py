@@ -109,6 +109,29 @@ def test_transformer_buckets_hold_every_length(flags):
     assert max(_differences(encoder, reals, expected)) < 1e-5, reals
 
 
+@pytest.mark.parametrize("flags", ["decoder", "no_truncate_decoder"])
+def test_per_text_buckets_run_each_text_at_its_own_length(flags):
+  """A call's texts split by length (what exports do): each at its own ladder length, equal to the full length at
+  its real positions, zeros past its ladder length; batches of one length, of none at some lengths, and empty."""
+  funnel = FunnelEncoder(block_sizes=(1, 1, 1), **TINY, **FUNNELS[flags])
+  reals = [3, 16, 9, 1, 12, 7, 15]
+  batch = _batch(reals)
+  full = funnel(batch, training=False)
+  funnel.use_length_buckets([8, 12], per_text=True)
+  ladder = funnel.length_buckets
+  outputs = tf.function(lambda batch: funnel(batch, training=False))(batch)
+  for row, real in enumerate(reals):
+    for a, b in zip(_real_parts(funnel, full, row, real), _real_parts(funnel, outputs, row, real), strict=True):
+      np.testing.assert_allclose(a, b, atol=1e-5)
+    length = next(length for length, capacity in ladder if capacity >= real)
+    assert not np.any(outputs["sequence_output"].numpy()[row, length:])
+  for rows in ([0, 3], [1], []):
+    rows = tf.constant(rows, tf.int32)
+    part = {name: tf.gather(value, rows) for name, value in batch.items()}
+    np.testing.assert_allclose(funnel(part, training=False)["pooled_output"], tf.gather(full["pooled_output"], rows),
+                               atol=1e-5)
+
+
 def test_outputs_keep_their_shapes_and_are_zero_past_the_bucket():
   encoder = FunnelEncoder(block_sizes=(1, 1), num_decoder_layers=1, output_attention_probs=True, **TINY)
   plain = encoder(_batch([3, 2]), training=False)
