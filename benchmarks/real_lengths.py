@@ -47,7 +47,6 @@ import numpy as np
 from benchmarks.report import machine_description
 from benchmarks.report import table
 from zoo.atomic_files import write_atomically
-from zoo.model_dir import ModelDir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## 12. Real lengths: length buckets in serving and fine-tuning"
@@ -113,7 +112,8 @@ def sentences():
   found = []
   for _, text in pydocs.documents("validation"):
     for line in text.splitlines():
-      found += [" ".join(part.split()) for part in re.split(r"(?<=[.!?])\s+(?=[A-Z])", line) if len(part.split()) > 1]
+      found += [" ".join(part.split()) for part in re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)
+                if len(part.split()) > 1]
   return found
 
 
@@ -157,13 +157,14 @@ def make_runs(work, vocab_path, texts):
   for model, export_flags in MODELS.items():
     run = os.path.join(work, model)
     if not os.path.exists(os.path.join(run, "export")):
-      _run([sys.executable, "-m", "tpu.train", "--model", model, "--task", "classify", "--data", f"tsv:{data}",
+      _run([sys.executable, "-m", "tpu.train", "--model", model, "--task", "classify",
+            "--data", f"tsv:{data}",
             "--vocab", vocab_path, "--seq-length", str(SEQ_LENGTH), "--batch-size", "8", "--steps", "1",
             "--warmup-steps", "0", "--model-dir", run, "--no-export"])
-      _run([sys.executable, "-m", "export.saved_model", "--model-dir", run, "--out", os.path.join(run, "export"),
-            "--length-buckets", "off"])
-      _run([sys.executable, "-m", "export.saved_model", "--model-dir", run, "--out", os.path.join(run, "export"),
-            "--length-buckets", "auto", *export_flags])
+      _run([sys.executable, "-m", "export.saved_model", "--model-dir", run,
+            "--out", os.path.join(run, "export"), "--length-buckets", "off"])
+      _run([sys.executable, "-m", "export.saved_model", "--model-dir", run,
+            "--out", os.path.join(run, "export"), "--length-buckets", "auto", *export_flags])
       _run([sys.executable, "-m", "zoo.convert", "to-hf", run, "--out", os.path.join(run, "hf")])
     base = os.path.join(run, "export")
     runs[model] = (run, os.path.join(base, "1"), os.path.join(base, "2"), os.path.join(run, "hf"))
@@ -188,9 +189,10 @@ def serving(runs, sets, settings):
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
     torch_model = transformers.AutoModelForSequenceClassification.from_pretrained(hf).eval()
 
-    def hf_logits(texts, tokenizer=tokenizer, torch_model=torch_model):
+    def hf_logits(texts, padding="longest", tokenizer=tokenizer, torch_model=torch_model):
       with torch.no_grad():
-        inputs = tokenizer(texts, padding="longest", truncation=True, max_length=SEQ_LENGTH, return_tensors="pt")
+        inputs = tokenizer(texts, padding=padding, truncation=True, max_length=SEQ_LENGTH,
+                           return_tensors="pt")
         return torch_model(**inputs).logits.numpy()
 
     for set_name in ("short", "full"):
@@ -198,18 +200,23 @@ def serving(runs, sets, settings):
         rng = np.random.default_rng(batch)
         texts = [sets[set_name][i] for i in rng.choice(len(sets[set_name]), batch, replace=False)]
         constant = tf.constant(texts)
-        reference = hf_logits(texts)
+        # the same padding: the same outputs (a Funnel's depend on it)
+        reference = hf_logits(texts, "max_length")
         for name, signature in served.items():
           difference = np.abs(signature(text=constant)["logits"].numpy() - reference).max()
           if difference > 1e-3:
-            raise RuntimeError(f"{model} export ({name}) and transformers differ by {difference} on {set_name}")
-        functions = {"zoo, padded to T": lambda c=constant: served["off"](text=c)["logits"].numpy(),
-                     "zoo, buckets": lambda c=constant: served["buckets"](text=c)["logits"].numpy(),
+            raise RuntimeError(f"{model} export ({name}) and transformers differ by {difference} "
+                               f"on {set_name}")
+        functions = {"zoo, padded to T":
+                         lambda c=constant, served=served: served["off"](text=c)["logits"].numpy(),
+                     "zoo, buckets":
+                         lambda c=constant, served=served: served["buckets"](text=c)["logits"].numpy(),
                      "transformers": lambda t=texts: hf_logits(t)}
         rounds = settings.serving_rounds * (4 if batch == 1 else 1)
         medians = timing.interleaved_medians(functions, rounds, warmup=2)
         times = {name: median for name, (median, _) in medians.items()}
-        _log(f"{model} {set_name} batch {batch}: " + ", ".join(f"{n} {t * 1000:.1f} ms" for n, t in times.items()))
+        _log(f"{model} {set_name} batch {batch}: "
+             + ", ".join(f"{n} {t * 1000:.1f} ms" for n, t in times.items()))
         rows.append(dict(model=model, texts=set_name, batch=batch, ladder=plan["lengths"],
                          capacities=plan["capacities"], times=times))
   return rows
@@ -220,15 +227,18 @@ def serving(runs, sets, settings):
 
 
 def _batches(run_dir, vocab, texts, buckets, count, batch_size):
-  """`count` training batches of `texts` from the job's input pipeline (a classify run's config), and the config."""
+  """`count` training batches of `texts` from the job's input pipeline (a classify run's config), and the
+  config."""
+  import tensorflow as tf
+
   from tpu.config import TrainConfig
   from tpu.data import pipeline
   from tpu.data.source_registry import DataSource
   from tpu.tasks import get_task
   from zoo.text import TextEncoder
-  import tensorflow as tf
 
-  config = TrainConfig(model="bert_base", task="classify", data="demo", model_dir=run_dir, seq_length=SEQ_LENGTH,
+  config = TrainConfig(model="bert_base", task="classify", data="demo", model_dir=run_dir,
+                       seq_length=SEQ_LENGTH,
                        batch_size=batch_size, vocab_size=len(vocab), num_classes=2, label_names=["a", "b"],
                        length_buckets="auto" if buckets else None, steps=10**6).validate()
   examples = tf.data.Dataset.from_tensor_slices(dict(text_a=texts, label=np.arange(len(texts)) % 2))
@@ -239,12 +249,14 @@ def _batches(run_dir, vocab, texts, buckets, count, batch_size):
   if buckets:
     from tpu.tasks.base import length_ladder
     capacities = [capacity for _, capacity in length_ladder(config)]
-  dataset = pipeline.train_dataset(source, task, encoder, batch_size, capacities=capacities, shuffle_buffer=4096)
+  dataset = pipeline.train_dataset(source, task, encoder, batch_size, capacities=capacities,
+                                   shuffle_buffer=4096)
   return config, list(dataset.take(count))
 
 
 def fine_tuning(work, vocab, sets, settings):
-  """The fine-tuning figures: examples/s, real-token fraction and FLOP utilisation, with and without buckets."""
+  """The fine-tuning figures: examples/s, real-token fraction and FLOP utilisation, with and without
+  buckets."""
   import tensorflow as tf
 
   from benchmarks import measure as timing
@@ -254,7 +266,8 @@ def fine_tuning(work, vocab, sets, settings):
   from zoo.presets import cost
 
   family, config_values = presets.resolve("bert_base", dict(seq_length=SEQ_LENGTH))
-  ladder_config, _ = _batches(os.path.join(work, "ft"), vocab, sets["short"][:64], True, 1, settings.batch_size)
+  ladder_config, _ = _batches(os.path.join(work, "ft"), vocab, sets["short"][:64], True, 1,
+                              settings.batch_size)
   ladder = length_ladder(ladder_config)
   lengths = [length for length, _ in ladder]
   capacities = [capacity for _, capacity in ladder]
@@ -266,7 +279,8 @@ def fine_tuning(work, vocab, sets, settings):
   kinds = {"buckets": (sets["short"], True), "padded": (sets["short"], False), "full": (sets["full"], False)}
   trainers, streams, stats = {}, {}, {}
   for kind, (texts, buckets) in kinds.items():
-    config, batches = _batches(os.path.join(work, "ft"), vocab, texts, buckets, steps + 2, settings.batch_size)
+    config, batches = _batches(os.path.join(work, "ft"), vocab, texts, buckets, steps + 2,
+                               settings.batch_size)
     trainer = Trainer(config.replace(model_dir=os.path.join(work, "ft", kind)), tf.distribute.get_strategy())
     iterator = iter(batches)
     trainer.train_input = type("Input", (), {"iterator": iterator, "next": staticmethod(next)})()
@@ -307,9 +321,12 @@ def report(sets, lengths, serving_rows, tuning, minutes):
 
   lines = [SECTION, "", f"Machine: {machine_description()}. Command: `python -m benchmarks.real_lengths` "
            f"(`benchmarks/real_lengths.py`). Vocabulary: {VOCAB_SIZE:,} WordPieces learned from the pydocs "
-           "corpus's train split; texts: sentences of its validation split (median tokens with [CLS] and [SEP]: "
-           + ", ".join(f"{name} {median(values):.0f}" for name, values in lengths.items()) + f"; T = {SEQ_LENGTH}).",
-           "", "Serving: median call in ms (the three interleaved, a call each per round); ratios are the zoo "
+           "corpus's train split; texts: sentences of its validation split (median tokens with [CLS] "
+           "and [SEP]: "
+           + ", ".join(f"{name} {median(values):.0f}" for name, values in lengths.items())
+           + f"; T = {SEQ_LENGTH}).",
+           "",
+           "Serving: median call in ms (the three interleaved, a call each per round); ratios are the zoo "
            "over transformers.", ""]
   rows = []
   for row in serving_rows:
@@ -319,18 +336,21 @@ def report(sets, lengths, serving_rows, tuning, minutes):
     if row["texts"] == "short":
       target = f"≤ {SERVING_TARGET}: {'met' if buckets / hf <= SERVING_TARGET else 'missed'}"
     rows.append([row["model"], row["texts"], row["batch"], ",".join(map(str, row["ladder"])) or "none",
-                 f"{off:.1f}", f"{buckets:.1f}", f"{hf:.1f}", f"{off / hf:.2f}", f"{buckets / hf:.2f}", target])
-  lines += table(["model", "texts", "batch", "ladder", "zoo padded to T (before)", "zoo buckets (after)",
-                  "transformers", "before / transformers", "after / transformers", "target"], rows)
+                 f"{off:.1f}", f"{buckets:.1f}", f"{hf:.1f}", f"{off / hf:.2f}", f"{buckets / hf:.2f}",
+                 target])
+  lines += [table(["model", "texts", "batch", "ladder", "zoo padded to T (before)", "zoo buckets (after)",
+                  "transformers", "before / transformers", "after / transformers", "target"], rows)]
   result = tuning["rows"]
   speedup = result["buckets"]["examples_per_second"] / result["padded"]["examples_per_second"]
   full_point = result["full"]["computed"] * 100
-  lines += ["", f"Fine-tuning `bert_base` (batch 32, T = {SEQ_LENGTH}, the training job's `Trainer` on its input "
+  lines += ["",
+            f"Fine-tuning `bert_base` (batch 32, T = {SEQ_LENGTH}, the training job's `Trainer` on its input "
             "pipeline's batches, the three kinds of step and the matmul interleaved); ladder "
             + ", ".join(f"{length} (holds {capacity})" for length, capacity in tuning["ladder"])
             + f"; matmul peak {tuning['peak'] / 1e9:.0f} GFLOP/s.", ""]
   rows = []
-  for kind, label in (("padded", "short texts, padded to T (before)"), ("buckets", "short texts, buckets (after)"),
+  for kind, label in (("padded", "short texts, padded to T (before)"),
+                      ("buckets", "short texts, buckets (after)"),
                       ("full", "full texts, padded to T")):
     values = result[kind]
     target = ""
@@ -341,8 +361,8 @@ def report(sets, lengths, serving_rows, tuning, minutes):
     rows.append([label, f"{values['examples_per_second']:.2f}",
                  f"{values['real_tokens'] / values['computed_tokens']:.0%}",
                  f"{values['useful'] * 100:.0f}%", f"{values['computed'] * 100:.0f}%", target])
-  lines += table(["steps", "examples/s", "computed tokens that are real", "useful FLOP/s of peak",
-                  "computed FLOP/s of peak", "target"], rows)
+  lines += [table(["steps", "examples/s", "computed tokens that are real", "useful FLOP/s of peak",
+                   "computed FLOP/s of peak", "target"], rows)]
   lines += ["", f"The run took {minutes:.1f} minutes."]
   return "\n".join(lines) + "\n"
 
@@ -359,7 +379,8 @@ def write_section(path, section):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog="python -m benchmarks.real_lengths", description=__doc__.split("\n\n")[0])
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.real_lengths",
+                                   description=__doc__.split("\n\n")[0])
   parser.add_argument("--out", metavar="FILE", help="also write the report into FILE (e.g. BENCHMARKS.md)")
   parser.add_argument("--work", metavar="DIR", help="keep the vocabulary, runs and exports here (default: a "
                       "temporary directory)")

@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   import tensorflow as tf
   try:
     path = export(args.model_dir, args.out or ModelDir(args.model_dir).export_dir, args.checkpoint,
-                  length_buckets=args.length_buckets, padding_dependent_buckets=args.padding_dependent_buckets)
+                  length_buckets=args.length_buckets,
+                  padding_dependent_buckets=args.padding_dependent_buckets)
   except (FileNotFoundError, ValueError) as error:
     print(f"export.saved_model: error: {error}", file=sys.stderr)
     return 2

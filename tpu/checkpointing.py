@@ -105,7 +105,8 @@ def input_stream(config, vocab, workers, local_replicas, files=None, evaluation=
                  if setting.input})
   values.update(workers=workers, local_replicas=local_replicas, vocabulary=vocab_checksum(vocab))
   if config.length_buckets not in (None, "off", []):   # only when set: streams saved before have no such key
-    values.update(length_buckets=config.length_buckets, padding_dependent_buckets=config.padding_dependent_buckets)
+    values.update(length_buckets=config.length_buckets,
+                  padding_dependent_buckets=config.padding_dependent_buckets)
   if files is not None:
     values["files"] = files
   if evaluation is not None:

@@ -94,8 +94,8 @@ class ServingModule(tf.Module):
     task = get_task(config)
     encoder = task.encoder(model)
     if length_buckets:
-      encoder.use_length_buckets(length_buckets["lengths"], padding_dependent=length_buckets["padding_dependent"],
-                                 per_text=True)
+      encoder.use_length_buckets(length_buckets["lengths"], per_text=True,
+                                 padding_dependent=length_buckets["padding_dependent"])
     network = task.serving_network(model)
     self.model_variables = list(network.variables)
     self.text_encoder = text_encoder

@@ -200,7 +200,8 @@ def _build_training(prepared, strategy, worker, resume):
       worker, skip=resume.skip)
   if ladder:
     log.info("length buckets: batches of %s token(s) at most, at lengths %s",
-             ", ".join(str(capacity) for _, capacity in ladder), ", ".join(str(length) for length, _ in ladder))
+             ", ".join(str(capacity) for _, capacity in ladder),
+             ", ".join(str(length) for length, _ in ladder))
   if train_input.unsaved_reason and not isinstance(strategy, tf.distribute.TPUStrategy):
     log.info("the input pipeline of %s cannot save its position (%s): a resumed run replays the batches of "
              "the steps before it to continue the same stream", config.data, train_input.unsaved_reason)

@@ -27,10 +27,10 @@ from tpu.optimization import make_optimizer
 from tpu.tasks import get_task
 from tpu.tasks.base import length_ladder
 from zoo.layers import seeds
-from zoo.models import bucketing
 from zoo.logs import error_reason
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import OPTIMIZER_ROOT
+from zoo.models import bucketing
 
 log = logging.getLogger("tpu.train")
 
@@ -104,15 +104,16 @@ class Trainer:
       outputs = self.model(_model_inputs(self.model, features), training=True)
       loss, stats = self.task.loss_and_stats(features, outputs, denominators)
     gradients = tape.gradient(loss, self.variables)
-    if bucket is not None and bucket is not bucketing.FULL_LENGTH:   # zeros through the length switch: none, as without
+    # What the loss does not read gets zeros through the length switch: none, as without buckets.
+    if bucket is not None and bucket is not bucketing.FULL_LENGTH:
       unread = self._unread_variables(features, denominators, seed)
       gradients = [None if skip else gradient for gradient, skip in zip(gradients, unread, strict=True)]
     gradients = [None if gradient is None else tf.convert_to_tensor(gradient) for gradient in gradients]
     return loss, stats, gradients
 
   def _unread_variables(self, features, denominators, seed):
-    """Which trainable variables the loss does not read (a tagger's pooler): found once, when the first step is
-    traced, by tracing (never running) the step at the built length, where they get no gradient."""
+    """Which trainable variables the loss does not read (a tagger's pooler): found once, when the first
+    step is traced, by tracing (never running) the step at the built length, where they get no gradient."""
     if self._unread is None:
       unread = []
 
@@ -137,7 +138,8 @@ class Trainer:
     context = tf.distribute.get_replica_context()
     denominators = {name: context.all_reduce(tf.distribute.ReduceOp.SUM, value)
                     for name, value in self.task.denominators(features).items()}
-    bucket = None if self.capacities is None else bucketing.replicas_bucket(features["input_mask"], self.capacities)
+    bucket = (None if self.capacities is None
+              else bucketing.replicas_bucket(features["input_mask"], self.capacities))
     loss, stats, gradients = self._compute(features, denominators, self._step_seed(context), bucket)
     pairs = [(gradient, variable) for gradient, variable in zip(gradients, self.variables, strict=True)
              if gradient is not None]

@@ -146,9 +146,10 @@ def funnel_capacity(length: int, seq_length: int, *, num_blocks: int, separate_c
   whole = semantics != "zoo"
   for real in range(1, length + 1):
     same = all(np.array_equal(_windows_read(a, real, whole), _windows_read(b, real, whole))
-               for a, b in zip(short, full))
+               for a, b in zip(short, full, strict=True))
     if semantics == "huggingface":   # a block without a wholly real window: every window must be the same
-      same = same and all(np.any(a[1] <= real) or np.array_equal(a, b) for a, b in zip(short, full))
+      same = same and all(np.any(a[1] <= real) or np.array_equal(a, b)
+                          for a, b in zip(short, full, strict=True))
     if decoder:
       same = same and np.array_equal(up_short[:real], up_full[:real])
     if not same:

@@ -26,7 +26,8 @@ from tpu import serving
 
 SEQ_LENGTH = 32
 WORDS = " ".join(doc for doc in (json.__doc__, os.__doc__) if doc).split()
-SHORT = [" ".join(WORDS[start:start + size]) for start, size in ((0, 3), (40, 7), (90, 1), (20, 5))]   # 6 to 13 tokens
+SHORT = [" ".join(WORDS[start:start + size])
+         for start, size in ((0, 3), (40, 7), (90, 1), (20, 5))]   # 6 to 13 tokens
 LONG = [" ".join(WORDS[start:start + 60]) for start in (10, 200)]
 RUNS = dict(
     bert=dict(model="bert_small", overrides=TINY_TRANSFORMER, label_names=["no", "maybe", "yes"]),
@@ -39,7 +40,8 @@ RUNS = dict(
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-  return {name: make_model_dir(tmp_path_factory.mktemp(name) / "run", seq_length=SEQ_LENGTH, seed=4, **settings)
+  return {name: make_model_dir(tmp_path_factory.mktemp(name) / "run", seq_length=SEQ_LENGTH, seed=4,
+                               **settings)
           for name, settings in RUNS.items()}
 
 
@@ -49,8 +51,8 @@ def _model_info(path):
 
 
 def _branches(path):
-  """The ladder lengths of the length branches (`If` ops named `length_<L>`: a sub-batch per ladder length, run
-  when not empty) in each function of a SavedModel that has them."""
+  """The ladder lengths of the length branches (`If` ops named `length_<L>`: a sub-batch per ladder length,
+  run when not empty) in each function of a SavedModel that has them."""
   with open(os.path.join(path, "saved_model.pb"), "rb") as file:
     graph = saved_model_pb2.SavedModel.FromString(file.read()).meta_graphs[0].graph_def
   found = [sorted(int(match.group(1)) for node in function.node_def if node.op in ("If", "StatelessIf")
@@ -66,7 +68,8 @@ def _compare(run, loaded, texts):
   real = features["input_mask"].numpy().sum(-1)
   encoded = loaded.signatures["encode"](text=strings(texts))
   expected = run.model.encoder(features, training=False)
-  sequence = max(float(np.abs(encoded["sequence_output"][row, :count] - expected["sequence_output"][row, :count])
+  sequence = max(float(np.abs(encoded["sequence_output"][row, :count]
+                              - expected["sequence_output"][row, :count])
                        .max()) for row, count in enumerate(real))
   pooled = float(np.abs(encoded["pooled_output"] - expected["pooled_output"]).max())
   outputs = loaded.signatures["serving_default"](text=strings(texts))
@@ -76,7 +79,8 @@ def _compare(run, loaded, texts):
                for row, count in enumerate(real))
   else:
     head = float(np.abs(outputs["logits"] - logits).max())
-  return dict(sequence=sequence, pooled=pooled, head=head, encoded=encoded["sequence_output"].numpy(), real=real)
+  return dict(sequence=sequence, pooled=pooled, head=head, encoded=encoded["sequence_output"].numpy(),
+              real=real)
 
 
 @pytest.mark.parametrize("name", ["bert", "realformer", "funnel_zoo"])
@@ -112,7 +116,8 @@ def test_a_funnel_whose_pooling_reads_padding_keeps_seq_length_unless_asked(runs
 
   with pytest.raises(ValueError, match="--padding-dependent-buckets"):
     saved_model.export(run.path, str(tmp_path / "named"), length_buckets="16")
-  path = saved_model.export(run.path, str(tmp_path / "asked"), length_buckets="16", padding_dependent_buckets=True)
+  path = saved_model.export(run.path, str(tmp_path / "asked"), length_buckets="16",
+                            padding_dependent_buckets=True)
   plan = _model_info(path)["length_buckets"]
   assert plan["lengths"] == [16, 32] and plan["capacities"] == [13, 32]   # [cls] and 3 whole windows of 4
   loaded = tf.saved_model.load(path)
@@ -132,8 +137,10 @@ def test_a_funnel_whose_pooling_reads_padding_keeps_seq_length_unless_asked(runs
 
 def test_the_command_line_takes_a_ladder_and_refuses_a_bad_one(runs, tmp_path, capsys):
   run = runs["bert"]
-  assert saved_model.main(["--model-dir", run.path, "--out", str(tmp_path / "off"), "--length-buckets", "off"]) == 0
+  assert saved_model.main(["--model-dir", run.path, "--out", str(tmp_path / "off"),
+                           "--length-buckets", "off"]) == 0
   path = capsys.readouterr().out.strip()
   assert _model_info(path)["length_buckets"]["lengths"] == [] and _branches(path) == []
-  assert saved_model.main(["--model-dir", run.path, "--out", str(tmp_path / "bad"), "--length-buckets", "8,64"]) == 2
+  assert saved_model.main(["--model-dir", run.path, "--out", str(tmp_path / "bad"),
+                           "--length-buckets", "8,64"]) == 2
   assert "length buckets [64] are outside 1..32" in capsys.readouterr().err

@@ -53,10 +53,11 @@ def prose(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prose_tags(tmp_path_factory):
-  """The sentences, cut into phrases of up to 6 words, as CoNLL: a word per line, tagged B-NUM where it holds a
-  digit, else O."""
+  """The sentences, cut into phrases of up to 6 words, as CoNLL: a word per line, tagged B-NUM where it holds
+  a digit, else O."""
   path = tmp_path_factory.mktemp("prose") / "train.conll"
-  phrases = [words[start:start + 6] for words in map(str.split, _sentences()) for start in range(0, len(words), 6)]
+  phrases = [words[start:start + 6] for words in map(str.split, _sentences())
+             for start in range(0, len(words), 6)]
   sentences = ["\n".join(f"{word} {'B-NUM' if re.search('[0-9]', word) else 'O'}" for word in phrase)
                for phrase in phrases]
   path.write_text("\n\n".join(sentences) + "\n", encoding="utf-8")
@@ -102,10 +103,10 @@ def _step_losses(config, batches, steps):
 
 @pytest.mark.parametrize("task", ["classify", "tag"])
 def test_a_bucketed_step_equals_the_step_at_seq_length(prose, prose_tags, tmp_path, task):
-  """The same bucketed batches, stepped with buckets and at seq_length: the same losses and weights (dropout off:
-  its draws have the shape of the length run), and the same evaluation metrics. A tagger does not read the
-  pooler: it gets no gradient and no optimizer slots, as without buckets. (XLA: the encoder's gradients
-  through the switch, compiled, in tests/zoo/models/test_length_buckets.py.)"""
+  """The same bucketed batches, stepped with buckets and at seq_length: the same losses and weights
+  (dropout off: its draws have the shape of the length run), and the same evaluation metrics. A tagger
+  does not read the pooler: it gets no gradient and no optimizer slots, as without buckets. (XLA: the
+  encoder's gradients through the switch, compiled, in tests/zoo/models/test_length_buckets.py.)"""
   data = f"tsv:{prose}" if task == "classify" else f"conll:{prose_tags}"
   prepared = prepare(_config(tmp_path / "run", prose, task=task, data=data).validate())
   config = prepared.config
@@ -132,8 +133,9 @@ def test_a_bucketed_step_equals_the_step_at_seq_length(prose, prose_tags, tmp_pa
 
 
 def test_a_resumed_bucketed_run_repeats_the_uninterrupted_one(prose, tmp_path):
-  """Back to the checkpoint of step 2 (as after a kill before step 4's): the input position saved with it holds
-  the buckets' waiting examples, so steps 3 and 4 are those of the uninterrupted run, to the last bit."""
+  """Back to the checkpoint of step 2 (as after a kill before step 4's): the input position saved with it
+  holds the buckets' waiting examples, so steps 3 and 4 are those of the uninterrupted run, to the last
+  bit."""
   config = _config(tmp_path / "run", prose, dropout=0.1, steps=4, checkpoint_every=2)
   train.run(config)
   run = ModelDir(config.model_dir)

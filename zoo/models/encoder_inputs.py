@@ -6,10 +6,9 @@ Axes: B batch, T sequence length.
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.layers.base import ZooLayer
 from zoo.models import bucketing
 from zoo.models.bucketing import bucket_index
-
-from zoo.layers.base import ZooLayer
 from zoo.specs import encoder_inputs as input_specs
 from zoo.specs.encoder import EncoderKit
 from zoo.specs.encoder_inputs import ClsSegmentIdsSpec
@@ -76,7 +75,8 @@ class EncoderModel(keras.Model):
 
   @property
   def length_buckets(self) -> list[tuple[int, int]] | None:
-    """`[(ladder length, capacity), ...]` of `use_length_buckets`, or None (every call at the built length)."""
+    """`[(ladder length, capacity), ...]` of `use_length_buckets`, or None (every call at the built
+    length)."""
     return self._ladder
 
   def use_length_buckets(self, lengths: list[int] | None, padding_dependent: bool = False,
@@ -119,7 +119,8 @@ class EncoderModel(keras.Model):
       outputs = super().call(inputs, training=training, mask=mask)
     else:
       outputs = self._rewire(length, {name: value[:, :length] for name, value in inputs.items()})
-    return tf.nest.map_structure(_pad_to, outputs, tf.nest.map_structure(lambda tensor: tensor.shape, self.output))
+    shapes = tf.nest.map_structure(lambda tensor: tensor.shape, self.output)
+    return tf.nest.map_structure(_pad_to, outputs, shapes)
 
   def _per_text_call(self, inputs, training, mask):
     ladder = self._ladder

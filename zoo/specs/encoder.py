@@ -71,8 +71,8 @@ class EncoderSpec:
     return self.config_length_problem(self._config, length)
 
   def padding_dependence(self):
-    """Why the pooling reads padding (a length then holds fewer texts with the built length's outputs), or None
-    when the outputs at real positions never depend on how far the inputs are padded."""
+    """Why the pooling reads padding (a length then holds fewer texts with the built length's outputs), or
+    None when the outputs at real positions never depend on how far the inputs are padded."""
     return self.config_padding_dependence(self._config)
 
   def bucket_capacity(self, length):

@@ -1,4 +1,5 @@
-"""Length buckets on the tf_keras encoders: a batch runs at a ladder length, with the outputs of the full length.
+"""Length buckets on the tf_keras encoders: a batch runs at a ladder length, with the outputs of the full
+length.
 
 The reference is the same encoder without buckets (every batch at its built `seq_length`):
 at the real positions the outputs must be equal, for every count of real tokens. The
@@ -6,6 +7,8 @@ Funnel's capacities (`zoo.length_buckets.funnel_capacity`, computed from the poo
 geometry) are held to what the layers compute: every count within a length's capacity runs
 there with the full length's outputs, and one token more does not.
 """
+
+import itertools
 
 import numpy as np
 import pytest
@@ -21,8 +24,8 @@ from zoo.models import TransformerEncoder
 from zoo.models import bucketing
 
 VOCAB, LENGTH = 50, 16
-TINY = dict(vocab_size=VOCAB, hidden_size=16, num_heads=2, intermediate_size=32, seq_length=LENGTH, dropout=0.0,
-            attention_dropout=0.0)
+TINY = dict(vocab_size=VOCAB, hidden_size=16, num_heads=2, intermediate_size=32, seq_length=LENGTH,
+            dropout=0.0, attention_dropout=0.0)
 FUNNELS = {
     "default": dict(),
     "decoder": dict(num_decoder_layers=1),
@@ -41,12 +44,13 @@ def _batch(reals, seed=0):
 
 
 def _real_parts(encoder, outputs, row, real):
-  """The outputs of text `row` at the positions that hold one of its `real` tokens: a sequence output cut to
-  them (a pooled one to its windows with a real token), the pooled output whole."""
+  """The outputs of text `row` at the positions that hold one of its `real` tokens: a sequence output cut
+  to them (a pooled one to its windows with a real token), the pooled output whole."""
   config = encoder.get_config()
   sequence = outputs["sequence_output"].numpy()[row]
   if config.get("block_sizes") and not config["num_decoder_layers"]:
-    windows = funnel_windows(LENGTH, len(config["block_sizes"]), config["separate_cls"], config["truncate_seq"])
+    windows = funnel_windows(LENGTH, len(config["block_sizes"]), config["separate_cls"],
+                             config["truncate_seq"])
     real = int(np.sum(windows[-1][0] < real))
   return [outputs["pooled_output"].numpy()[row], sequence[:real]]
 
@@ -61,7 +65,8 @@ def _differences(encoder, reals, index, padding_dependent=False):
   with bucketing.stepping(tf.constant(index)):
     bucketed = encoder(batch, training=False)
   return [max(float(np.max(np.abs(a - b), initial=0.0))
-              for a, b in zip(_real_parts(encoder, full, row, real), _real_parts(encoder, bucketed, row, real),
+              for a, b in zip(_real_parts(encoder, full, row, real),
+                              _real_parts(encoder, bucketed, row, real),
                               strict=True))
           for row, real in enumerate(reals)]
 
@@ -88,7 +93,7 @@ def test_funnel_capacity_is_what_the_layers_compute(flags, semantics):
     if capacity < length:   # one token more than the capacity changes the outputs
       assert differences[capacity] > 1e-3, (length, capacity + 1, differences)
   # A length whose capacity adds nothing to a shorter one's is dropped from the ladder.
-  assert all(ladder[a] < ladder[b] for a, b in zip(sorted(ladder), sorted(ladder)[1:]))
+  assert all(ladder[a] < ladder[b] for a, b in itertools.pairwise(sorted(ladder)))
 
 
 TRANSFORMERS = {
@@ -111,8 +116,9 @@ def test_transformer_buckets_hold_every_length(flags):
 
 @pytest.mark.parametrize("flags", ["decoder", "no_truncate_decoder"])
 def test_per_text_buckets_run_each_text_at_its_own_length(flags):
-  """A call's texts split by length (what exports do): each at its own ladder length, equal to the full length at
-  its real positions, zeros past its ladder length; batches of one length, of none at some lengths, and empty."""
+  """A call's texts split by length (what exports do): each at its own ladder length, equal to the full
+  length at its real positions, zeros past its ladder length; batches of one length, of none at some
+  lengths, and empty."""
   funnel = FunnelEncoder(block_sizes=(1, 1, 1), **TINY, **FUNNELS[flags])
   reals = [3, 16, 9, 1, 12, 7, 15]
   batch = _batch(reals)
@@ -121,15 +127,16 @@ def test_per_text_buckets_run_each_text_at_its_own_length(flags):
   ladder = funnel.length_buckets
   outputs = tf.function(lambda batch: funnel(batch, training=False))(batch)
   for row, real in enumerate(reals):
-    for a, b in zip(_real_parts(funnel, full, row, real), _real_parts(funnel, outputs, row, real), strict=True):
+    for a, b in zip(_real_parts(funnel, full, row, real), _real_parts(funnel, outputs, row, real),
+                    strict=True):
       np.testing.assert_allclose(a, b, atol=1e-5)
     length = next(length for length, capacity in ladder if capacity >= real)
     assert not np.any(outputs["sequence_output"].numpy()[row, length:])
   for rows in ([0, 3], [1], []):
     rows = tf.constant(rows, tf.int32)
     part = {name: tf.gather(value, rows) for name, value in batch.items()}
-    np.testing.assert_allclose(funnel(part, training=False)["pooled_output"], tf.gather(full["pooled_output"], rows),
-                               atol=1e-5)
+    np.testing.assert_allclose(funnel(part, training=False)["pooled_output"],
+                               tf.gather(full["pooled_output"], rows), atol=1e-5)
 
 
 def test_outputs_keep_their_shapes_and_are_zero_past_the_bucket():
@@ -145,7 +152,8 @@ def test_outputs_keep_their_shapes_and_are_zero_past_the_bucket():
 def test_gradients_equal_the_full_length_ones():
   encoder = TransformerEncoder(**TINY, num_layers=2, max_sequence_length=LENGTH, residual_attention=True)
   batch = _batch([5, 4])
-  weights = tf.random.stateless_normal([2, LENGTH, 16], [1, 2]) * tf.cast(batch["input_mask"], tf.float32)[:, :, None]
+  weights = (tf.random.stateless_normal([2, LENGTH, 16], [1, 2])
+             * tf.cast(batch["input_mask"], tf.float32)[:, :, None])
 
   def gradients():
     with tf.GradientTape() as tape:
@@ -176,12 +184,14 @@ def test_xla_and_mixed_bfloat16():
   encoder.use_length_buckets([8])
   bucketed = tf.function(lambda: encoder(batch, training=False), jit_compile=True)()["sequence_output"]
   assert bucketed.dtype == full.dtype == tf.bfloat16
-  np.testing.assert_allclose(tf.cast(bucketed[0, :6], tf.float32), tf.cast(full[0, :6], tf.float32), atol=0.05)
+  np.testing.assert_allclose(tf.cast(bucketed[0, :6], tf.float32), tf.cast(full[0, :6], tf.float32),
+                             atol=0.05)
 
 
 def test_padding_dependent_semantics_and_impossible_lengths_are_refused():
   funnel = FunnelEncoder(block_sizes=(1, 1, 1), pooling_semantics="huggingface", **TINY)
-  with pytest.raises(ValueError, match="taken only when asked for .*pooling_semantics='huggingface' pools padding"):
+  with pytest.raises(ValueError, match="taken only when asked for .*"
+                                       "pooling_semantics='huggingface' pools padding"):
     funnel.use_length_buckets([8])
   funnel.use_length_buckets([8], padding_dependent=True)
   assert funnel.length_buckets == [(8, 5), (16, 16)]   # [cls] and one whole window of 4 of the last block

@@ -84,9 +84,9 @@ def _use(settings, plan_):
   if plan_.family == "funnel":
     lines += [f"Pad to {length} tokens, as above. A Funnel pools pairs of tokens, and transformers' Funnel "
               "treats a pooled pair that holds a pad as padding, so its outputs depend on how far a batch "
-              f"is padded: padded to {length} they are the zoo model's (and its SavedModel's, which runs every "
-              f"call at {length}, or, exported with --padding-dependent-buckets, at shorter lengths that keep "
-              "the pooling windows of the real tokens whole, with the same outputs). Pipelines pad "
+              f"is padded: padded to {length} they are the zoo model's (and its SavedModel's, which runs "
+              f"every call at {length}, or, exported with --padding-dependent-buckets, at shorter lengths "
+              "that keep the pooling windows of the real tokens whole, with the same outputs). Pipelines pad "
               "to the longest text of a batch and compute other outputs, which can change a short text's "
               "label; give them the same padding:", ""]
     if plan_.head == "sequence":
