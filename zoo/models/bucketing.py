@@ -14,6 +14,7 @@ Example:
 
 import contextlib
 import threading
+from collections.abc import Iterator
 
 import tensorflow as tf
 
@@ -51,7 +52,7 @@ def replicas_bucket(input_mask: tf.Tensor, capacities: list[int]) -> tf.Tensor:
 
 
 @contextlib.contextmanager
-def stepping(index: tf.Tensor | str | None):
+def stepping(index: tf.Tensor | str | None) -> Iterator[None]:
   """Encoders with length buckets called inside run at ladder index `index` (None: each picks its own;
   `FULL_LENGTH`: at the built length, without the switch between the ladder lengths)."""
   previous = getattr(_STEP, "index", None)
