@@ -56,8 +56,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--checkpoint", metavar="PATH",
                  help="checkpoint prefix or directory (default: the latest in DIR/checkpoints)")
   p.add_argument("--length-buckets", metavar="LADDER",
-                 help="the sequence lengths a call of short texts runs at: 'auto' (16, 32, 64, ... up to the "
-                      "trained seq_length), 'off' (every call at seq_length, as trained), or lengths such as "
+                 help="the sequence lengths the texts of a call run at, each at the shortest that holds it: "
+                      "'auto' (16, 20, 24, 28, 32, 40, ... up to the trained seq_length: four per doubling), "
+                      "'off' (every call at seq_length, as trained), or lengths such as "
                       "'32,64' (seq_length is added). Default: the run's own --length-buckets, else 'auto'. "
                       "A model whose pooling reads padding (a Funnel under 'huggingface' or "
                       "'funnel_authors' pooling semantics) gets none unless --padding-dependent-buckets")

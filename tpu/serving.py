@@ -147,7 +147,8 @@ class ServingModule(tf.Module):
 def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   """How the export runs calls of short texts, for `ServingModule` and `model_info.json`.
 
-  `length_buckets`: "auto" (`zoo.length_buckets.default_ladder`), "off", lengths ("32,64" or a list), or
+  `length_buckets`: "auto" (`zoo.length_buckets.default_ladder` with four lengths per doubling: 16, 20, 24,
+  28, 32, 40, ..., T; each text runs at the shortest that holds it), "off", lengths ("32,64" or a list), or
   None: the run's own `length_buckets` (and `padding_dependent_buckets`) when it trained with a ladder, else
   "auto". An encoder whose pooling
   reads padding (a Funnel under Hugging Face's or the authors' pooling semantics) runs every call at
@@ -159,6 +160,7 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   `seq_length`; `[]` without buckets), `padding_dependent`, and `reason` (why there are none, or null).
   """
   from zoo.length_buckets import AUTO
+  from zoo.length_buckets import SERVING_PER_OCTAVE
   from zoo.length_buckets import describe_ladder
   from zoo.length_buckets import parse_ladder
 
@@ -170,7 +172,7 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   dependence = encoder.padding_dependence()
   plan = dict(setting=describe_ladder(length_buckets), lengths=[], capacities=[],
               padding_dependent=bool(dependence), reason=None)
-  lengths = parse_ladder(length_buckets, config.seq_length)
+  lengths = parse_ladder(length_buckets, config.seq_length, SERVING_PER_OCTAVE)
   if dependence and not padding_dependent:
     if length_buckets != AUTO and lengths:
       raise ValueError(f"length buckets {describe_ladder(length_buckets)} for a model whose pooling reads "

@@ -77,7 +77,6 @@ class Trainer:
     if ladder:
       self.task.encoder(self.model).use_length_buckets([length for length, _ in ladder],
                                                        padding_dependent=config.padding_dependent_buckets)
-    self._unread = None
     # The forward and backward pass as a function of its own (off TPUs, which compile the whole
     # step anyway): the train function's first call creates the optimizer's slots, so TensorFlow
     # traces it twice, and the second trace reuses this function's graph instead of tracing the
@@ -100,33 +99,36 @@ class Trainer:
     return float(self.schedule(step - 1))
 
   def _compute_gradients(self, features, denominators, seed, bucket=None):
-    with tf.GradientTape() as tape, seeds.step_seeds(seed), bucketing.stepping(bucket):
+    """The loss, statistics and gradients of the step; with `bucket` (length buckets), a `tf.switch_case`
+    over the ladder lengths, each branch the whole forward and backward pass at its static length (so no
+    gradient flows through the switch), and no gradient, as without buckets, for the variables the loss
+    does not read (a tagger's pooler: the branches return zeros for them)."""
+    if bucket is None:
+      return self._gradients_at(features, denominators, seed, None)
+    unread = []
+
+    def branch(index):
+      def run():
+        loss, stats, gradients = self._gradients_at(features, denominators, seed, index)
+        pattern = [gradient is None for gradient in gradients]
+        if unread and unread != pattern:
+          raise AssertionError(f"length bucket {index} reads other variables than bucket 0")
+        unread[:] = pattern
+        return loss, stats, [tf.zeros_like(variable) if gradient is None else gradient
+                             for gradient, variable in zip(gradients, self.variables, strict=True)]
+      return run
+
+    loss, stats, gradients = tf.switch_case(bucket, [branch(index) for index in range(len(self.capacities))])
+    return loss, stats, [None if skip else gradient for gradient, skip in zip(gradients, unread, strict=True)]
+
+  def _gradients_at(self, features, denominators, seed, index):
+    """The forward and backward pass, the encoders at ladder index `index` (None: at `seq_length`)."""
+    with tf.GradientTape() as tape, seeds.step_seeds(seed), bucketing.stepping(index):
       outputs = self.model(_model_inputs(self.model, features), training=True)
       loss, stats = self.task.loss_and_stats(features, outputs, denominators)
     gradients = tape.gradient(loss, self.variables)
-    # What the loss does not read gets zeros through the length switch: none, as without buckets.
-    if bucket is not None and bucket is not bucketing.FULL_LENGTH:
-      unread = self._unread_variables(features, denominators, seed)
-      gradients = [None if skip else gradient for gradient, skip in zip(gradients, unread, strict=True)]
     gradients = [None if gradient is None else tf.convert_to_tensor(gradient) for gradient in gradients]
     return loss, stats, gradients
-
-  def _unread_variables(self, features, denominators, seed):
-    """Which trainable variables the loss does not read (a tagger's pooler): found once, when the first
-    step is traced, by tracing (never running) the step at the built length, where they get no gradient."""
-    if self._unread is None:
-      unread = []
-
-      def probe(features, denominators, seed):
-        loss, _, gradients = self._compute_gradients(features, denominators, seed, bucketing.FULL_LENGTH)
-        unread.extend(gradient is None for gradient in gradients)
-        return loss
-
-      specs = tf.nest.map_structure(lambda value: tf.TensorSpec(value.shape, value.dtype),
-                                    (features, denominators, seed))
-      tf.function(probe, autograph=False).get_concrete_function(*specs)
-      self._unread = unread
-    return self._unread
 
   def _step_seed(self, context):
     """The seed of this step's random draws on this replica: (seed, step, replica)."""

@@ -26,6 +26,8 @@ This module is plain Python: both editions, the training job and the export read
 Example:
   >>> default_ladder(128)
   [16, 32, 64, 128]
+  >>> default_ladder(128, per_octave=4)
+  [16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128]
   >>> parse_ladder("32,64", 128)
   [32, 64, 128]
   >>> funnel_capacity(16, 128, num_blocks=3, separate_cls=True, truncate_seq=True, decoder=False)
@@ -36,30 +38,36 @@ from __future__ import annotations
 
 import numpy as np
 
-# The ladder's smallest length, and its ratio: powers of two up to the trained length.
+# The ladder's smallest length. "auto" is powers of two up to the trained length in training (each
+# length a branch of the step's one program: a TPU compiles them all) and four lengths per doubling in
+# exports (each text runs at the shortest that holds it, so finer steps save more; a server traces each
+# length once, at export).
 SHORTEST = 16
+TRAINING_PER_OCTAVE = 1
+SERVING_PER_OCTAVE = 4
 OFF = "off"
 AUTO = "auto"
 
 
-def default_ladder(seq_length: int, shortest: int = SHORTEST) -> list[int]:
-  """Powers of two from `shortest` below `seq_length`, then `seq_length` itself: `[16, 32, 64, 128]`."""
+def default_ladder(seq_length: int, per_octave: int = 1, shortest: int = SHORTEST) -> list[int]:
+  """`per_octave` evenly spaced lengths in each doubling from `shortest` below `seq_length`, then
+  `seq_length`: powers of two by default (`[16, 32, 64, 128]`), quarter steps with 4 (`[16, 20, 24, ...]`)."""
   lengths = []
-  length = shortest
-  while length < seq_length:
-    lengths.append(length)
-    length *= 2
+  octave = shortest
+  while octave < seq_length:
+    lengths += [length for length in range(octave, 2 * octave, octave // per_octave) if length < seq_length]
+    octave *= 2
   return lengths + [seq_length]
 
 
-def parse_ladder(value: str | list[int] | None, seq_length: int) -> list[int]:
-  """The ladder a setting names: "auto" (`default_ladder`), "off" or None (`[]`: no buckets), or
-  lengths ("32,64" or a list), to which `seq_length` is added. Raises a ValueError naming the
-  valid forms."""
+def parse_ladder(value: str | list[int] | None, seq_length: int, per_octave: int = 1) -> list[int]:
+  """The ladder a setting names: "auto" (`default_ladder` with `per_octave` lengths per doubling), "off" or
+  None (`[]`: no buckets), or lengths ("32,64" or a list), to which `seq_length` is added. Raises a
+  ValueError naming the valid forms."""
   if value is None or value == OFF or value == []:
     return []
   if value == AUTO:
-    return default_ladder(seq_length)
+    return default_ladder(seq_length, per_octave)
   if isinstance(value, str):
     try:
       lengths = [int(part) for part in value.split(",") if part.strip()]

@@ -88,12 +88,14 @@ def test_short_and_long_calls_equal_padding_to_seq_length(runs, name, tmp_path):
   run = runs[name]
   path = saved_model.export(run.path, str(tmp_path / "export"))
   plan = _model_info(path)["length_buckets"]
-  assert plan["lengths"] == [16, 32] and plan["padding_dependent"] is False and plan["reason"] is None
+  # "auto": four lengths per doubling from 16.
+  assert plan["lengths"] == [16, 20, 24, 28, 32]
+  assert plan["padding_dependent"] is False and plan["reason"] is None
   if name == "funnel_zoo":   # the decoder upsamples [cls] and 3 vectors of 4 at 16 tokens: 13 hold
-    assert plan["capacities"] == [13, 32]
+    assert plan["capacities"] == [13, 17, 21, 25, 32]
   else:
-    assert plan["capacities"] == [16, 32]
-  assert _branches(path) == [(16, 32)]   # a branch per ladder length in each function that runs the encoder
+    assert plan["capacities"] == plan["lengths"]
+  assert _branches(path) == [tuple(plan["lengths"])]   # a branch per ladder length where the encoder runs
   assert serving_ops.problems(path) == []
   loaded = tf.saved_model.load(path)
   for texts in (SHORT, LONG, SHORT[:1], SHORT + LONG[:1]):
@@ -101,7 +103,11 @@ def test_short_and_long_calls_equal_padding_to_seq_length(runs, name, tmp_path):
     assert max(result["sequence"], result["pooled"], result["head"]) < 1e-5, (texts, result)
   short = _compare(run, loaded, SHORT)
   assert short["real"].max() <= plan["capacities"][0]
-  assert not np.any(short["encoded"][:, 16:]), "a call of short texts runs at 16 tokens (zeros past them)"
+  for row, count in enumerate(short["real"]):   # each text runs at the shortest length that holds it
+    length = next(length for length, capacity in zip(plan["lengths"], plan["capacities"], strict=True)
+                  if capacity >= count)
+    assert not np.any(short["encoded"][row, length:]), (row, count, length)
+    assert np.any(short["encoded"][row, :count])
   assert np.any(_compare(run, loaded, SHORT + LONG[:1])["encoded"][:, 16:])
 
 

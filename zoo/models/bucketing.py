@@ -4,7 +4,8 @@
 default the encoder picks it from the batch's `input_mask` (`bucket_index`). A training
 step on several replicas picks one for all of them first (`replicas_bucket`, every
 replica's longest text all-reduced), so every replica of a step runs the same branch, and
-hands it to the encoders it calls with `stepping(index)`.
+runs its forward and backward pass in the branch of that index, the encoders at that length
+(`stepping(index)`).
 
 Example:
   >>> mask = tf.constant([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
@@ -18,9 +19,7 @@ from collections.abc import Iterator
 
 import tensorflow as tf
 
-_STEP = threading.local()
-# `stepping(FULL_LENGTH)`: encoders with length buckets run at their built length, as without them.
-FULL_LENGTH = "full length"   # MirroredStrategy runs each replica's step in a thread of its own
+_STEP = threading.local()   # MirroredStrategy runs each replica's step in a thread of its own
 
 
 def longest(input_mask: tf.Tensor) -> tf.Tensor:
@@ -52,9 +51,9 @@ def replicas_bucket(input_mask: tf.Tensor, capacities: list[int]) -> tf.Tensor:
 
 
 @contextlib.contextmanager
-def stepping(index: tf.Tensor | str | None) -> Iterator[None]:
-  """Encoders with length buckets called inside run at ladder index `index` (None: each picks its own;
-  `FULL_LENGTH`: at the built length, without the switch between the ladder lengths)."""
+def stepping(index: tf.Tensor | int | None) -> Iterator[None]:
+  """Encoders with length buckets called inside run at ladder index `index`: a tensor (a switch between the
+  ladder lengths), a Python int (that length alone), or None (each picks its own from its input mask)."""
   previous = getattr(_STEP, "index", None)
   _STEP.index = index
   try:
@@ -63,6 +62,6 @@ def stepping(index: tf.Tensor | str | None) -> Iterator[None]:
     _STEP.index = previous
 
 
-def step_bucket() -> tf.Tensor | str | None:
+def step_bucket() -> tf.Tensor | int | None:
   """The ladder index `stepping` set in this thread, or None."""
   return getattr(_STEP, "index", None)

@@ -106,8 +106,8 @@ class EncoderModel(keras.Model):
 
   def call(self, inputs, training=None, mask=None):
     ladder = self._ladder
-    if (not ladder or len(ladder) == 1 or not isinstance(inputs, dict) or bucketing.step_bucket() is
-        bucketing.FULL_LENGTH or keras.backend.is_keras_tensor(inputs["input_mask"])):
+    if (not ladder or len(ladder) == 1 or not isinstance(inputs, dict)
+        or keras.backend.is_keras_tensor(inputs["input_mask"])):
       return super().call(inputs, training=training, mask=mask)
     if self._per_text and bucketing.step_bucket() is None:
       return self._per_text_call(inputs, training, mask)
@@ -143,6 +143,8 @@ class EncoderModel(keras.Model):
   def _bucketed_call(self, inputs, training, mask):
     ladder = self._ladder
     index = bucketing.step_bucket()
+    if isinstance(index, int):   # a ladder index known when traced: that length alone, no switch
+      return self._at_length(ladder[index][0], inputs, training, mask)
     if index is None:
       index = bucket_index(inputs["input_mask"], [capacity for _, capacity in ladder])
 

@@ -205,6 +205,8 @@ def test_padding_dependent_semantics_and_impossible_lengths_are_refused():
 def test_ladders():
   assert default_ladder(512) == [16, 32, 64, 128, 256, 512]
   assert default_ladder(100) == [16, 32, 64, 100]
+  assert default_ladder(64, per_octave=4) == [16, 20, 24, 28, 32, 40, 48, 56, 64]
+  assert default_ladder(16, per_octave=4) == [16]
   assert parse_ladder("off", 128) == [] and parse_ladder(None, 128) == []
   assert parse_ladder([64, 32], 128) == [32, 64, 128]
   with pytest.raises(ValueError, match="'auto', 'off' or comma-separated lengths"):
