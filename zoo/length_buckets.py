@@ -31,7 +31,7 @@ Example:
   >>> parse_ladder("32,64", 128)
   [32, 64, 128]
   >>> funnel_capacity(16, 128, num_blocks=3, separate_cls=True, truncate_seq=True, decoder=False)
-  14
+  13
 """
 
 from __future__ import annotations
