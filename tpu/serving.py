@@ -147,8 +147,9 @@ class ServingModule(tf.Module):
 def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   """How the export runs calls of short texts, for `ServingModule` and `model_info.json`.
 
-  `length_buckets`: "auto" (`zoo.length_buckets.default_ladder` with four lengths per doubling: 16, 20, 24,
-  28, 32, 40, ..., T; each text runs at the shortest that holds it), "off", lengths ("32,64" or a list), or
+  `length_buckets`: "auto" (`zoo.length_buckets.default_ladder` with four lengths per doubling from 8: 8,
+  10, 12, 14, 16, 20, ..., T, those the encoder takes; each text runs at the shortest that holds it), "off",
+  lengths ("32,64" or a list), or
   None: the run's own `length_buckets` (and `padding_dependent_buckets`) when it trained with a ladder, else
   "auto". An encoder whose pooling
   reads padding (a Funnel under Hugging Face's or the authors' pooling semantics) runs every call at
@@ -161,6 +162,7 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   """
   from zoo.length_buckets import AUTO
   from zoo.length_buckets import SERVING_PER_OCTAVE
+  from zoo.length_buckets import SERVING_SHORTEST
   from zoo.length_buckets import describe_ladder
   from zoo.length_buckets import parse_ladder
 
@@ -172,7 +174,9 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   dependence = encoder.padding_dependence()
   plan = dict(setting=describe_ladder(length_buckets), lengths=[], capacities=[],
               padding_dependent=bool(dependence), reason=None)
-  lengths = parse_ladder(length_buckets, config.seq_length, SERVING_PER_OCTAVE)
+  lengths = parse_ladder(length_buckets, config.seq_length, SERVING_PER_OCTAVE, SERVING_SHORTEST)
+  if length_buckets == AUTO:   # the lengths this encoder takes (a Funnel needs a few tokens per block)
+    lengths = [length for length in lengths if encoder.length_problem(length) is None]
   if dependence and not padding_dependent:
     if length_buckets != AUTO and lengths:
       raise ValueError(f"length buckets {describe_ladder(length_buckets)} for a model whose pooling reads "

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import numpy as np
 
-# The ladder's smallest length. "auto" is powers of two up to the trained length in training (each
-# length a branch of the step's one program: a TPU compiles them all) and four lengths per doubling in
-# exports (each text runs at the shortest that holds it, so finer steps save more; a server traces each
-# length once, at export).
+# The ladder's smallest length. "auto" is powers of two from 16 up to the trained length in training
+# (each length a branch of the step's one program: a TPU compiles them all) and four lengths per
+# doubling from 8 in exports (each text runs at the shortest that holds it, so finer steps save more; a
+# server traces each length once, at export; lengths an encoder cannot take are left out).
 SHORTEST = 16
 TRAINING_PER_OCTAVE = 1
 SERVING_PER_OCTAVE = 4
+SERVING_SHORTEST = 8
 OFF = "off"
 AUTO = "auto"
 
@@ -60,14 +61,15 @@ def default_ladder(seq_length: int, per_octave: int = 1, shortest: int = SHORTES
   return lengths + [seq_length]
 
 
-def parse_ladder(value: str | list[int] | None, seq_length: int, per_octave: int = 1) -> list[int]:
+def parse_ladder(value: str | list[int] | None, seq_length: int, per_octave: int = 1,
+                 shortest: int = SHORTEST) -> list[int]:
   """The ladder a setting names: "auto" (`default_ladder` with `per_octave` lengths per doubling), "off" or
   None (`[]`: no buckets), or lengths ("32,64" or a list), to which `seq_length` is added. Raises a
   ValueError naming the valid forms."""
   if value is None or value == OFF or value == []:
     return []
   if value == AUTO:
-    return default_ladder(seq_length, per_octave)
+    return default_ladder(seq_length, per_octave, shortest)
   if isinstance(value, str):
     try:
       lengths = [int(part) for part in value.split(",") if part.strip()]
