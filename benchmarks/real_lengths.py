@@ -380,10 +380,11 @@ def report(vocab_description, lengths, serving_rows, tuning, minutes):
   lines += [table(["steps", "examples/s", "computed tokens that are real", "useful FLOP/s of peak",
                    "computed FLOP/s of peak", "target"], rows)]
   lines += ["", "Useful FLOP/s count each example's real tokens (3x the forward FLOPs of `zoo.presets.cost` "
-            "at its own length), computed FLOP/s the length each step ran at; both over the step's time, as a "
-            "fraction of the [4096, 4096] matmul's rate in the same rounds. That matmul is the yardstick, not a "
-            "hard ceiling: the bucketed steps' matmuls, on a few hundred rows, can run faster than it on this "
-            "CPU (their computed figure then exceeds 100%), so compare the columns with each other.",
+            "at its own length), computed FLOP/s the length each step ran at; both over the step's time, "
+            "as a fraction of the [4096, 4096] matmul's rate in the same rounds. That matmul is the "
+            "yardstick, not a hard ceiling: the bucketed steps' matmuls, on a few hundred rows, can run "
+            "faster than it on this CPU (their computed figure then exceeds 100%), so compare the columns "
+            "with each other.",
             "", f"The run took {minutes:.1f} minutes."]
   return "\n".join(lines) + "\n"
 
