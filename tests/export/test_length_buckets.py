@@ -18,6 +18,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from export import saved_model
 from export import serving_ops
+from tests.conftest import fast_or_slow
 from tests.export.conftest import TINY_FUNNEL
 from tests.export.conftest import TINY_TRANSFORMER
 from tests.export.conftest import make_model_dir
@@ -38,11 +39,22 @@ RUNS = dict(
 )
 
 
+class _Runs(dict):
+  """The model dirs of `RUNS`, each written when first asked for."""
+
+  def __init__(self, tmp_path_factory):
+    super().__init__()
+    self.tmp_path_factory = tmp_path_factory
+
+  def __missing__(self, name):
+    self[name] = make_model_dir(self.tmp_path_factory.mktemp(name) / "run", seq_length=SEQ_LENGTH, seed=4,
+                                **RUNS[name])
+    return self[name]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-  return {name: make_model_dir(tmp_path_factory.mktemp(name) / "run", seq_length=SEQ_LENGTH, seed=4,
-                               **settings)
-          for name, settings in RUNS.items()}
+  return _Runs(tmp_path_factory)
 
 
 def _model_info(path):
@@ -83,7 +95,7 @@ def _compare(run, loaded, texts):
               real=real)
 
 
-@pytest.mark.parametrize("name", ["bert", "realformer", "funnel_zoo"])
+@pytest.mark.parametrize("name", fast_or_slow(["bert", "realformer", "funnel_zoo"], ("funnel_zoo",)))
 def test_short_and_long_calls_equal_padding_to_seq_length(runs, name, tmp_path):
   run = runs[name]
   ladder = "12,20" if name == "realformer" else None   # named, or "auto"
@@ -114,6 +126,7 @@ def test_short_and_long_calls_equal_padding_to_seq_length(runs, name, tmp_path):
   assert np.any(_compare(run, loaded, SHORT + LONG[:1])["encoded"][:, 16:])
 
 
+@pytest.mark.slow
 def test_a_funnel_whose_pooling_reads_padding_keeps_seq_length_unless_asked(runs, tmp_path):
   run = runs["funnel_hf"]
   path = saved_model.export(run.path, str(tmp_path / "default"))
@@ -144,6 +157,7 @@ def test_a_funnel_whose_pooling_reads_padding_keeps_seq_length_unless_asked(runs
   assert (plan["setting"], plan["lengths"], plan["capacities"]) == ("16", [16, 32], [13, 32])
 
 
+@pytest.mark.slow
 def test_the_command_line_takes_a_ladder_and_refuses_a_bad_one(runs, tmp_path, capsys):
   run = runs["bert"]
   assert saved_model.main(["--model-dir", run.path, "--out", str(tmp_path / "off"),

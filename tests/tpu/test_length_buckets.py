@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import fast_or_slow
 from tests.tpu.tasks.losses import tiny_config
 from tpu import train
 from tpu.config import TrainConfig
@@ -101,7 +102,7 @@ def _step_losses(config, batches, steps):
   return losses, trainer
 
 
-@pytest.mark.parametrize("task", ["classify", "tag"])
+@pytest.mark.parametrize("task", fast_or_slow(["classify", "tag"], ("tag",)))
 def test_a_bucketed_step_equals_the_step_at_seq_length(prose, prose_tags, tmp_path, task):
   """The same bucketed batches, stepped with buckets and at seq_length: the same losses and weights
   (dropout off: its draws have the shape of the length run), and the same evaluation metrics. A tagger
@@ -132,6 +133,7 @@ def test_a_bucketed_step_equals_the_step_at_seq_length(prose, prose_tags, tmp_pa
     np.testing.assert_allclose(with_buckets[name], value, rtol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 def test_a_resumed_bucketed_run_repeats_the_uninterrupted_one(prose, tmp_path):
   """Back to the checkpoint of step 2 (as after a kill before step 4's): the input position saved with it
   holds the buckets' waiting examples, so steps 3 and 4 are those of the uninterrupted run, to the last

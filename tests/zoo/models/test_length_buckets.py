@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from tests.conftest import fast_or_slow
 from zoo.length_buckets import default_ladder
 from zoo.length_buckets import funnel_capacity
 from zoo.length_buckets import funnel_windows
@@ -74,9 +75,10 @@ def _differences(encoder, reals, index, padding_dependent=False):
 SEMANTICS = ("zoo", "huggingface", "funnel_authors")
 
 
-@pytest.mark.parametrize("semantics", SEMANTICS)
-@pytest.mark.parametrize("flags", list(FUNNELS), ids=list(FUNNELS))
-def test_funnel_capacity_is_what_the_layers_compute(flags, semantics):
+@pytest.mark.parametrize("case", fast_or_slow(
+    [f"{flags}-{semantics}" for semantics in SEMANTICS for flags in FUNNELS], ("default-zoo", "decoder-huggingface")))
+def test_funnel_capacity_is_what_the_layers_compute(case):
+  flags, semantics = case.split("-")
   funnel = FunnelEncoder(block_sizes=(1, 1, 1), pooling_semantics=semantics, **TINY, **FUNNELS[flags])
   config = funnel.get_config()
   lengths = list(range(5, LENGTH))
@@ -104,7 +106,7 @@ TRANSFORMERS = {
 }
 
 
-@pytest.mark.parametrize("flags", list(TRANSFORMERS), ids=list(TRANSFORMERS))
+@pytest.mark.parametrize("flags", fast_or_slow(list(TRANSFORMERS), ("realformer",)))
 def test_transformer_buckets_hold_every_length(flags):
   encoder = TransformerEncoder(**TINY, **TRANSFORMERS[flags])
   encoder.use_length_buckets([4, 8])
@@ -114,7 +116,7 @@ def test_transformer_buckets_hold_every_length(flags):
     assert max(_differences(encoder, reals, expected)) < 1e-5, reals
 
 
-@pytest.mark.parametrize("flags", ["decoder", "no_truncate_decoder"])
+@pytest.mark.parametrize("flags", fast_or_slow(["decoder", "no_truncate_decoder"], ("decoder",)))
 def test_per_text_buckets_run_each_text_at_its_own_length(flags):
   """A call's texts split by length (what exports do): each at its own ladder length, equal to the full
   length at its real positions, zeros past its ladder length; batches of one length, of none at some
@@ -149,6 +151,7 @@ def test_outputs_keep_their_shapes_and_are_zero_past_the_bucket():
   assert np.any(outputs["sequence_output"].numpy()[:, :3])
 
 
+@pytest.mark.slow
 def test_gradients_equal_the_full_length_ones():
   encoder = TransformerEncoder(**TINY, num_layers=2, max_sequence_length=LENGTH, residual_attention=True)
   batch = _batch([5, 4])
@@ -173,6 +176,7 @@ def test_gradients_equal_the_full_length_ones():
     np.testing.assert_allclose(a, b, atol=1e-6 * scale)
 
 
+@pytest.mark.slow
 def test_xla_and_mixed_bfloat16():
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
   try:
