@@ -75,8 +75,10 @@ def _differences(encoder, reals, index, padding_dependent=False):
 SEMANTICS = ("zoo", "huggingface", "funnel_authors")
 
 
-@pytest.mark.parametrize("case", fast_or_slow(
-    [f"{flags}-{semantics}" for semantics in SEMANTICS for flags in FUNNELS], ("default-zoo", "decoder-huggingface")))
+CASES = [f"{flags}-{semantics}" for semantics in SEMANTICS for flags in FUNNELS]
+
+
+@pytest.mark.parametrize("case", fast_or_slow(CASES, ("default-zoo", "decoder-huggingface")))
 def test_funnel_capacity_is_what_the_layers_compute(case):
   flags, semantics = case.split("-")
   funnel = FunnelEncoder(block_sizes=(1, 1, 1), pooling_semantics=semantics, **TINY, **FUNNELS[flags])
