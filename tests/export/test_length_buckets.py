@@ -117,7 +117,6 @@ def test_short_and_long_calls_equal_padding_to_seq_length(runs, name, tmp_path):
     result = _compare(run, loaded, texts)
     assert max(result["sequence"], result["pooled"], result["head"]) < 1e-5, (texts, result)
   short = _compare(run, loaded, SHORT)
-  assert short["real"].max() <= plan["capacities"][0]
   for row, count in enumerate(short["real"]):   # each text runs at the shortest length that holds it
     length = next(length for length, capacity in zip(plan["lengths"], plan["capacities"], strict=True)
                   if capacity >= count)
