@@ -46,7 +46,9 @@ import time
 
 import numpy as np
 
+from benchmarks.report import log
 from benchmarks.report import machine_description
+from benchmarks.report import project_env
 from benchmarks.report import table
 from zoo.atomic_files import write_atomically
 
@@ -72,18 +74,9 @@ class Settings:
     return cls(serving_rounds=3, fine_tuning_steps=4)
 
 
-def _log(message):
-  print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _env():
-  return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
-              TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-
-
 def _run(command):
-  _log(" ".join(command[1:]))
-  result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
+  log(" ".join(command[1:]))
+  result = subprocess.run(command, cwd=ROOT, env=project_env(), capture_output=True, text=True, check=False)
   if result.returncode:
     raise RuntimeError(f"{' '.join(command)} failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
   return result.stdout.strip()
@@ -117,7 +110,7 @@ def vocabulary(work, path=None):
     with open(corpus, "w", encoding="utf-8") as file:
       for _, text in pydocs.documents("train"):
         file.write(text.strip() + "\n")
-    vocab_lib.write_vocab(vocab_lib.build_vocab([corpus], VOCAB_SIZE, progress=_log), path)
+    vocab_lib.write_vocab(vocab_lib.build_vocab([corpus], VOCAB_SIZE, progress=log), path)
   tokens = vocab_lib.load_vocab(path)
   return path, tokens, f"{len(tokens):,} WordPieces learned from the pydocs corpus's train split"
 
@@ -231,7 +224,7 @@ def serving(runs, sets, settings):
         rounds = settings.serving_rounds * (4 if batch == 1 else 1)
         medians = timing.interleaved_medians(functions, rounds, warmup=2)
         times = {name: median for name, (median, _) in medians.items()}
-        _log(f"{model} {set_name} batch {batch}: "
+        log(f"{model} {set_name} batch {batch}: "
              + ", ".join(f"{n} {t * 1000:.1f} ms" for n, t in times.items()))
         rows.append(dict(model=model, texts=set_name, batch=batch, ladder=plan["lengths"],
                          capacities=plan["capacities"], times=times))
@@ -316,7 +309,7 @@ def fine_tuning(work, vocab, sets, settings):
     trainer.run_steps(1)
   functions = {kind: (lambda trainer=trainer: trainer.run_steps(1)) for kind, trainer in trainers.items()}
   functions["matmul"] = matmul
-  medians = timing.interleaved_medians(functions, steps, warmup=0, progress=_log)
+  medians = timing.interleaved_medians(functions, steps, warmup=0, progress=log)
   peak = matmul.flops / medians["matmul"][0]
   rows = {}
   for kind in kinds:
@@ -417,7 +410,7 @@ def main(argv=None):
   os.makedirs(work, exist_ok=True)
   vocab_path, vocab, vocab_description = vocabulary(work, args.vocab)
   sets, lengths = text_sets(vocab)
-  _log("texts: " + ", ".join(f"{name} {len(texts)} (median {statistics.median(lengths[name]):.0f} tokens)"
+  log("texts: " + ", ".join(f"{name} {len(texts)} (median {statistics.median(lengths[name]):.0f} tokens)"
                              for name, texts in sets.items()))
   serving_rows = []
   if args.only != "fine-tuning":

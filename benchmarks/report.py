@@ -1,11 +1,28 @@
-"""What the benchmark reports share: the machine's description and Markdown tables.
+"""What the benchmark reports share: the machine's description, Markdown tables, progress lines and the
+environment of the commands they start.
 
-`benchmarks.run` (sections 1 to 6) and `benchmarks.serving` (section 7) both import
-this module and not each other's helpers.
+`benchmarks.run` (sections 1 to 6), `benchmarks.serving` (section 7) and `benchmarks.real_lengths`
+(section 12) import this module and not each other's helpers.
 """
 
 import os
 import platform
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(message):
+  """A progress line on stderr, with the time."""
+  print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def project_env():
+  """The environment for a command of the project's (`python -m tpu.train ...`): the repository importable,
+  TensorFlow's log quiet unless set."""
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+              TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
 
 
 def machine_description():

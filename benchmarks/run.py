@@ -31,6 +31,7 @@ import time
 
 import zoo.presets
 from benchmarks import serving
+from benchmarks.report import log
 from benchmarks.report import machine_description
 from benchmarks.report import table
 from zoo.atomic_files import write_atomically
@@ -84,10 +85,6 @@ class Settings:
     return max(1, self.tokens_per_batch // length)
 
 
-def _log(message):
-  print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 def _preset_overrides(name, settings):
   family = zoo.presets.get(name).family
   return dict(settings.funnel_overrides if family == "funnel" else settings.transformer_overrides)
@@ -131,11 +128,11 @@ def time_group(models, settings, length, others=None):
   the callables `others` ({label: callable}), timed in the same rounds."""
   steps = dict(others or {})
   for label, (name, extra) in models.items():
-    _log(f"building {label} (length {length}, batch {settings.batch_size(length)})")
+    log(f"building {label} (length {length}, batch {settings.batch_size(length)})")
     encoder = _build_encoder(name, settings, length, **extra)
     steps[label] = measure.TrainStep(encoder, settings.batch_size(length), length, _vocab_size(name))
-  _log(f"timing {', '.join(steps)}: {settings.repeats} rounds")
-  timed = measure.interleaved_medians(steps, settings.repeats, progress=_log)
+  log(f"timing {', '.join(steps)}: {settings.repeats} rounds")
+  timed = measure.interleaved_medians(steps, settings.repeats, progress=log)
   result = {label: median for label, (median, _) in timed.items()}
   del steps
   keras.backend.clear_session()
@@ -229,7 +226,7 @@ def bench_memory(settings):
   length, batch_size = max(settings.lengths), settings.memory_batch_size
   results = {}
   for name in settings.memory_models:
-    _log(f"peak memory of {name} (length {length}, batch {batch_size}) in a fresh process")
+    log(f"peak memory of {name} (length {length}, batch {batch_size}) in a fresh process")
     results[name] = _memory_in_subprocess(name, settings, length, batch_size)
   return dict(length=length, batch_size=batch_size, results=results)
 
@@ -361,7 +358,7 @@ def main(argv=None):
   print(text)
   if out:
     write_atomically(out, text)
-    _log(f"wrote {out}")
+    log(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ import time
 
 import numpy as np
 
+from benchmarks.report import log
 from benchmarks.report import machine_description
+from benchmarks.report import project_env
 from benchmarks.report import table
 from zoo.atomic_files import write_atomically
 from zoo.model_dir import ModelDir
@@ -74,21 +76,12 @@ class Settings:
     return cls(latency_calls=60, throughput_rounds=5)
 
 
-def _log(message):
-  print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _env():
-  return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
-              TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-
-
 def export_model(model, model_dir):
   """Trains `model` for one step with the training job's CLI; returns the version dir it exported."""
   command = [sys.executable, "-m", "tpu.train", *model.flags, "--model-dir", model_dir, "--steps", "1",
              "--warmup-steps", "0"]
-  _log(f"exporting {model.label}: {' '.join(command[1:])}")
-  result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
+  log(f"exporting {model.label}: {' '.join(command[1:])}")
+  result = subprocess.run(command, cwd=ROOT, env=project_env(), capture_output=True, text=True, check=False)
   if result.returncode:
     raise RuntimeError(f"{' '.join(command)} failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
   export_dir = ModelDir(model_dir).latest_export()
@@ -155,7 +148,7 @@ def measure(model_dir, settings):
                 parameters=sum(variable.shape.num_elements() for variable in loaded.model_variables))
   for key, batch, rounds in (("batch1", 1, settings.latency_calls),
                              ("batched", settings.batch_size, settings.throughput_rounds)):
-    _log(f"timing batch {batch}: {rounds} interleaved rounds")
+    log(f"timing batch {batch}: {rounds} interleaved rounds")
     tokens, calls = functions(batch)
     timed = timing.interleaved_medians(calls, rounds, warmup=settings.warmup)
     serving_median, serving_times = timed["serving_default"]
@@ -249,7 +242,7 @@ def main(argv=None):
   print(text)
   if args.out:
     write_section(args.out, text)
-    _log(f"wrote {args.out}")
+    log(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
