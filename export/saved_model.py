@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
                  help="checkpoint prefix or directory (default: the latest in DIR/checkpoints)")
   p.add_argument("--length-buckets", metavar="LADDER",
                  help="the sequence lengths the texts of a call run at, each at the shortest that holds it: "
-                      "'auto' (8, 10, 12, 14, 16, 20, ... up to the trained seq_length: four per doubling), "
+                      "'auto' (8, 12, 16, 24, 32, 48, ... up to the trained seq_length: two per doubling), "
                       "'off' (every call at seq_length, as trained), or lengths such as "
                       "'32,64' (seq_length is added). Default: the run's own --length-buckets, else 'auto'. "
                       "A model whose pooling reads padding (a Funnel under 'huggingface' or "

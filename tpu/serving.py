@@ -147,8 +147,8 @@ class ServingModule(tf.Module):
 def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   """How the export runs calls of short texts, for `ServingModule` and `model_info.json`.
 
-  `length_buckets`: "auto" (`zoo.length_buckets.default_ladder` with four lengths per doubling from 8: 8,
-  10, 12, 14, 16, 20, ..., T, those the encoder takes; each text runs at the shortest that holds it), "off",
+  `length_buckets`: "auto" (`zoo.length_buckets.default_ladder` with two lengths per doubling from 8: 8,
+  12, 16, 24, 32, 48, ..., T, those the encoder takes; each text runs at the shortest that holds it), "off",
   lengths ("32,64" or a list), or
   None: the run's own `length_buckets` (and `padding_dependent_buckets`) when it trained with a ladder, else
   "auto". An encoder whose pooling
