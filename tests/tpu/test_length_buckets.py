@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import fast_or_slow
 from tests.tpu.tasks.losses import tiny_config
 from tpu import train
 from tpu.config import TrainConfig
@@ -102,7 +101,8 @@ def _step_losses(config, batches, steps):
   return losses, trainer
 
 
-@pytest.mark.parametrize("task", fast_or_slow(["classify", "tag"], ("tag",)))
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["classify", "tag"])
 def test_a_bucketed_step_equals_the_step_at_seq_length(prose, prose_tags, tmp_path, task):
   """The same bucketed batches, stepped with buckets and at seq_length: the same losses and weights
   (dropout off: its draws have the shape of the length run), and the same evaluation metrics. A tagger

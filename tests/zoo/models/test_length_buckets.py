@@ -118,7 +118,8 @@ def test_transformer_buckets_hold_every_length(flags):
     assert max(_differences(encoder, reals, expected)) < 1e-5, reals
 
 
-@pytest.mark.parametrize("flags", fast_or_slow(["decoder", "no_truncate_decoder"], ("decoder",)))
+@pytest.mark.slow
+@pytest.mark.parametrize("flags", ["decoder", "no_truncate_decoder"])
 def test_per_text_buckets_run_each_text_at_its_own_length(flags):
   """A call's texts split by length (what exports do): each at its own ladder length, equal to the full
   length at its real positions, zeros past its ladder length; batches of one length, of none at some
