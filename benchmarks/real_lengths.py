@@ -324,7 +324,7 @@ def fine_tuning(work, vocab, sets, settings):
 # Report.
 
 
-def report(vocab_description, lengths, serving_rows, tuning, minutes):
+def report(vocab_description, lengths, serving_rows, tuning, minutes, loads):
   def median(values):
     return statistics.median(values)
 
@@ -378,7 +378,9 @@ def report(vocab_description, lengths, serving_rows, tuning, minutes):
             "yardstick, not a hard ceiling: the bucketed steps' matmuls, on a few hundred rows, can run "
             "faster than it on this CPU (their computed figure then exceeds 100%), so compare the columns "
             "with each other.",
-            "", f"The run took {minutes:.1f} minutes."]
+            "", f"The run took {minutes:.1f} minutes; load average (1 minute) "
+            + " -> ".join(f"{load:.1f}" for load in loads) + f" (start, after serving, end; 2 cores); "
+            f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}."]
   return "\n".join(lines) + "\n"
 
 
@@ -406,6 +408,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   settings = Settings.quick() if args.quick else Settings()
   started = time.monotonic()
+  loads = [os.getloadavg()[0]]   # the 1-minute load average: at the start, after serving, at the end
   work = args.work or tempfile.mkdtemp(prefix="real_lengths-")
   os.makedirs(work, exist_ok=True)
   vocab_path, vocab, vocab_description = vocabulary(work, args.vocab)
@@ -416,13 +419,15 @@ def main(argv=None):
   if args.only != "fine-tuning":
     runs = make_runs(work, vocab_path, sets["real"])
     serving_rows = serving(runs, sets, settings)
+    loads.append(os.getloadavg()[0])
   tuning = dict(rows={}, peak=0, ladder=[])
   if args.only != "serving":
     tuning = fine_tuning(work, vocab, sets, settings)
+  loads.append(os.getloadavg()[0])
   if args.only:
     print(json.dumps(dict(serving=serving_rows, fine_tuning=tuning), indent=1, default=str))
     return 0
-  section = report(vocab_description, lengths, serving_rows, tuning, (time.monotonic() - started) / 60)
+  section = report(vocab_description, lengths, serving_rows, tuning, (time.monotonic() - started) / 60, loads)
   print(section)
   if args.out:
     write_section(args.out, section)
