@@ -149,13 +149,11 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
 
   `length_buckets`: "auto" (`zoo.length_buckets.default_ladder` with two lengths per doubling from 8: 8,
   12, 16, 24, 32, 48, ..., T, those the encoder takes; each text runs at the shortest that holds it), "off",
-  lengths ("32,64" or a list), or
-  None: the run's own `length_buckets` (and `padding_dependent_buckets`) when it trained with a ladder, else
-  "auto". An encoder whose pooling
-  reads padding (a Funnel under Hugging Face's or the authors' pooling semantics) runs every call at
-  `seq_length` unless `padding_dependent` asks for buckets: each length then holds only the texts whose
-  pooling windows it holds whole (`zoo.length_buckets.funnel_capacity`), so the outputs stay those of
-  `seq_length`.
+  lengths ("32,64" or a list), or None: the run's own `length_buckets` (and `padding_dependent_buckets`)
+  when it trained with a ladder, else "auto". An encoder whose pooling reads padding (a Funnel under
+  Hugging Face's or the authors' pooling semantics) runs every call at `seq_length` unless
+  `padding_dependent` asks for buckets: each length then holds only the texts whose pooling windows it
+  holds whole (`zoo.length_buckets.funnel_capacity`), so the outputs stay those of `seq_length`.
 
   Returns a dict: `lengths` and `capacities` (the most real tokens each length runs with the outputs of
   `seq_length`; `[]` without buckets), `padding_dependent`, and `reason` (why there are none, or null).

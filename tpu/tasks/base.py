@@ -31,12 +31,16 @@ def length_ladder(config):
   if len(lengths) <= 1:
     return []
   _, arguments = presets.resolve(config.model, dict(config.model_overrides, seq_length=config.seq_length))
+  encoder_class = presets.get(config.model).encoder_class()
+  dependence = encoder_class.config_padding_dependence(arguments)
+  if dependence and not config.padding_dependent_buckets:
+    raise ValueError(f"--length-buckets {config.length_buckets}: length buckets for an encoder whose pooling "
+                     f"reads padding are taken only when asked for: {dependence} (add "
+                     "--padding-dependent-buckets)")
   try:
-    return presets.get(config.model).encoder_class().length_ladder(arguments, lengths,
-                                                                   config.padding_dependent_buckets)
+    return encoder_class.length_ladder(arguments, lengths, config.padding_dependent_buckets)
   except ValueError as error:
-    hint = (" (add --padding-dependent-buckets)" if "asked for" in str(error) else "")
-    raise ValueError(f"--length-buckets {config.length_buckets}: {error}{hint}") from None
+    raise ValueError(f"--length-buckets {config.length_buckets}: {error}") from None
 
 
 def check_full_length(config, what):

@@ -34,6 +34,14 @@ def index_of(real: tf.Tensor, capacities: list[int]) -> tf.Tensor:
   return tf.reduce_sum(fits)
 
 
+def text_buckets(input_mask: tf.Tensor, capacities: list[int]) -> tf.Tensor:
+  """The ladder index of each text of `input_mask` (`[..., T]`): the first capacity that holds its real
+  tokens, int32 `[...]`."""
+  counts = tf.reduce_sum(tf.cast(tf.not_equal(input_mask, 0), tf.int32), axis=-1)
+  return tf.reduce_sum(tf.cast(tf.constant(capacities[:-1], tf.int32) < counts[..., tf.newaxis], tf.int32),
+                       axis=-1)
+
+
 def bucket_index(input_mask: tf.Tensor, capacities: list[int]) -> tf.Tensor:
   """The ladder index of a batch: the smallest ladder length whose capacity holds its longest text."""
   return index_of(longest(input_mask), capacities)

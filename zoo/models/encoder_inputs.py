@@ -124,9 +124,8 @@ class EncoderModel(keras.Model):
 
   def _per_text_call(self, inputs, training, mask):
     ladder = self._ladder
-    capacities = tf.constant([capacity for _, capacity in ladder[:-1]], tf.int32)
-    counts = tf.reduce_sum(tf.cast(tf.not_equal(inputs["input_mask"], 0), tf.int32), axis=-1)   # [B]
-    buckets = tf.reduce_sum(tf.cast(capacities[tf.newaxis, :] < counts[:, tf.newaxis], tf.int32), axis=-1)
+    buckets = bucketing.text_buckets(inputs["input_mask"], [capacity for _, capacity in ladder])   # [B]
+
     def empty():
       return tf.nest.map_structure(lambda tensor: tf.zeros([0, *tensor.shape[1:]], tensor.dtype), self.output)
 
