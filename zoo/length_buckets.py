@@ -1,7 +1,8 @@
 """Length buckets: a short ladder of sequence lengths, so a batch of short texts costs short-text compute.
 
 An encoder built for `seq_length` T runs a batch whose texts hold at most n tokens at the
-smallest length L of a fixed ladder (16, 32, 64, ..., T) whose *capacity* is at least n, and
+smallest length L of a fixed ladder (16, 32, 64, ..., T, `default_ladder`) whose *capacity* is
+at least n, and
 its outputs are padded back to T. Each ladder length is one static shape (one traced
 function, one XLA program), so TPUs keep their static shapes.
 
@@ -17,9 +18,9 @@ positions are the same at L as at T:
   windows (their real tokens) and the decoder's upsampled positions are those of T for
   every n' <= n (`funnel_capacity`, computed from the pooling geometry of `zoo.grids`).
 - A Funnel encoder with Hugging Face's or the authors' semantics pools padding into the
-  windows that hold the last real tokens: its outputs depend on the padded length, so
-  buckets change them (`padding_dependence` says why; such encoders use buckets only when
-  asked by name).
+  windows that hold the last real tokens, so L holds only the texts whose windows it holds
+  whole (`funnel_capacity` with their `semantics`); such encoders use buckets only when
+  asked by name (`padding_dependence` says why).
 
 This module is plain Python: both editions, the training job and the export read it.
 
@@ -44,7 +45,6 @@ import numpy as np
 # split a call into more, smaller sub-batches: four per doubling measured no faster, and doubled the
 # export's graphs; lengths an encoder cannot take are left out).
 SHORTEST = 16
-TRAINING_PER_OCTAVE = 1
 SERVING_PER_OCTAVE = 2
 SERVING_SHORTEST = 8
 OFF = "off"
