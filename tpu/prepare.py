@@ -37,7 +37,7 @@ log = logging.getLogger("tpu.train")
 
 # Examples read to learn a vocabulary when none is given, and their text features (a string or a list).
 VOCAB_EXAMPLES = 200_000
-TEXT_FEATURES = ("text_a", "text_b", "context", "question", "options")
+TEXT_FEATURES = ("text_a", "text_b", "context", "question", "options", "query", "positive", "negative")
 # Seconds a worker waits for the chief's learned vocabulary.
 VOCAB_WAIT_SECONDS = 1800
 
@@ -58,8 +58,8 @@ def _load_kwargs(config, spec, task, extra=None):
   source = data.source_of(spec)
   kwargs = dict(text_columns=config.text_columns, label_column=config.label_column, data_dir=config.data_dir,
                 documents=config.documents, **(extra or {}))
-  if source.typed_by_caller:
-    kwargs["data_type"] = task.data_type
+  if source.typed_by_caller or (len(source.data_types) > 1 and task.data_type in source.data_types):
+    kwargs["data_type"] = task.data_type   # a table's columns, or which of a source's kinds of data
   return {key: value for key, value in kwargs.items() if value is not None and key in source.options}
 
 

@@ -124,10 +124,14 @@ class ServingModule(tf.Module):
                                                     autograph=False))
     self.serving_default = tf.function(self._from_text, input_signature=texts, autograph=False)
     self.encode = tf.function(self._encode, input_signature=texts, autograph=False)
+    self._aliases = dict(task.serving_signature_aliases())
 
   def signatures(self):
-    """`{name: tf.function}` for `tf.saved_model.save`."""
-    return {name: getattr(self, name) for name in SIGNATURES}
+    """`{name: tf.function}` for `tf.saved_model.save`, with the task's aliases
+    (`Task.serving_signature_aliases`)."""
+    signatures = {name: getattr(self, name) for name in SIGNATURES}
+    signatures.update({alias: signatures[name] for alias, name in self._aliases.items()})
+    return signatures
 
   def _from_token_ids(self, input_word_ids, input_mask, input_type_ids):
     return self._outputs(dict(input_word_ids=input_word_ids, input_mask=input_mask,

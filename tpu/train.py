@@ -246,9 +246,9 @@ def _evaluation_input(prepared, strategy, trainer, text_encoder):
 
   if prepared.evaluation is None:
     return None
-  trainer.task.prepare_evaluation(prepared.evaluation)
+  evaluation = trainer.task.prepare_evaluation(prepared.evaluation) or prepared.evaluation
   return strategy.distribute_datasets_from_function(pipeline.eval_input_fn(
-      prepared.evaluation, trainer.task, text_encoder, prepared.config.eval_batch_size,
+      evaluation, trainer.task, text_encoder, prepared.config.eval_batch_size,
       seed=prepared.config.seed))
 
 

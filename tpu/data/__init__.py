@@ -27,6 +27,7 @@ data types it yields and its splits:
     tagged.py           conll:PATH, tfds:conll2003, tagged JSON lines
     squad.py            squad:PATH, tfds:squad/v1.1 and v2.0
     choice_questions.py race:DIR, swag:PATH, multiple-choice JSON lines, tfds:race
+    text_pairs.py       beir:DIR, text pairs in JSON lines and TSV (the embed task)
     pipeline.py         examples -> batched int32 features of static shape
 
 and the steps they share: documents.py (one document per line or per blank-line block,

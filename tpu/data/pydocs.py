@@ -12,9 +12,16 @@ paragraph on one line (re-flowed), as BERT's pre-training format wants. Split:
 "validation" holds every document whose name hashes to 0 mod 10, "train" the rest;
 the split is the same on every machine with the same Python version.
 
-  python -m tpu.pydocs --out corpus/   # corpus/train.txt and corpus/validation.txt
+Text pairs for embeddings (`docstring_pairs`): each function's or class's docstring of
+two paragraphs or more, its summary paragraph as the query and the rest as the document
+that answers it ("Return the number of items in a sequence." -> its explanation),
+split the same way by module.
 
-As a data source: the spec `pydocs` (splits "train" and "validation", data type "text").
+  python -m tpu.pydocs --out corpus/   # corpus/train.txt and corpus/validation.txt
+  python -m tpu.pydocs --pairs pairs/  # pairs/train.jsonl and pairs/validation/, a BEIR folder
+
+As a data source: the spec `pydocs` (splits "train" and "validation", data type "text";
+"pairs" for `--task embed`).
 
 Example:
   >>> docs = documents("validation")
@@ -66,6 +73,27 @@ def _module_docstrings(path):
   return [docstring for node in nodes if (docstring := ast.get_docstring(node))]
 
 
+def _docstring_nodes(path):
+  """`[(qualified name, docstring)]` of the functions and classes of a source file, in source order."""
+  try:
+    with open(path, encoding="utf-8") as file:
+      tree = ast.parse(file.read(), filename=path)
+  except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
+    return []
+  found = []
+
+  def visit(node, prefix):
+    for child in ast.iter_child_nodes(node):
+      if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        name = f"{prefix}{child.name}"
+        docstring = ast.get_docstring(child)
+        if docstring:
+          found.append((child.lineno, name, docstring))
+        visit(child, name + ".")
+  visit(tree, "")
+  return [(name, docstring) for _, name, docstring in sorted(found)]
+
+
 def _source_files():
   root = sysconfig.get_paths()["stdlib"]
   for folder, subfolders, files in os.walk(root):
@@ -105,6 +133,52 @@ def documents(split="train"):
   return [(name, text) for name, text in _all_documents() if _split_of(name) == split]
 
 
+@functools.cache
+def _all_pairs():
+  pairs, seen = [], set()
+  for name, path in _source_files():
+    module = name[:-3].replace(os.sep, ".")
+    for qualified, docstring in _docstring_nodes(path):
+      paragraphs = list(_paragraphs(docstring))
+      if len(paragraphs) < 2 or paragraphs[0] in seen or " ".join(paragraphs[1:]) in seen:
+        continue
+      seen.update((paragraphs[0], " ".join(paragraphs[1:])))
+      pairs.append((f"{module}.{qualified}", paragraphs[0], " ".join(paragraphs[1:]), name))
+  return tuple(pairs)
+
+
+def docstring_pairs(split="train"):
+  """`[(name, summary, rest)]` of a split: the standard library's docstrings of two paragraphs or more, each
+  summary and document distinct; split by module as `documents` is."""
+  if split not in SPLITS:
+    raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
+  return [(name, query, text) for name, query, text, module in _all_pairs() if _split_of(module) == split]
+
+
+def write_pairs(folder):
+  """Writes `train.jsonl` (query, positive) and `validation/` in the BEIR layout (corpus.jsonl, queries.jsonl,
+  qrels/dev.tsv); returns `{file: lines}`."""
+  import json
+
+  from zoo.atomic_files import write_atomically
+
+  def jsonl(records):
+    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+
+  train = [dict(query=query, positive=text) for _, query, text in docstring_pairs("train")]
+  held_out = docstring_pairs("validation")
+  files = {
+      "train.jsonl": jsonl(train),
+      "validation/corpus.jsonl": jsonl(dict(_id=name, title="", text=text) for name, _, text in held_out),
+      "validation/queries.jsonl": jsonl(dict(_id=name, text=query) for name, query, _ in held_out),
+      "validation/qrels/dev.tsv": "query-id\tcorpus-id\tscore\n" + "".join(
+          f"{name}\t{name}\t1\n" for name, _, _ in held_out),
+  }
+  for name, text in files.items():
+    write_atomically(os.path.join(folder, name), text)
+  return {name: text.count("\n") for name, text in files.items()}
+
+
 def dataset(split="train"):
   """A `tf.data.Dataset` of `{"text_a": document}`."""
   import tensorflow as tf
@@ -119,13 +193,17 @@ class PydocsSource(Source):
   description = "real English prose that ships with Python: its documentation and docstrings"
   target = "none"
   options = frozenset({"data_type"})
-  data_types = ("text",)
+  data_types = ("text", "pairs")
   splits = SPLITS
 
   def load(self, target, split, *, data_type):
-    if data_type not in (None, "text"):
-      raise ValueError(f"{self.scheme} holds pre-training text without labels; data_type must be 'text', "
-                       f"got {data_type!r}")
+    if data_type not in (None, "text", "pairs"):
+      raise ValueError(f"{self.scheme} holds pre-training text without labels, or docstring pairs for the "
+                       f"embed task; data_type must be 'text' or 'pairs', got {data_type!r}")
+    if data_type == "pairs":
+      from tpu.data.text_pairs import pairs_source
+      return pairs_source(self.scheme, [((f"{self.scheme}:{name}", None), query, text, None)
+                                        for name, query, text in docstring_pairs(split)])
     return DataSource(dataset(split), "text", num_examples=len(documents(split)))
 
 
@@ -142,10 +220,19 @@ def write_corpus(folder):
 
 def main(argv=None):
   p = argparse.ArgumentParser(prog="python -m tpu.pydocs", description=__doc__.split("\n\n")[0])
-  p.add_argument("--out", required=True, metavar="DIR", help="folder for train.txt and validation.txt")
+  p.add_argument("--out", metavar="DIR", help="folder for train.txt and validation.txt")
+  p.add_argument("--pairs", metavar="DIR",
+                 help="folder for docstring pairs: train.jsonl and validation/ (BEIR)")
   args = p.parse_args(argv)
+  if not args.out and not args.pairs:
+    p.error("give --out, --pairs or both")
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow()
+  if args.pairs:
+    for name, lines in write_pairs(args.pairs).items():
+      print(f"{os.path.join(args.pairs, name)}: {lines} lines")
+  if not args.out:
+    return 0
   for split, (count, size) in write_corpus(args.out).items():
     print(f"{os.path.join(args.out, split + '.txt')}: {count} documents, {size / 1e6:.1f} MB")
   return 0

@@ -17,7 +17,8 @@ from zoo.lazy import lazy_module
 tf = lazy_module("tensorflow")
 
 # What a source's examples are (`DataSource.data_type`); a task reads one of them (`Task.data_type`).
-DATA_TYPES = ("classification", "regression", "text", "tagging", "question_answering", "multiple_choice")
+DATA_TYPES = ("classification", "regression", "text", "tagging", "question_answering", "multiple_choice",
+              "pairs", "retrieval")
 SOURCES = {}
 
 # Every option of `load`, with its default: a source takes the ones it declares in

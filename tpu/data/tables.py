@@ -60,7 +60,16 @@ class _Table(Source):
 class TsvSource(_Table):
   scheme = "tsv"
   usage = "tsv:PATH"
-  description = "a tab-separated table with a header row (no quoting, as GLUE's files)"
+  description = ("a tab-separated table with a header row (no quoting, as GLUE's files; text pairs "
+                 "with --task embed)")
+  data_types = ("classification", "regression", "text", "pairs")
+
+  def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
+    if data_type == "pairs":   # imported here: its sources register after the tables'
+      from tpu.data import text_pairs
+      return text_pairs.load_tsv(target)
+    return super().load(target, split, text_columns=text_columns, label_column=label_column,
+                        data_type=data_type, label_names=label_names, num_classes=num_classes)
 
 
 @register
@@ -75,13 +84,16 @@ class JsonlSource(_Table):
   scheme = "jsonl"
   usage = "jsonl:PATH"
   description = ("one JSON object per line (tagged sentences with --task tag, questions with --task "
-                 "multiple_choice)")
-  data_types = ("classification", "regression", "text", "tagging", "multiple_choice")
+                 "multiple_choice, text pairs with --task embed)")
+  data_types = ("classification", "regression", "text", "tagging", "multiple_choice", "pairs")
 
   def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
     if data_type == "multiple_choice":   # imported here: its sources register after the tables'
       from tpu.data import choice_questions
       return choice_questions.load_jsonl(target)
+    if data_type == "pairs":
+      from tpu.data import text_pairs
+      return text_pairs.load_jsonl(target)
     if data_type == "tagging":
       columns = text_columns_tuple(text_columns)
       return tagged.load_jsonl(os.path.expanduser(target), words_key=columns[0] if columns else None,

@@ -124,7 +124,8 @@ class Task:
 
   def prepare_evaluation(self, source):
     """Reads what `metrics` needs from the evaluation data besides the model's outputs (SQuAD's
-    contexts and gold answers); called once before evaluating."""
+    contexts and gold answers); called once before evaluating. Returns the source to evaluate on
+    when it is another (the embed task's retrieval set of held-out pairs), else None."""
 
   # Model.
   def build(self):
@@ -206,6 +207,10 @@ class Task:
   def label_names(self):
     """The class names the export maps label ids to ([] for tasks without classes)."""
     return []
+
+  def serving_signature_aliases(self):
+    """`{extra signature name: signature it repeats}` of the export (the embed task's `embed`)."""
+    return {}
 
   def serving_text_inputs(self):
     """The names of the string `[B]` inputs of `serving_default` and `encode`."""

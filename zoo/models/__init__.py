@@ -1,5 +1,6 @@
 """Encoders, task heads and pretrainers built from `zoo.layers`."""
 
+from zoo.models.embedder import TextEmbedder
 from zoo.models.funnel_encoder import FunnelEncoder
 from zoo.models.heads import MaskedLMHead
 from zoo.models.heads import MultipleChoice
@@ -22,6 +23,7 @@ __all__ = [
     "ReplacedTokenSampler",
     "SequenceClassifier",
     "SpanQA",
+    "TextEmbedder",
     "TokenClassifier",
     "TransformerEncoder",
     "masked_lm_loss",

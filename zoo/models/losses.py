@@ -111,3 +111,61 @@ def span_loss(start_positions: tf.Tensor, end_positions: tf.Tensor, start_logits
   losses = 0.5 * (sparse_cross_entropy(start_positions, start_logits)
                   + sparse_cross_entropy(end_positions, end_logits))
   return _weighted_mean(losses, weights, denominator)
+
+
+def cosine_scores(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+  """`[M, N]` cosine similarities of rows `a` `[M, D]` and `b` `[N, D]` (each row scaled by
+  1 / max(|x|, 1e-12), as torch's `normalize` and sentence-transformers' `cos_sim` do)."""
+  def unit(x):
+    x = tf.cast(x, tf.float32)
+    return x / tf.maximum(tf.norm(x, axis=-1, keepdims=True), 1e-12)
+  return tf.matmul(unit(a), unit(b), transpose_b=True)
+
+
+def ranking_loss(queries: tf.Tensor, documents: tf.Tensor, scale: float = 20.0, symmetric: bool = False,
+                 weights: tf.Tensor | None = None, denominator: Denominator = None,
+                 across_replicas: bool = False) -> tf.Tensor:
+  """The in-batch-negatives softmax loss of a dual encoder (sentence-transformers'
+  `MultipleNegativesRankingLoss`).
+
+  Query i's candidates are every document of the batch: the positives `documents[:, 0]` then the hard
+  negatives `documents[:, 1:]` of every query, in that order; its positive is `documents[i, 0]`. Its loss
+  is the cross-entropy of `scale · cos(query, candidate)` over the candidates. `symmetric` adds the other
+  direction, each positive document against every query of the batch, and averages the two per query
+  (`MultipleNegativesSymmetricRankingLoss`: `directions=("query_to_doc", "doc_to_query")`,
+  `partition_mode="per_direction"`).
+
+  Args:
+    queries: `[B, D]` query vectors.
+    documents: `[B, K, D]`: each query's positive document, then K - 1 hard negatives.
+    scale: the inverse temperature the cosine similarities are multiplied by.
+    symmetric: add the document-to-query direction.
+    weights: `[B]`, 1 for a real example and 0 for padding (which is no query and no candidate).
+    denominator: see the module docstring.
+    across_replicas: in a replica context (`tf.distribute`), the candidates are every replica's: the
+      vectors are all-gathered (their gradients flow back to the replica that computed them, as
+      sentence-transformers' `gather_across_devices=True` does), so N replicas of batch B score each
+      query against N·B·K documents, as one device running the global batch would.
+  """
+  queries = tf.cast(queries, tf.float32)
+  documents = tf.cast(documents, tf.float32)
+  batch = tf.shape(queries)[0]
+  weights = tf.ones([batch], tf.float32) if weights is None else tf.cast(weights, tf.float32)
+  all_queries, all_documents, all_weights, offset = queries, documents, weights, 0
+  context = tf.distribute.get_replica_context() if across_replicas else None
+  if context is not None and context.num_replicas_in_sync > 1:
+    all_queries, all_documents, all_weights = (context.all_gather(value, axis=0)
+                                               for value in (queries, documents, weights))
+    offset = tf.cast(context.replica_id_in_sync_group, tf.int32) * batch
+  candidates = tf.reshape(tf.transpose(all_documents, [1, 0, 2]), [-1, tf.shape(documents)[-1]])   # [K·N, D]
+  candidate_weights = tf.tile(all_weights, [tf.shape(documents)[1]])
+  positions = offset + tf.range(batch)                                                     # own positives
+  forward = scale * cosine_scores(queries, candidates)                                     # [B, K·N]
+  forward = tf.where(candidate_weights[tf.newaxis] > 0, forward, -1e9)
+  positive = tf.reduce_sum(forward * tf.one_hot(positions, tf.shape(forward)[1]), axis=1)   # no gather (TPUs)
+  losses = tf.reduce_logsumexp(forward, axis=1) - positive
+  if symmetric:
+    backward = scale * cosine_scores(documents[:, 0], all_queries)                         # [B, N]
+    backward = tf.where(all_weights[tf.newaxis] > 0, backward, -1e9)
+    losses = (losses + tf.reduce_logsumexp(backward, axis=1) - positive) / 2
+  return _weighted_mean(losses, weights, denominator)

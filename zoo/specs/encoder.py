@@ -75,6 +75,11 @@ class EncoderSpec:
     None when the outputs at real positions never depend on how far the inputs are padded."""
     return self.config_padding_dependence(self._config)
 
+  def sequence_mask(self, input_mask):
+    """The mask of `sequence_output`'s real positions for `input_mask` `[B, T]`: the input mask itself for an
+    encoder whose sequence output is as long as its input."""
+    return input_mask
+
   def bucket_capacity(self, length):
     """The most real tokens that run at `length` (a length bucket, `zoo.length_buckets`) with the outputs they
     have at the built `seq_length` (0: none)."""

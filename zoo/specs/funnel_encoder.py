@@ -96,6 +96,15 @@ class FunnelEncoderSpec(EncoderSpec):
             "(mean and max run over whole windows), so a length holds only the texts whose windows it holds "
             f"whole, fewer than under pooling_semantics={ZOO_POOLING!r}, which reads only real tokens")
 
+  def sequence_mask(self, input_mask):
+    """The input mask, or without a decoder the mask of the last block's pooled sequence (the pooling
+    layer's `pool_mask` once per pooled block)."""
+    if self._config["num_decoder_layers"]:
+      return input_mask
+    for _ in self._config["block_sizes"][1:]:
+      input_mask = self.get_layer("pooling").pool_mask(input_mask)
+    return input_mask
+
   @staticmethod
   def config_bucket_capacity(config, length):
     return funnel_capacity(length, config["seq_length"], num_blocks=len(config["block_sizes"]),

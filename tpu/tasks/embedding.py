@@ -1,0 +1,185 @@
+"""The embed task: a dual encoder trained on text pairs, evaluated by retrieval, served as vectors.
+
+One encoder embeds queries and documents alike (`zoo.models.TextEmbedder`: the encoder's
+output pooled by `cls`, `mean` or `max`, optionally L2-normalised). The loss is the
+in-batch-negatives softmax of sentence-transformers' `MultipleNegativesRankingLoss`
+(`zoo.models.losses.ranking_loss`): each query against every positive and hard negative
+of the batch, scored by `similarity_scale · cos`, its own positive the target;
+`symmetric_loss` adds each positive against every query
+(`MultipleNegativesSymmetricRankingLoss`).
+
+On several replicas (`gather_negatives`, the default) each replica's vectors are
+all-gathered, so every query is scored against the documents of the whole global batch,
+as on one device: the loss and its gradients equal one device's on the global batch. The
+cost per step is one all-gather of `B·(K+1)·D` float32 values (queries, positives and
+negatives of every replica: 768 KB for B = 128, K = 1, D = 768), next to the gradients'
+all-reduce of every weight (440 MB for BERT-base), and a `[B/R, B·K]` score matrix per
+replica instead of `[B/R, B/R·K]`. Without it each replica's queries see only its own
+documents: fewer negatives, an easier task.
+
+Evaluation embeds a held-out retrieval set (`beir:DIR`'s dev or test qrels, or held-out
+pairs: `tpu.data.text_pairs`), then ranks the whole corpus for every query twice: exactly
+(brute force, `zoo.retrieval.exact_search`) and through an approximate index (FAISS HNSW,
+`zoo.retrieval.Index`), and reports recall@1, recall@10 and MRR@10 of both (`index_...`)
+and `index_recall_gap@10`, the recall@10 the index loses.
+
+The export's `embed` signature (also `serving_default`) takes raw text `[B]` and returns
+`embeddings` `[B, D]`, the vectors the evaluation ranked.
+"""
+
+import logging
+
+import numpy as np
+
+from tpu.tasks.base import Task
+from tpu.tasks.base import build_encoder
+from tpu.tasks.task_registry import Setting
+from tpu.tasks.task_registry import register
+from zoo.lazy import lazy_module
+
+tf = lazy_module("tensorflow")
+log = logging.getLogger("tpu.train")
+
+POOLING = ("cls", "mean", "max")
+INDEXES = ("hnsw", "off")
+RECALL_AT = (1, 10)
+MRR_AT = 10
+
+
+def encode_texts(texts, text_encoder):
+  """int32 `[B, N, T]` features of string `[B, N]` texts, each encoded alone."""
+  texts = tf.convert_to_tensor(texts)
+  shape = tf.shape(texts)
+  features = text_encoder.encode(tf.reshape(texts, [-1]))
+  return {name: tf.reshape(value, tf.concat([shape, [text_encoder.seq_length]], 0))
+          for name, value in features.items()}
+
+
+@register
+class EmbedTask(Task):
+  """Text embeddings for retrieval (see the module docstring)."""
+
+  name = "embed"
+  data_type = "pairs"
+  description = "text embeddings: a dual encoder on text pairs, evaluated by retrieval"
+  settings = (
+      Setting("pooling", str, "mean", "how a text's vector comes from the encoder's output: cls (the first "
+              "token's state), mean or max (over real tokens)", choices=POOLING),
+      Setting("normalize", bool, True, "scale each text's vector to unit length (what the export returns)"),
+      Setting("similarity_scale", float, 20.0, "the loss's inverse temperature: cosine similarities are "
+              "multiplied by it before the softmax (sentence-transformers' scale)", minimum=0.0),
+      Setting("symmetric_loss", bool, False, "add the document-to-query direction to the loss (each positive "
+              "against every query of the batch)"),
+      Setting("gather_negatives", bool, True, "on several replicas, score each query against the documents "
+              "of every replica (one all-gather of the vectors per step), not only its own replica's"),
+      Setting("retrieval_index", str, "hnsw", "the approximate index evaluation also ranks with (FAISS "
+              "HNSW), or off", choices=INDEXES),
+      Setting("hard_negatives", bool, None, "whether each training pair has a hard negative (from the "
+              "training data)", flag=False, input=True),
+  )
+  stat_names = ()
+  prediction_fields = (("embedding", "embeddings", "list"),)
+
+  def __init__(self, config):
+    super().__init__(config)
+    self._retrieval = None
+
+  def data_metadata(self, source):
+    return dict(sentence_pair=False, hard_negatives=source.has_negatives, num_classes=None, label_names=None)
+
+  def check_source(self, source, spec):
+    super().check_source(source, spec)
+    if self.config.hard_negatives is not None and source.has_negatives != self.config.hard_negatives:
+      raise ValueError(f"{spec} {'has' if source.has_negatives else 'has no'} hard negatives, but this run "
+                       f"was trained {'with' if self.config.hard_negatives else 'without'} them")
+
+  def build(self):
+    from zoo.models import TextEmbedder
+    config = self.config
+    return TextEmbedder(build_encoder(config), pooling=config.pooling, normalize=config.normalize,
+                        name="embedder")
+
+  # Input pipeline: training pairs become [B, K, T] (query, positive, negative?); evaluation texts [B, 1, T].
+  def features(self, raw, text_encoder, seed=None):
+    if "text" in raw:
+      features = encode_texts(raw["text"][:, tf.newaxis], text_encoder)
+      features["index"] = tf.cast(raw["index"], tf.int64)
+      return features
+    columns = ["query", "positive"] + (["negative"] if "negative" in raw else [])
+    features = encode_texts(tf.stack([raw[column] for column in columns], axis=1), text_encoder)
+    for value in features.values():   # static shapes for TPUs: [B, K, T]
+      value.set_shape([raw["query"].shape[0], len(columns), self.config.seq_length])
+    features["weight"] = tf.ones(tf.shape(raw["query"])[:1], tf.float32)
+    return features
+
+  def denominators(self, features):
+    return dict(examples=tf.reduce_sum(features["weight"]))
+
+  def loss(self, features, outputs, denominator=None):
+    """The ranking loss of vectors `[B, K, D]`: the query's, then its documents'."""
+    from zoo.models import losses
+    config = self.config
+    return losses.ranking_loss(outputs[:, 0], outputs[:, 1:], scale=config.similarity_scale,
+                               symmetric=config.symmetric_loss, weights=features["weight"],
+                               denominator=denominator, across_replicas=config.gather_negatives)
+
+  def loss_and_stats(self, features, outputs, denominators):
+    return self.loss(features, outputs, denominators["examples"]), {}
+
+  # Evaluation: the retrieval set's texts embedded, then ranked on the host.
+  def prepare_evaluation(self, source):
+    from tpu.data.text_pairs import retrieval_set
+    self._retrieval = retrieval_set(source)
+    return self._retrieval
+
+  def eval_outputs(self, features, outputs, denominators):
+    return {}, dict(vectors=outputs[:, 0], index=features["index"], weight=features["weight"])
+
+  def metrics(self, stats, examples):
+    if self._retrieval is None:
+      raise RuntimeError("prepare_evaluation(source) must read the retrieval set before metrics")
+    retrieval = self._retrieval
+    keep = examples["weight"] > 0
+    vectors = examples["vectors"][keep][np.argsort(examples["index"][keep], kind="stable")]
+    queries = len(retrieval.queries)
+    if len(vectors) != queries + len(retrieval.documents):
+      raise ValueError(f"{len(vectors)} vectors for {queries} queries and {len(retrieval.documents)} "
+                       "documents")
+    return retrieval_results(vectors[:queries], vectors[queries:], retrieval.relevant,
+                             index=self.config.retrieval_index)
+
+  # Serving: one text per example.
+  def serving_network(self, model):
+    return model
+
+  def serving_text_inputs(self):
+    return ("text",)
+
+  def serving_signature_aliases(self):
+    return dict(embed="serving_default")
+
+  def serving_outputs(self, network, features, label_names):
+    vectors = network({name: value[:, tf.newaxis] for name, value in features.items()}, training=False)
+    return dict(embeddings=tf.cast(vectors[:, 0], tf.float32))
+
+  def export_info(self):
+    config = self.config
+    return dict(super().export_info(), pooling=config.pooling, normalize=config.normalize,
+                similarity="cosine")
+
+
+def retrieval_results(queries, documents, relevant, index="hnsw"):
+  """recall@1, recall@10 and MRR@10 of an exact ranking of `documents` for `queries` (vectors) against each
+  query's `relevant` document indices; with an index (`zoo.retrieval.Index`), the same through it
+  (`index_...`) and `index_recall_gap@10`, exact minus index recall@10."""
+  from zoo import retrieval
+  depth = max(*RECALL_AT, MRR_AT)
+  results = retrieval.retrieval_metrics(retrieval.exact_search(queries, documents, depth), relevant,
+                                        ks=RECALL_AT, mrr_at=MRR_AT)
+  if index != "off":
+    found = retrieval.Index(documents).search(queries, depth)
+    approximate = retrieval.retrieval_metrics(found, relevant, ks=RECALL_AT, mrr_at=MRR_AT)
+    results.update({f"index_{name}": value for name, value in approximate.items()})
+    results["index_recall_gap@10"] = results["recall@10"] - approximate["recall@10"]
+  results.update(queries=len(queries), documents=len(documents))
+  return results
