@@ -82,9 +82,15 @@ class Trainer:
     # traces it twice, and the second trace reuses this function's graph instead of tracing the
     # model again.
     self._compute = self._compute_gradients
+    self._forward, self._backward = self._outputs_at_bucket, self._gradients_of_outputs
     if not isinstance(strategy, tf.distribute.TPUStrategy):
-      self._compute = tf.function(self._compute_gradients, jit_compile=bool(config.jit_compile),
-                                  autograph=False)
+      compiled = lambda fn: tf.function(fn, jit_compile=bool(config.jit_compile), autograph=False)  # noqa: E731
+      self._compute, self._forward, self._backward = (compiled(self._compute_gradients),
+                                                      compiled(self._outputs_at_bucket),
+                                                      compiled(self._gradients_of_outputs))
+    # A loss that all-gathers the replicas' outputs (the embed task's negatives): the collective runs in the
+    # replica function itself, outside any nested function or switch, which MirroredStrategy requires.
+    self._gathering = self.task.gathers_across_replicas and strategy.num_replicas_in_sync > 1
     self.stop_requested = False
     self.train_input = train_input
     self.train_steps = tf.function(self._train_steps, autograph=False)
@@ -103,23 +109,60 @@ class Trainer:
     over the ladder lengths, each branch the whole forward and backward pass at its static length (so no
     gradient flows through the switch), and no gradient, as without buckets, for the variables the loss
     does not read (a tagger's pooler: the branches return zeros for them)."""
+    return self._in_bucket(bucket, lambda index: self._gradients_at(features, denominators, seed, index))
+
+  def _in_bucket(self, bucket, run):
+    """`run(index)` -> `(values, gradients)` at ladder index `bucket` (a switch; None: `run(None)`)."""
     if bucket is None:
-      return self._gradients_at(features, denominators, seed, None)
+      return run(None)
     unread = []
 
     def branch(index):
-      def run():
-        loss, stats, gradients = self._gradients_at(features, denominators, seed, index)
+      def at_index():
+        *values, gradients = run(index)
         pattern = [gradient is None for gradient in gradients]
         if unread and unread != pattern:
           raise AssertionError(f"length bucket {index} reads other variables than bucket 0")
         unread[:] = pattern
-        return loss, stats, [tf.zeros_like(variable) if gradient is None else gradient
-                             for gradient, variable in zip(gradients, self.variables, strict=True)]
-      return run
+        return (*values, [tf.zeros_like(variable) if gradient is None else gradient
+                          for gradient, variable in zip(gradients, self.variables, strict=True)])
+      return at_index
 
-    loss, stats, gradients = tf.switch_case(bucket, [branch(index) for index in range(len(self.capacities))])
-    return loss, stats, [None if skip else gradient for gradient, skip in zip(gradients, unread, strict=True)]
+    *values, gradients = tf.switch_case(bucket, [branch(index) for index in range(len(self.capacities))])
+    return (*values, [None if skip else gradient for gradient, skip in zip(gradients, unread, strict=True)])
+
+  def _outputs_at_bucket(self, features, seed, bucket=None):
+    """The model's training outputs (no tape), at ladder index `bucket` (a switch; None: `seq_length`)."""
+    def at(index):
+      with seeds.step_seeds(seed), bucketing.stepping(index):
+        return self.model(_model_inputs(self.model, features), training=True)
+    if bucket is None:
+      return at(None)
+    return tf.switch_case(bucket, [lambda index=index: at(index) for index in range(len(self.capacities))])
+
+  def _gradients_of_outputs(self, features, seed, output_gradients, bucket=None):
+    """The variables' gradients given the loss's gradient with respect to the model's outputs: the forward
+    pass again with the same random draws, then its backward pass from `output_gradients`."""
+    def run(index):
+      with tf.GradientTape() as tape, seeds.step_seeds(seed), bucketing.stepping(index):
+        outputs = self.model(_model_inputs(self.model, features), training=True)
+      gradients = tape.gradient(outputs, self.variables, output_gradients=output_gradients)
+      return ([None if gradient is None else tf.convert_to_tensor(gradient) for gradient in gradients],)
+    return self._in_bucket(bucket, run)[0]
+
+  def _gathering_gradients(self, features, denominators, seed, bucket):
+    """The step's loss, statistics and gradients for a loss that all-gathers the replicas' outputs, in two
+    passes (as GradCache and sentence-transformers' cached losses do): the outputs without a tape; the loss
+    and its gradient with respect to this replica's outputs, in the replica function (the all-gather's
+    gradient all-reduces, so it holds every replica's loss terms); the forward pass again, with the same
+    random draws, and its backward pass from that gradient. The gradients are those of one pass, at the
+    cost of a second forward pass."""
+    outputs = self._forward(features, seed, bucket)
+    with tf.GradientTape() as tape:
+      tape.watch(outputs)
+      loss, stats = self.task.loss_and_stats(features, outputs, denominators)
+    output_gradients = tape.gradient(loss, outputs)
+    return loss, stats, self._backward(features, seed, output_gradients, bucket)
 
   def _gradients_at(self, features, denominators, seed, index):
     """The forward and backward pass, the encoders at ladder index `index` (None: at `seq_length`)."""
@@ -142,7 +185,8 @@ class Trainer:
                     for name, value in self.task.denominators(features).items()}
     bucket = (None if self.capacities is None
               else bucketing.replicas_bucket(features["input_mask"], self.capacities))
-    loss, stats, gradients = self._compute(features, denominators, self._step_seed(context), bucket)
+    compute = self._gathering_gradients if self._gathering else self._compute
+    loss, stats, gradients = compute(features, denominators, self._step_seed(context), bucket)
     pairs = [(gradient, variable) for gradient, variable in zip(gradients, self.variables, strict=True)
              if gradient is not None]
     summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradient for gradient, _ in pairs])

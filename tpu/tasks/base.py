@@ -83,6 +83,9 @@ class Task:
   description = ""
   settings = ()
   stat_names = ()
+  # Whether the loss all-gathers the replicas' outputs (`tf.distribute.ReplicaContext.all_gather`): the train
+  # step then computes it in the replica function itself, between two passes of the model (`tpu.trainer`).
+  gathers_across_replicas = False
   # Whether the input pipeline concatenates raw documents into full-length examples before
   # `features` (pre-training, `tpu.data.documents`), instead of making one example per text.
   concatenates_documents = False

@@ -84,6 +84,10 @@ class EmbedTask(Task):
     super().__init__(config)
     self._retrieval = None
 
+  @property
+  def gathers_across_replicas(self):
+    return self.config.gather_negatives
+
   def data_metadata(self, source):
     return dict(sentence_pair=False, hard_negatives=source.has_negatives, num_classes=None, label_names=None)
 

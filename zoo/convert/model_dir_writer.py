@@ -101,7 +101,7 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
     raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
   source = dict(format=source_format)
   if format_.hub and is_hub_id(src):
-    src, hub = download(src, revision)
+    src, hub = (format_.download or download)(src, revision)
     source.update(hub)
   else:
     source.update(path=os.path.abspath(src))

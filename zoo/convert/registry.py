@@ -18,7 +18,7 @@ format shares.
 
 Example:
   >>> [name for name, format_ in formats().items() if format_.direction == "in"]
-  ['hf-funnel', 'hf-bert', 'hf-albert', 'tf1-bert', 'funnel-tf', 'keras3']
+  ['hf-funnel', 'hf-bert', 'hf-albert', 'tf1-bert', 'funnel-tf', 'keras3', 'sentence-transformers']
   >>> get("to-hf").direction
   'out'
 """
@@ -46,6 +46,8 @@ class Format:
     read: "in" formats: `read(src, seq_length=..., **options) -> ConvertedCheckpoint`.
     options: "in" formats: `options(args) -> dict`, the keyword options `read` takes.
     hub: "in" formats: SRC may be a Hugging Face hub id (and `--revision` applies).
+    download: with `hub`, `download(repo_id, revision) -> (directory, source fields)` of a hub id (None:
+      `zoo.convert.hf_hub.download`, a transformers checkpoint at the repository's root).
     order: where it is listed (lower first).
   """
   name: str
@@ -57,6 +59,7 @@ class Format:
   read: typing.Callable | None = None
   options: typing.Callable = lambda args: {}
   hub: bool = False
+  download: typing.Callable | None = None
   order: int = 100
 
   def __post_init__(self):

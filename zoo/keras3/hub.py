@@ -13,12 +13,14 @@ Used the way keras-hub's BERT is:
 
 - `FAMILIES`: each family's keras-hub classes (`zoo.keras3.models.funnel`,
   `zoo.keras3.models.transformer`: backbone, tokenizer, preprocessors, text classifier,
-  masked LM, ELECTRA).
+  masked LM, ELECTRA, text embedder).
 - `backbone_from_model_dir`, `classifier_from_model_dir`: a zoo model directory's encoder
   (`zoo.keras3.load_model_dir`) as a backbone, or a text classifier with a classification
   run's trained head.
-- `classifier_from_preset`, `masked_lm_from_preset`, `electra_from_preset`: a task with its
-  preprocessor on a zoo preset's encoder (`zoo.presets`), random weights.
+- `embedder_from_model_dir`: a text embedder (`zoo.keras3.models.text_embedder`) on a model
+  directory's encoder, pooling and normalising as an `embed` run does.
+- `classifier_from_preset`, `embedder_from_preset`, `masked_lm_from_preset`, `electra_from_preset`:
+  a task with its preprocessor on a zoo preset's encoder (`zoo.presets`), random weights.
 
 Imports keras-hub, and through it TensorFlow for the tokenizer's string ops (tf.data
 preprocessing, as in every keras-hub text model); the encoder runs on Keras' backend.
@@ -45,9 +47,12 @@ from zoo.keras3.models.funnel.funnel_masked_lm import FunnelMaskedLM
 from zoo.keras3.models.funnel.funnel_masked_lm import FunnelMaskedLMPreprocessor
 from zoo.keras3.models.funnel.funnel_text_classifier import FunnelTextClassifier
 from zoo.keras3.models.funnel.funnel_text_classifier import FunnelTextClassifierPreprocessor
+from zoo.keras3.models.funnel.funnel_text_embedder import FunnelTextEmbedder
+from zoo.keras3.models.funnel.funnel_text_embedder import FunnelTextEmbedderPreprocessor
 from zoo.keras3.models.funnel.funnel_tokenizer import FunnelTokenizer
 from zoo.keras3.models.masked_lm import ZooMaskedLM
 from zoo.keras3.models.text_classifier import ZooTextClassifier
+from zoo.keras3.models.text_embedder import ZooTextEmbedder
 from zoo.keras3.models.tokenizer import ZooTokenizer
 from zoo.keras3.models.transformer.transformer_backbone import TransformerBackbone
 from zoo.keras3.models.transformer.transformer_electra import TransformerElectra
@@ -56,6 +61,8 @@ from zoo.keras3.models.transformer.transformer_masked_lm import TransformerMaske
 from zoo.keras3.models.transformer.transformer_masked_lm import TransformerMaskedLMPreprocessor
 from zoo.keras3.models.transformer.transformer_text_classifier import TransformerTextClassifier
 from zoo.keras3.models.transformer.transformer_text_classifier import TransformerTextClassifierPreprocessor
+from zoo.keras3.models.transformer.transformer_text_embedder import TransformerTextEmbedder
+from zoo.keras3.models.transformer.transformer_text_embedder import TransformerTextEmbedderPreprocessor
 from zoo.keras3.models.transformer.transformer_tokenizer import TransformerTokenizer
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import ModelDir
@@ -68,12 +75,14 @@ FAMILIES = {
         backbone=FunnelBackbone, tokenizer=FunnelTokenizer,
         classifier_preprocessor=FunnelTextClassifierPreprocessor, classifier=FunnelTextClassifier,
         masked_lm_preprocessor=FunnelMaskedLMPreprocessor, masked_lm=FunnelMaskedLM,
-        electra_preprocessor=FunnelElectraPreprocessor, electra=FunnelElectra),
+        electra_preprocessor=FunnelElectraPreprocessor, electra=FunnelElectra,
+        embedder_preprocessor=FunnelTextEmbedderPreprocessor, embedder=FunnelTextEmbedder),
     "transformer": types.SimpleNamespace(
         backbone=TransformerBackbone, tokenizer=TransformerTokenizer,
         classifier_preprocessor=TransformerTextClassifierPreprocessor, classifier=TransformerTextClassifier,
         masked_lm_preprocessor=TransformerMaskedLMPreprocessor, masked_lm=TransformerMaskedLM,
-        electra_preprocessor=TransformerElectraPreprocessor, electra=TransformerElectra),
+        electra_preprocessor=TransformerElectraPreprocessor, electra=TransformerElectra,
+        embedder_preprocessor=TransformerTextEmbedderPreprocessor, embedder=TransformerTextEmbedder),
 }
 
 
@@ -184,6 +193,42 @@ def classifier_from_model_dir(path: str, num_classes: int | None = None, activat
   return classifier
 
 
+# The task of `tpu.train` whose model is a text embedder (`tpu.tasks.embedding`, `zoo.models.TextEmbedder`).
+EMBED_TASK = "embed"
+
+
+def embed_settings(settings: dict[str, Any]) -> dict[str, Any]:
+  """`{pooling_mode, normalize}` of an `embed` run's config.json (its `pooling` and `normalize`
+  settings); `{}` for any other directory."""
+  if settings.get("task") != EMBED_TASK:
+    return {}
+  return dict(pooling_mode=settings.get("pooling", "mean"), normalize=bool(settings.get("normalize", True)))
+
+
+def embedder_from_model_dir(path: str, pooling_mode: str | None = None, normalize: bool | None = None,
+                            **overrides: Any) -> ZooTextEmbedder:
+  """A keras-hub text embedder (with its preprocessor, packing to the directory's length) on a zoo
+  model directory's encoder.
+
+  An `embed` run's embedder pools and normalises as the run does (its `pooling` and `normalize`
+  settings), so it gives the vectors of the run's model and of its export's `embed` signature;
+  `pooling_mode` ("cls", "mean" or "max") and `normalize` override them. Any other directory (a
+  converted checkpoint, another task's run: its encoder, any head left out) takes keras-hub's
+  defaults, "mean" and True. `overrides` go to the encoder (e.g. `seq_length`, `dtype`).
+  """
+  settings = ModelDir(path).read_config()
+  kind = (settings.get("tokenizer") or {}).get("kind", "wordpiece")
+  if kind != "wordpiece":
+    raise ValueError(not_wordpiece(kind))
+  run = embed_settings(settings)
+  backbone, loaded = backbone_from_model_dir(path, **overrides)
+  family = FAMILIES[loaded.family]
+  preprocessor = family.embedder_preprocessor(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
+  return family.embedder(backbone, preprocessor=preprocessor,
+                         pooling_mode=pooling_mode or run.get("pooling_mode", "mean"),
+                         normalize=run.get("normalize", True) if normalize is None else normalize)
+
+
 def check_special_tokens(vocab: Sequence[str], special_tokens: dict[str, str] | None = None) -> None:
   """Raises a `ValueError` naming the `special_tokens` argument when the vocabulary lacks one of the
   special tokens (default BERT's `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`), with the names to pass
@@ -224,6 +269,25 @@ def classifier_from_preset(preset: str, vocab: Sequence[str], num_classes: int, 
   preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length)
   return classifier_class(backbone_class(config), num_classes, preprocessor=preprocessor,
                           activation=activation, dropout=dropout)
+
+
+def embedder_from_preset(preset: str, vocab: Sequence[str], seq_length: int, pooling_mode: str = "mean",
+                         normalize: bool = True, lower_case: bool = True,
+                         special_tokens: dict[str, str] | None = None, **overrides: Any) -> ZooTextEmbedder:
+  """A keras-hub text embedder on a zoo preset's encoder (`zoo.presets`) with random weights.
+
+  `vocab`, `special_tokens`, `overrides`: as for `classifier_from_preset`; `pooling_mode` and
+  `normalize`: `ZooTextEmbedder`'s.
+  """
+  from zoo import presets
+  check_special_tokens(vocab, special_tokens)
+  chosen = presets.get(preset)
+  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  family = FAMILIES[chosen.family]
+  tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case, special_tokens_names=special_tokens)
+  preprocessor = family.embedder_preprocessor(tokenizer, sequence_length=seq_length)
+  return family.embedder(family.backbone(config), preprocessor=preprocessor, pooling_mode=pooling_mode,
+                         normalize=normalize)
 
 
 def _pretraining_parts(kind: str, preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool,

@@ -12,6 +12,7 @@ keras-hub's preset loading a loader for them, so they load as a Hugging Face dir
     tokenizer = keras_hub.models.Tokenizer.from_preset("runs/sst2")      # its vocabulary and casing
     classifier = keras_hub.models.TextClassifier.from_preset("runs/sst2", sequence_length=64)
     masked_lm = keras_hub.models.MaskedLM.from_preset("runs/mlm")        # with the run's trained head
+    embedder = keras_hub.models.TextEmbedder.from_preset("runs/embed")   # the run's pooling
 
 - The backbone holds the latest checkpoint's encoder (`zoo.keras3.hub.backbone_from_model_dir`);
   `seq_length` and `dtype` go to it.
@@ -23,6 +24,9 @@ keras-hub's preset loading a loader for them, so they load as a Hugging Face dir
   without a classifier (a converted checkpoint, another task's run) needs it.
 - `MaskedLM.from_preset`: an `mlm` run's task has the run's trained head (its activation and
   transform); any other directory's starts a new head, as keras-hub's tasks do.
+- `TextEmbedder.from_preset`: an `embed` run's embedder pools and normalises as the run (its
+  `pooling` and `normalize`), so it gives the vectors of the run's export; `pooling_mode` and
+  `normalize` override them, and any other directory's takes keras-hub's defaults ("mean", True).
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def model_dir_loader() -> type:
   from keras_hub.models import MaskedLM
   from keras_hub.models import MaskedLMPreprocessor
   from keras_hub.models import TextClassifier
+  from keras_hub.models import TextEmbedder
   from keras_hub.src.utils.preset_utils import PresetLoader
 
   from zoo import presets
@@ -126,6 +131,11 @@ def model_dir_loader() -> type:
       if issubclass(cls, MaskedLM) and task_kind == "mlm":
         kwargs.setdefault("activation", self.config.get("head_activation"))
         kwargs.setdefault("mlm_transform", self.config.get("mlm_transform", True))
+      if issubclass(cls, TextEmbedder):   # an embed run's pooling and normalisation, else keras-hub's
+        run = hub.embed_settings(self.config)
+        if "pooling" not in kwargs:   # the zoo's name of pooling_mode
+          kwargs.setdefault("pooling_mode", run.get("pooling_mode"))
+        kwargs.setdefault("normalize", run.get("normalize", True))
       if "backbone" not in kwargs:
         backbone_kwargs = {key: kwargs.pop(key) for key in ("dtype",) if key in kwargs}
         kwargs["backbone"] = self.load_backbone(cls.backbone_cls, load_weights, **backbone_kwargs)

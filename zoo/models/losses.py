@@ -154,8 +154,14 @@ def ranking_loss(queries: tf.Tensor, documents: tf.Tensor, scale: float = 20.0, 
   all_queries, all_documents, all_weights, offset = queries, documents, weights, 0
   context = tf.distribute.get_replica_context() if across_replicas else None
   if context is not None and context.num_replicas_in_sync > 1:
-    all_queries, all_documents, all_weights = (context.all_gather(value, axis=0)
-                                               for value in (queries, documents, weights))
+    # One all-gather: [B, 1 + K, D + 1], the query and documents of each example with its weight beside them.
+    texts = tf.concat([queries[:, tf.newaxis], documents], axis=1)
+    width = texts.shape[-1]
+    packed = tf.concat([texts, tf.broadcast_to(weights[:, tf.newaxis, tf.newaxis],
+                                               tf.concat([tf.shape(texts)[:2], [1]], 0))], axis=2)
+    gathered = context.all_gather(packed, axis=0)
+    all_queries, all_documents = gathered[:, 0, :width], gathered[:, 1:, :width]
+    all_weights = tf.stop_gradient(gathered[:, 0, width])
     offset = tf.cast(context.replica_id_in_sync_group, tf.int32) * batch
   candidates = tf.reshape(tf.transpose(all_documents, [1, 0, 2]), [-1, tf.shape(documents)[-1]])   # [K·N, D]
   candidate_weights = tf.tile(all_weights, [tf.shape(documents)[1]])

@@ -3,8 +3,9 @@
 `model_card` writes the Hub's front matter (library, pipeline tag, model type), a table of the
 preset and its overrides, task, sequence length, training steps, source and weights' dtype,
 the run's evaluation results, how to load and call the model with transformers' Auto classes
-(and what padding a Funnel needs to compute the zoo model's outputs), and how the directory was
-converted: the command, the date, and what the export leaves out or computes otherwise.
+(and what padding a Funnel needs to compute the zoo model's outputs; an embed run's with
+sentence-transformers, and what its vectors are), and how the directory was converted: the
+command, the date, and what the export leaves out or computes otherwise.
 """
 
 import datetime
@@ -27,13 +28,19 @@ def _summary(model_dir, settings, plan_, dtype):
   """The front matter, the title and the table of what the model is and where it comes from."""
   task = settings.get("task")
   source = model_dir.read_source() if os.path.exists(model_dir.source_path) else None
-  lines = ["---", "library_name: transformers", f"pipeline_tag: {PIPELINE_TAGS[plan_.head or 'encoder']}",
-           "tags:", f"- {plan_.hf_config['model_type']}", "---", "",
+  if plan_.embedding:   # a sentence-transformers folder
+    front = ["library_name: sentence-transformers", "pipeline_tag: sentence-similarity", "tags:",
+             "- sentence-transformers", "- feature-extraction"]
+  else:
+    front = ["library_name: transformers", f"pipeline_tag: {PIPELINE_TAGS[plan_.head or 'encoder']}", "tags:"]
+  lines = ["---", *front, f"- {plan_.hf_config['model_type']}", "---", "",
            f"# {os.path.basename(os.path.normpath(model_dir.path))}", ""]
   preset = presets.get(settings["model"])
   overrides = settings.get("model_overrides") or {}
   changed = " with the overrides below" if overrides else ""
-  lines += [f"A `{plan_.architecture}` exported from a zoo model directory: the preset `{settings['model']}` "
+  what = (f"A sentence-transformers model (a `{plan_.architecture}`, then its pooling)" if plan_.embedding
+          else f"A `{plan_.architecture}`")
+  lines += [f"{what} exported from a zoo model directory: the preset `{settings['model']}` "
             f"({preset.description}){changed}.", "",
             "| | |", "|---|---|",
             f"| preset | `{settings['model']}`"
@@ -63,8 +70,31 @@ def _evaluation(model_dir, task):
   return []
 
 
+def _use_embedding(settings, plan_):
+  """How to load a sentence-transformers export and what its vectors are."""
+  length = settings.get("seq_length")
+  pooling = dict(cls="the first token's ([CLS]'s) hidden state", mean="the mean of the hidden states of the "
+                 "text's tokens", max="the element-wise maximum of the hidden states of the text's tokens")
+  scaled = ", scaled to unit length" if plan_.embedding["normalize"] else ""
+  lines = ["## Use", "", "```python", "from sentence_transformers import SentenceTransformer",
+           "model = SentenceTransformer(PATH)", 'embeddings = model.encode(["...", "..."])   # [texts, width]',
+           "scores = model.similarity(embeddings, embeddings)   # cosine similarity", "```", "",
+           f"A text's vector is {pooling[plan_.embedding['pooling']]} (`1_Pooling`: "
+           f"`{plan_.embedding['pooling']}`){scaled}, as the run's `embed` signature returns it; texts are "
+           f"truncated to {length} tokens (`max_seq_length`). The transformer alone loads with "
+           f"`AutoModel.from_pretrained(PATH)` (`{plan_.architecture}`, whose `last_hidden_state` the pooling "
+           "reads).", ""]
+  if plan_.family == "funnel":
+    lines += [f"A Funnel's outputs depend on how far a batch is padded (transformers' Funnel treats a pooled "
+              f"pair of tokens that holds a pad as padding): `sentence_bert_config.json` pads every text to "
+              f"{length} tokens (`processing_kwargs`), which gives the run's vectors whatever the batch.", ""]
+  return lines
+
+
 def _use(settings, plan_):
   """How to load and call the model, with what each kind of head takes and gives."""
+  if plan_.embedding:
+    return _use_embedding(settings, plan_)
   auto = AUTO_CLASSES[plan_.head or ("encoder" if plan_.with_decoder or plan_.family != "funnel" else "base")]
   length = settings.get("seq_length")
   lines = ["## Use", "", "```python", f"from transformers import AutoTokenizer, {auto}",

@@ -3,13 +3,15 @@
 It checks the directories, decides what to write (`zoo.convert.to_hf.plan`: refusals before
 anything else), restores the weights (`zoo.convert.to_hf.weights`), builds config.json
 (`zoo.convert.to_hf.configs`), the tokenizer files (`zoo.convert.to_hf.tokenizer`) and the model
-card (`zoo.convert.to_hf.card`), and writes them all at once.
+card (`zoo.convert.to_hf.card`), and writes them all at once; for an embed run also the
+sentence-transformers modules around the transformer (`zoo.convert.sentence_transformers`).
 """
 
 import os
 
 from zoo.atomic_files import atomic_path
 from zoo.convert.errors import ConversionError
+from zoo.convert.sentence_transformers import module_files
 from zoo.convert.to_hf.card import model_card
 from zoo.convert.to_hf.configs import config_json
 from zoo.convert.to_hf.plan import plan
@@ -63,6 +65,7 @@ def _write(out, arrays, files):
     save_file(arrays, os.path.join(temporary, "model.safetensors"), metadata={"format": "pt"})
     for name, content in files.items():
       binary = isinstance(content, bytes)
+      os.makedirs(os.path.dirname(os.path.join(temporary, name)), exist_ok=True)
       with open(os.path.join(temporary, name), "wb" if binary else "w",
                 encoding=None if binary else "utf-8") as file:
         file.write(content)
@@ -99,6 +102,10 @@ def to_hf(model_dir, out, dtype="float32", command=None, change_pooling=False):
   else:
     files = wordpiece_tokenizer_files(vocab, text, plan_.family, seq_length)
   files["config.json"] = config
+  if plan_.embedding:   # an embed run: a sentence-transformers folder around the transformer
+    width = plan_.hf_config["d_model" if plan_.family == "funnel" else "hidden_size"]
+    files.update(module_files(plan_.embedding["pooling"], plan_.embedding["normalize"], width, seq_length,
+                              pad_to_max_length=plan_.family == "funnel"))
   command = command or f"python -m zoo.convert to-hf {model_dir} --out {out} --dtype {dtype}"
   files["README.md"] = model_card(directory, settings, plan_, dtype, command)
   _write(out, arrays, files)

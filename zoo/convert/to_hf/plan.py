@@ -12,7 +12,9 @@ masked-LM run or head is `FunnelForMaskedLM` / `BertForMaskedLM`; ELECTRA is
 `problem_type`), `tag` `...ForTokenClassification`, `squad`
 `...ForQuestionAnswering` and `multiple_choice` (or a converted directory with a `choice_head`)
 `...ForMultipleChoice` (the pooler and the scoring layer; Funnel's `classifier.linear_hidden`
-and `linear_out`). A TransformerEncoder with ALBERT's savings (factorized
+and `linear_out`). An `embed` run is the encoder's class (`FunnelModel` with its decoder,
+`BertModel`, `AlbertModel`) with `Plan.embedding`, its pooling and normalisation, which the export
+writes as a sentence-transformers folder (`zoo.convert.sentence_transformers`). A TransformerEncoder with ALBERT's savings (factorized
 embeddings, or every layer shared) is transformers' ALBERT (`AlbertModel`,
 `AlbertForMaskedLM`, `AlbertFor...`): one layer group when every layer is shared, else a
 group per layer, and an identity projection when the embeddings have the model width.
@@ -21,7 +23,7 @@ What transformers cannot compute is refused before anything is written, each rea
 named: RealFormer's residual attention, Pre-LN, the relative Transformer,
 a Funnel's factorized embeddings or shared layers, sharing only attention or only the
 feed-forward nets, an ALBERT-shaped ELECTRA discriminator, a Funnel pooling with the
-zoo's padding semantics, a decoder fed from another layer than Hugging Face's, heads
+zoo's padding semantics, an embed run on a Funnel without a decoder, a decoder fed from another layer than Hugging Face's, heads
 transformers' classes do not have (a Funnel masked-LM head with BERT's transform, a head
 activation other than the encoder's), activations it does not name, and tasks it has no
 class for.
@@ -51,6 +53,9 @@ TASK_HEADS = {"classify": "sequence", "regress": "sequence", "tag": "token", "sq
               "mlm": "masked_lm", "electra": "discriminator", "multiple_choice": "choice"}
 # The heads that score the pooled output (the zoo's pooler travels with them).
 POOLED_HEADS = ("sequence", "choice")
+# The task whose model is the encoder with a pooling of its hidden states: a sentence-transformers model.
+EMBED_TASK = "embed"
+EMBED_POOLING = ("cls", "mean", "max")
 ARCHITECTURES = {
     "funnel": dict(encoder="FunnelModel", base="FunnelBaseModel", masked_lm="FunnelForMaskedLM",
                    discriminator="FunnelForPreTraining", sequence="FunnelForSequenceClassification",
@@ -76,7 +81,8 @@ class Plan:
   or a key of `TASK_HEADS`' values; `with_decoder` whether the export keeps the Funnel
   decoder; `architecture` the transformers class; `hf_config` its config.json; `left_out`
   what of the zoo model the export does not carry, in words; `changed` what the export
-  computes otherwise, as the user asked (`change_pooling`).
+  computes otherwise, as the user asked (`change_pooling`); `embedding` of an embed run
+  `{"pooling": "cls" | "mean" | "max", "normalize": bool}` (a sentence-transformers folder), else None.
   """
   family: str
   encoder: dict
@@ -86,14 +92,17 @@ class Plan:
   hf_config: dict
   left_out: list
   changed: list = dataclasses.field(default_factory=list)
+  embedding: dict | None = None
 
 
 def _head_of(settings, roots):
   task = settings.get("task")
+  if task == EMBED_TASK:   # the encoder alone, its pooling in the sentence-transformers modules
+    return None
   if task:
     if task not in TASK_HEADS:
       raise ConversionError(f"task {task!r} has no transformers class; to-hf exports the tasks "
-                            f"{', '.join(TASK_HEADS)} and directories without a task")
+                            f"{', '.join((*TASK_HEADS, EMBED_TASK))} and directories without a task")
     return TASK_HEADS[task]
   if MASKED_LM_ROOT in roots:
     return "masked_lm"
@@ -194,6 +203,11 @@ def _funnel_problems(encoder, head, settings, change_pooling=False):
       problems.append(f"the decoder adds the output of layer application {residual} "
                       f"(decoder_residual_layer): transformers' FunnelModel adds that of application "
                       f"{sizes[0] - 1} (hidden_states[block_sizes[0]], counting repeats)")
+  if settings.get("task") == EMBED_TASK and not decoder_layers:
+    problems.append("an embed run on an encoder-only Funnel (no decoder layers): sentence-transformers loads "
+                    "transformers' FunnelModel, whose output is always its decoder's (the last block upsampled "
+                    "to full length, plus the first block's output), while the run pools its last block's "
+                    "shorter output; embed runs of a Funnel with a decoder (num_decoder_layers) export")
   if head in ("masked_lm", "discriminator", "token", "span") and not decoder_layers:
     problems.append(f"a {head} head on an encoder-only Funnel: transformers' heads read the decoder's "
                     "full-length output")
@@ -297,4 +311,16 @@ def plan(settings, roots=(), change_pooling=False):
   if head == "discriminator":
     left_out.append("the ELECTRA generator (transformers' pre-training class holds the discriminator)")
   hf_config.update(architectures=[architecture], **_label_fields(settings, head))
-  return Plan(family, arguments, head, with_decoder, architecture, hf_config, left_out, changed)
+  return Plan(family, arguments, head, with_decoder, architecture, hf_config, left_out, changed,
+              _embedding(settings))
+
+
+def _embedding(settings):
+  """`Plan.embedding` of an embed run's settings (the embed task's defaults where they say nothing), else None."""
+  if settings.get("task") != EMBED_TASK:
+    return None
+  pooling = settings.get("pooling", "mean")
+  if pooling not in EMBED_POOLING:
+    raise ConversionError(f"config.json: pooling {pooling!r}; an embed run pools with one of "
+                          f"{', '.join(EMBED_POOLING)}")
+  return dict(pooling=pooling, normalize=bool(settings.get("normalize", True)))

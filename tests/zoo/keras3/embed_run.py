@@ -1,0 +1,77 @@
+"""`python -m tests.zoo.keras3.embed_run SPEC.json OUT.json`: `embed` runs as keras-hub text embedders under
+this process's Keras backend.
+
+SPEC.json (written by `tests/zoo/keras3/test_text_embedder.py`) names the texts, the run directories
+and the cases: a run and the pooling mode and normalisation asked of `TextEmbedder.from_preset` (none:
+the run's own). OUT.json holds, per case, the class `from_preset` resolved to, its settings and its
+vectors of the texts; the config round trip, a `.keras` file (safe mode) and, when SPEC.json asks,
+`save_to_preset` read back by `TextEmbedder.from_preset` and `zoo.keras3.hub.embedder_from_model_dir`;
+and the errors of a bad pooling mode.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+
+def _vectors(embedder, texts):
+  return np.asarray(embedder.predict(texts, batch_size=len(texts), verbose=0))
+
+
+def main(spec_path, out_path):
+  import keras
+  import keras_hub
+
+  import zoo.keras3.hub as zoo_hub
+  with open(spec_path) as file:
+    spec = json.load(file)
+  texts, runs = spec["texts"], spec["runs"]
+  report = dict(backend=keras.backend.backend(), cases={})
+  loaded = {}   # the run's own embedder, by run: other cases share its backbone and preprocessor
+  for name, pooling_mode, normalize in spec["cases"]:
+    if name not in loaded:
+      loaded[name] = keras_hub.models.TextEmbedder.from_preset(runs[name])
+    embedder = loaded[name]
+    if pooling_mode is not None:
+      embedder = type(embedder)(embedder.backbone, preprocessor=embedder.preprocessor, pooling_mode=pooling_mode,
+                                normalize=normalize)
+    vectors = _vectors(embedder, texts)
+    report["cases"][f"{name}_{pooling_mode or 'run'}"] = dict(
+        cls=type(embedder).__name__, pooling_mode=embedder.pooling_mode, normalize=embedder.normalize,
+        sequence_length=embedder.preprocessor.sequence_length, dtype=str(vectors.dtype),
+        vectors=vectors.tolist())
+
+  # The config round trip and a .keras file (safe mode) of the last run's embedder.
+  embedder = loaded[spec["saved"]]
+  expected = _vectors(embedder, texts)
+  config = embedder.get_config()
+  report["config_round_trip"] = type(embedder).from_config(config).get_config() == config
+  path = os.path.join(spec["out_dir"], f"embedder_{report['backend']}.keras")
+  embedder.save(path)
+  restored = keras.saving.load_model(path, safe_mode=True)
+  report["keras_file"] = dict(cls=type(restored).__name__, pooling_mode=restored.pooling_mode,
+                              difference=float(np.abs(_vectors(restored, texts) - expected).max()))
+  if spec.get("presets"):
+    preset = os.path.join(spec["out_dir"], "preset")
+    embedder.save_to_preset(preset)
+    restored = keras_hub.models.TextEmbedder.from_preset(preset)
+    report["preset"] = dict(cls=type(restored).__name__, pooling_mode=restored.pooling_mode,
+                            normalize=restored.normalize, difference=float(np.abs(_vectors(restored, texts)
+                                                                                  - expected).max()))
+    direct = zoo_hub.embedder_from_model_dir(runs[spec["saved"]])
+    report["embedder_from_model_dir_config_equal"] = direct.get_config() == config
+
+  errors = report["errors"] = []
+  for arguments in (dict(pooling_mode="sum"), dict(pooling_mode="cls", pooling="max")):
+    try:
+      type(embedder)(embedder.backbone, **arguments)
+    except ValueError as error:
+      errors.append(str(error))
+  with open(out_path, "w") as file:
+    json.dump(report, file)
+
+
+if __name__ == "__main__":
+  main(*sys.argv[1:])
