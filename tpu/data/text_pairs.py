@@ -89,12 +89,11 @@ def pairs_source(path, rows):
   if not rows:
     raise DataError(path, None, "no pairs")
   has_negatives = rows[0][3] is not None
-  for (file, line), _, _, negative, in rows:
+  for (file, line), _, _, negative in rows:
     if (negative is not None) != has_negatives:
-      first = "has" if has_negatives else "has no"
-      this = "has" if negative else "has not"
-      raise DataError(file, line, f"the first pair {first} a negative and this one {this}: "
-                                  "either every pair has a hard negative or none has")
+      found = ("the first pair has a hard negative and this one none" if has_negatives
+               else "the first pair has no hard negative and this one has one")
+      raise DataError(file, line, f"{found}: either every pair has a hard negative or none has")
   tensors = dict(query=tf.constant([row[1] for row in rows], tf.string),
                  positive=tf.constant([row[2] for row in rows], tf.string))
   if has_negatives:

@@ -206,7 +206,7 @@ def read_folder(src):
                             f"path {entry['path']!r}) is not one the zoo computes; supported: {SUPPORTED}")
   if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
     raise ConversionError(f"{modules_path}: modules {kinds}; supported: {SUPPORTED}")
-  transformer_path = os.path.join(src, modules[0]["path"])
+  transformer_path = os.path.normpath(os.path.join(src, modules[0]["path"]))
   config_path = os.path.join(transformer_path, TRANSFORMER_CONFIG_FILE)
   transformer_config = _optional_json(config_path)
   _check_transformer_config(transformer_config, config_path)

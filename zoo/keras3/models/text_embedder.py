@@ -78,8 +78,8 @@ class TextPooling(keras.layers.Layer):
       mask = self._output_mask(mask)
     return pool_texts(sequence_output, mask, self.mode, self.normalize)
 
-  def compute_output_shape(self, sequence_shape, mask_shape):
-    return (sequence_shape[0], sequence_shape[-1])
+  def compute_output_shape(self, sequence_output_shape, padding_mask_shape):
+    return (sequence_output_shape[0], sequence_output_shape[-1])
 
 
 class ZooTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
