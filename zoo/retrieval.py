@@ -28,7 +28,9 @@ Example:
   {'recall@1': 0.5, 'recall@2': 1.0, 'mrr@2': 0.75}
 """
 
+import types
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,15 +62,18 @@ class Index:
     neighbours: the graph's links per node (FAISS's M).
     build_depth: candidates kept while inserting (efConstruction).
     search_depth: candidates kept while searching (efSearch; raised to k when smaller).
+    index: a FAISS index to wrap instead (`load`).
   """
 
   def __init__(self, documents: np.ndarray | None = None, neighbours: int = 32, build_depth: int = 200,
-               search_depth: int = 128, index=None):
+               search_depth: int = 128, index: Any = None):
     faiss = _faiss()
     self.search_depth = search_depth
-    if index is not None:
+    if index is not None:   # a FAISS index read back (`load`)
       self.index = index
       return
+    if documents is None:
+      raise ValueError("Index needs the documents' vectors")
     documents = unit_rows(documents)
     self.index = faiss.IndexHNSWFlat(documents.shape[1], neighbours, faiss.METRIC_INNER_PRODUCT)
     self.index.hnsw.efConstruction = build_depth
@@ -98,7 +103,7 @@ class Index:
     return cls(index=_faiss().read_index(path), search_depth=search_depth)
 
 
-def _faiss():
+def _faiss() -> types.ModuleType:
   import logging
   logging.getLogger("faiss.loader").setLevel(logging.WARNING)   # which CPU build it picked, at INFO
   try:

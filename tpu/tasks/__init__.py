@@ -7,6 +7,7 @@
     tag       token classification (e.g. named entities), a label per word on its first piece
     squad     extractive question answering (SQuAD v1.1 and v2.0), answer spans over context windows
     multiple_choice  one of several answers (RACE, SWAG), a score per choice
+    embed     text embeddings: a dual encoder on text pairs, evaluated by retrieval
 
 `TASKS` (`tpu.tasks.task_registry`) is the one registry: the command line's `--task`
 choices and flags, config validation, the exporter and `export.predict` all ask it.
@@ -33,6 +34,7 @@ The modules, one per task family, each task beside its own helpers:
     squad.py          squad: windows, span decoding, SQuAD's official metrics
     tagging.py        tag: words to pieces and back, CoNLL's entity scores
     multiple_choice.py  multiple_choice: question-and-choice packing, a softmax over the choices
+    embedding.py      embed: pooled vectors, the in-batch-negatives loss, retrieval metrics
 
 Adding a task is one new module here: a `Task` subclass decorated with `@register`,
 declaring its settings (and its tests). Every module of this package is imported when

@@ -103,7 +103,8 @@ class TextEmbedder(EncoderHead):
     mask = flat["input_mask"]
     if hasattr(encoder, "sequence_mask"):
       mask = encoder.sequence_mask(mask)
-    vectors = _Pool(pooling, bool(normalize), name="text_pooling")(outputs["sequence_output"], mask)   # [B·N, D]
+    pool = _Pool(pooling, bool(normalize), name="text_pooling")
+    vectors = pool(outputs["sequence_output"], mask)                                              # [B·N, D]
     vectors = _Unflatten(name="vectors")(vectors, inputs["input_word_ids"])                      # [B, N, D]
     super().__init__(inputs=inputs, outputs=vectors, **kwargs)
     self._config = config

@@ -29,9 +29,11 @@ def _st_loss(embeddings, symmetric, scale=20.0):
   import torch
   from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
   from sentence_transformers.util import cos_sim
-  options = dict(directions=("query_to_doc", "doc_to_query"), partition_mode="per_direction") if symmetric else {}
+  options = {}
+  if symmetric:
+    options = dict(directions=("query_to_doc", "doc_to_query"), partition_mode="per_direction")
   loss = MultipleNegativesRankingLoss.__new__(MultipleNegativesRankingLoss)
-  torch.nn.Module.__init__(loss)   # its constructor only keeps the model, which the loss of embeddings never reads
+  torch.nn.Module.__init__(loss)   # its constructor keeps the model, which the loss of embeddings never reads
   loss.scale, loss.similarity_fct, loss.gather_across_devices = scale, cos_sim, False
   loss.directions = options.get("directions", ("query_to_doc",))
   loss.partition_mode = options.get("partition_mode", "joint")
@@ -85,8 +87,8 @@ def test_pooling_is_numpys_over_real_tokens(mode, normalize):
 
 def test_an_encoder_only_funnel_pools_its_shorter_output_over_its_pooled_mask():
   from zoo.models import FunnelEncoder
-  encoder = FunnelEncoder(vocab_size=40, hidden_size=16, num_heads=2, intermediate_size=32, block_sizes=(1, 1, 1),
-                          seq_length=16)
+  encoder = FunnelEncoder(vocab_size=40, hidden_size=16, num_heads=2, intermediate_size=32,
+                          block_sizes=(1, 1, 1), seq_length=16)
   embedder = TextEmbedder(encoder, pooling="mean", normalize=False)
   lengths = np.array([16, 9, 2])
   mask = (np.arange(16) < lengths[:, None]).astype(np.int32)
@@ -113,8 +115,8 @@ def _write(path, text):
 
 
 def test_pairs_from_json_lines_and_tsv(tmp_path):
-  jsonl = _write(tmp_path / "a.jsonl", '{"anchor": "wie geht’s?", "positive": "gut 🙂", "negative": "nein"}\n\n'
-                                       '{"query": "q2", "positive": "p2", "negative": "n2"}\n')
+  jsonl = _write(tmp_path / "a.jsonl", '{"anchor": "wie geht’s?", "positive": "gut 🙂", "negative": "nein"}'
+                                       '\n\n{"query": "q2", "positive": "p2", "negative": "n2"}\n')
   source = data.load(f"jsonl:{jsonl}", data_type="pairs")
   assert source.has_negatives and source.num_examples == 2
   first = next(iter(source.dataset))
@@ -126,12 +128,15 @@ def test_pairs_from_json_lines_and_tsv(tmp_path):
 
 
 @pytest.mark.parametrize("name, text, message", [
-    ("missing.jsonl", '{"query": "q", "positive": "p"}\n{"query": "q"}\n', r"missing.jsonl:2: field 'positive' is missing"),
-    ("empty.jsonl", '{"query": "q", "positive": " "}\n', r"empty.jsonl:1: field 'positive' is not a non-empty string"),
+    ("missing.jsonl", '{"query": "q", "positive": "p"}\n{"query": "q"}\n',
+     r"missing.jsonl:2: field 'positive' is missing"),
+    ("empty.jsonl", '{"query": "q", "positive": " "}\n',
+     r"empty.jsonl:1: field 'positive' is not a non-empty string"),
     ("mixed.jsonl", '{"query": "q", "positive": "p"}\n{"query": "q", "positive": "p", "negative": "n"}\n',
      r"mixed.jsonl:2: the first pair has no hard negative and this one has one: either every pair has a "),
     ("bad.jsonl", '{"query": "q", "positive": "p"}\n{"query": \n', r"bad.jsonl:2: invalid JSON"),
-    ("four.tsv", "q\tp\tn\tx\n", r"four.tsv:1: expected query<TAB>positive\[<TAB>negative\], non-empty, got 4"),
+    ("four.tsv", "q\tp\tn\tx\n",
+     r"four.tsv:1: expected query<TAB>positive\[<TAB>negative\], non-empty, got 4"),
     ("blank.tsv", "q\tp\n\nq\t\n", r"blank.tsv:3: expected query<TAB>positive"),
 ])
 def test_malformed_pairs_name_file_and_line(tmp_path, name, text, message):
@@ -144,14 +149,16 @@ def _beir(folder, qrels):
   _write(folder / "corpus.jsonl", '{"_id": "d1", "title": "Lists", "text": "A list is a sequence."}\n'
                                   '{"_id": 2, "text": "A dict maps keys to values."}\n'
                                   '{"_id": "d3", "title": "", "text": "Sets hold unique items."}\n')
-  _write(folder / "queries.jsonl", '{"_id": "q1", "text": "what is a list?"}\n{"_id": "q2", "text": "dicts?"}\n')
+  _write(folder / "queries.jsonl",
+         '{"_id": "q1", "text": "what is a list?"}\n{"_id": "q2", "text": "dicts?"}\n')
   for name, text in qrels.items():
     _write(folder / "qrels" / name, "query-id\tcorpus-id\tscore\n" + text)
   return str(folder)
 
 
 def test_a_beir_folder_gives_training_pairs_and_a_retrieval_set(tmp_path):
-  folder = _beir(tmp_path / "beir", {"train.tsv": "q1\td1\t1\nq2\t2\t2\nq2\td3\t0\n", "test.tsv": "q2\t2\t1\n"})
+  folder = _beir(tmp_path / "beir", {"train.tsv": "q1\td1\t1\nq2\t2\t2\nq2\td3\t0\n",
+                                     "test.tsv": "q2\t2\t1\n"})
   train = data.load(f"beir:{folder}", "train")
   assert [row[1:3] for row in train.rows] == [("what is a list?", "Lists A list is a sequence."),
                                                 ("dicts?", "A dict maps keys to values.")]
@@ -227,7 +234,8 @@ def test_exact_metrics_and_the_index_against_a_plain_ranking():
   assert metrics["recall@1"] == pytest.approx(_plain_metrics(queries, documents, relevant, 1)[0])
   index = retrieval.Index(documents)
   found = index.search(queries, 10)
-  assert found.shape == (50, 10) and np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, ranked)]) > 0.9
+  overlap = [len(set(a) & set(b)) / 10 for a, b in zip(found, ranked, strict=True)]
+  assert found.shape == (50, 10) and np.mean(overlap) > 0.9
   assert (retrieval.Index(documents).search(queries, 10) == found).all()   # built alike every time
 
 
@@ -243,8 +251,9 @@ def docstring_run(tmp_path_factory):
   from tpu import train
   folder = tmp_path_factory.mktemp("embed")
   pydocs.write_pairs(str(folder / "pairs"))
-  config = tiny_config(folder / "run", model="bert_small", task="embed", steps=30, batch_size=16, seq_length=32,
-                       vocab_size=600, eval_batch_size=64, export=True, learning_rate=2e-3, checkpoint_every=30,
+  config = tiny_config(folder / "run", model="bert_small", task="embed", steps=30, batch_size=16,
+                       seq_length=32, vocab_size=600, eval_batch_size=64, export=True, learning_rate=2e-3,
+                       checkpoint_every=30,
                        model_overrides=dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64),
                        data=f"jsonl:{folder}/pairs/train.jsonl", eval_data=f"beir:{folder}/pairs/validation")
   results = train.run(config)
