@@ -10,12 +10,19 @@ of the batch, scored by `similarity_scale · cos`, its own positive the target;
 
 On several replicas (`gather_negatives`, the default) each replica's vectors are
 all-gathered, so every query is scored against the documents of the whole global batch,
-as on one device: the loss and its gradients equal one device's on the global batch. The
-cost per step is one all-gather of `B·(K+1)·D` float32 values (queries, positives and
-negatives of every replica: 768 KB for B = 128, K = 1, D = 768), next to the gradients'
-all-reduce of every weight (440 MB for BERT-base), and a `[B/R, B·K]` score matrix per
-replica instead of `[B/R, B/R·K]`. Without it each replica's queries see only its own
-documents: fewer negatives, an easier task.
+as on one device: the loss and its gradients equal one device's on the global batch
+(sentence-transformers' `gather_across_devices=True`). The gather's gradient sums every
+replica's loss terms before each replica keeps its own slice. What it costs: one
+all-gather of `B·(K+1)·(D+1)` float32 values per step (queries, documents and weights of
+every replica: 0.8 MB for B = 128, K = 1, D = 768), next to the gradients' all-reduce of
+every weight (440 MB for BERT-base); a `[B/R, B·K]` score matrix per replica instead of
+`[B/R, B/R·K]`; and a second forward pass. A distribution strategy takes no collective
+inside a nested function or a `switch_case` (length buckets), so the step computes the
+vectors, then the loss and its gradient with respect to this replica's vectors in the
+replica function, then runs the model again with the same dropout draws and its
+backward pass from that gradient (`tpu.trainer`, as GradCache does): about a third more
+compute per step. Without it each replica's queries see only its own documents: fewer
+negatives, an easier task, and a loss that depends on the number of replicas.
 
 Evaluation embeds a held-out retrieval set (`beir:DIR`'s dev or test qrels, or held-out
 pairs: `tpu.data.text_pairs`), then ranks the whole corpus for every query twice: exactly

@@ -137,7 +137,8 @@ def ranking_loss(queries: tf.Tensor, documents: tf.Tensor, scale: float = 20.0, 
 
   Args:
     queries: `[B, D]` query vectors.
-    documents: `[B, K, D]`: each query's positive document, then K - 1 hard negatives.
+    documents: `[B, K, D]`: each query's positive document, then K - 1 hard negatives (`[B, D]`: the
+      positives alone).
     scale: the inverse temperature the cosine similarities are multiplied by.
     symmetric: add the document-to-query direction.
     weights: `[B]`, 1 for a real example and 0 for padding (which is no query and no candidate).
@@ -149,6 +150,8 @@ def ranking_loss(queries: tf.Tensor, documents: tf.Tensor, scale: float = 20.0, 
   """
   queries = tf.cast(queries, tf.float32)
   documents = tf.cast(documents, tf.float32)
+  if documents.shape.rank == 2:   # the positives alone
+    documents = documents[:, tf.newaxis]
   batch = tf.shape(queries)[0]
   weights = tf.ones([batch], tf.float32) if weights is None else tf.cast(weights, tf.float32)
   all_queries, all_documents, all_weights, offset = queries, documents, weights, 0
