@@ -4,7 +4,7 @@
 
 TF Serving links the core TensorFlow ops and the ops of one tensorflow-text release:
 its `SUPPORTED_TENSORFLOW_OPS` include `@org_tensorflow_text//tensorflow_text:ops_lib`,
-and TF Serving 2.12 to 2.19 embed tensorflow-text 2.12.1 (tensorflow/serving pull
+and TF Serving 2.12 to 2.19 build in tensorflow-text 2.12.1 (tensorflow/serving pull
 request 4057, "Update tf-text to 2.18.1", Feb 2025: "updates the embedded TensorFlow
 Text from version 2.12.1"; models using tensorflow-text >= 2.16 ops fail there with
 `Op type not registered 'TFText>RoundRobinTrim'`, tensorflow/serving issue 2267).

@@ -1,5 +1,5 @@
-"""The training job: pre-train (mlm, electra) or fine-tune (classify, regress, multiple_choice, tag,
-squad) a zoo model.
+"""The training job: pre-train (mlm, electra) or fine-tune (classify, regress, multiple_choice, embed,
+tag, squad) a zoo model.
 
   python -m tpu.train --model funnel_b4_4_4 --task classify --data tfds:glue/sst2 \\
       --model-dir gs://bucket/sst2 --tpu local --batch-size 128 --steps 5000

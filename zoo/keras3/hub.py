@@ -223,7 +223,8 @@ def embedder_from_model_dir(path: str, pooling_mode: str | None = None, normaliz
   run = embed_settings(settings)
   backbone, loaded = backbone_from_model_dir(path, **overrides)
   family = FAMILIES[loaded.family]
-  preprocessor = family.embedder_preprocessor(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
+  preprocessor = family.embedder_preprocessor(tokenizer_from_loaded(loaded),
+                                              sequence_length=loaded.seq_length)
   return family.embedder(backbone, preprocessor=preprocessor,
                          pooling_mode=pooling_mode or run.get("pooling_mode", "mean"),
                          normalize=run.get("normalize", True) if normalize is None else normalize)
@@ -284,7 +285,8 @@ def embedder_from_preset(preset: str, vocab: Sequence[str], seq_length: int, poo
   chosen = presets.get(preset)
   config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
   family = FAMILIES[chosen.family]
-  tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case, special_tokens_names=special_tokens)
+  tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case,
+                               special_tokens_names=special_tokens)
   preprocessor = family.embedder_preprocessor(tokenizer, sequence_length=seq_length)
   return family.embedder(family.backbone(config), preprocessor=preprocessor, pooling_mode=pooling_mode,
                          normalize=normalize)

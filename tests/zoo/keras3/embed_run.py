@@ -2,11 +2,13 @@
 this process's Keras backend.
 
 SPEC.json (written by `tests/zoo/keras3/test_text_embedder.py`) names the texts, the run directories
-and the cases: a run and the pooling mode and normalisation asked of `TextEmbedder.from_preset` (none:
-the run's own). OUT.json holds, per case, the class `from_preset` resolved to, its settings and its
-vectors of the texts; the config round trip, a `.keras` file (safe mode) and, when SPEC.json asks,
-`save_to_preset` read back by `TextEmbedder.from_preset` and `zoo.keras3.hub.embedder_from_model_dir`;
-and the errors of a bad pooling mode.
+and the cases: a run and a pooling mode and normalisation, or none for the run's own. OUT.json holds,
+per case, the class and settings of the embedder and its vectors of the texts: the run's
+`TextEmbedder.from_preset(run)` on the raw texts, or an embedder of the other mode on its backbone,
+on the preprocessor's features. Then, for the run SPEC.json names `saved`: the config round trip, a
+`.keras` file (safe mode) and, when SPEC.json asks, `save_to_preset` read back by
+`TextEmbedder.from_preset` and `zoo.keras3.hub.embedder_from_model_dir`; and the errors of bad
+pooling arguments.
 """
 
 import json
@@ -16,8 +18,10 @@ import sys
 import numpy as np
 
 
-def _vectors(embedder, texts):
-  return np.asarray(embedder.predict(texts, batch_size=len(texts), verbose=0))
+def _vectors(embedder, inputs):
+  """The embedder's vectors of `inputs` (texts, or token-id features), in one batch."""
+  return np.asarray(embedder.predict(inputs, batch_size=len(inputs) if isinstance(inputs, list) else None,
+                                     verbose=0))
 
 
 def _unnamed(config):
@@ -36,23 +40,24 @@ def main(spec_path, out_path):
     spec = json.load(file)
   texts, runs = spec["texts"], spec["runs"]
   report = dict(backend=keras.backend.backend(), cases={})
-  loaded = {}   # the run's own embedder, by run: other cases share its backbone and preprocessor
+  loaded, own = {}, {}   # the run's own embedder and its vectors, by run
   for name, pooling_mode, normalize in spec["cases"]:
     if name not in loaded:
       loaded[name] = keras_hub.models.TextEmbedder.from_preset(runs[name])
     embedder = loaded[name]
-    if pooling_mode is not None:
-      embedder = type(embedder)(embedder.backbone, preprocessor=embedder.preprocessor, pooling_mode=pooling_mode,
-                                normalize=normalize)
-    vectors = _vectors(embedder, texts)
+    if pooling_mode is None:   # raw strings through the whole task: its preprocessor, backbone and pooling
+      vectors = own[name] = _vectors(embedder, texts)
+    else:   # another mode on the same backbone, on the preprocessor's features (tracing it costs a second)
+      features = {key: np.asarray(value) for key, value in embedder.preprocessor(texts).items()}
+      embedder = type(embedder)(embedder.backbone, pooling_mode=pooling_mode, normalize=normalize)
+      vectors = _vectors(embedder, features)
     report["cases"][f"{name}_{pooling_mode or 'run'}"] = dict(
         cls=type(embedder).__name__, pooling_mode=embedder.pooling_mode, normalize=embedder.normalize,
-        sequence_length=embedder.preprocessor.sequence_length, dtype=str(vectors.dtype),
+        sequence_length=loaded[name].preprocessor.sequence_length, dtype=str(vectors.dtype),
         vectors=vectors.tolist())
 
-  # The config round trip and a .keras file (safe mode) of the last run's embedder.
-  embedder = loaded[spec["saved"]]
-  expected = _vectors(embedder, texts)
+  # The config round trip and a .keras file (safe mode) of one run's embedder.
+  embedder, expected = loaded[spec["saved"]], own[spec["saved"]]
   config = embedder.get_config()   # from_config deserializes the backbone in the dict it is given
   report["config_round_trip"] = type(embedder).from_config(embedder.get_config()).get_config() == config
   path = os.path.join(spec["out_dir"], f"embedder_{report['backend']}.keras")

@@ -3,12 +3,13 @@
 Two `embed` runs (`tests.model_dirs.write_run`: perturbed weights, no training) with the prose
 vocabulary of the suite: a BERT run that pools by max without normalising, and an encoder-only
 Funnel (three blocks, no decoder: its output is the last block's pooled sequence) that pools by
-mean and normalises. Their SavedModel exports' `embed` signatures (raw text in, the zoo's
-tokenizer in the graph) and the tf_keras `zoo.models.TextEmbedder` on the zoo tokenizer's ids give
-the reference vectors of English prose of varied lengths (an empty text, a word, sentences, a
-paragraph longer than the runs' 32 tokens). In a process per backend,
-`keras_hub.models.TextEmbedder.from_preset(run)` must give the run's vectors (the run's own pooling
-and normalisation, read from its config.json) and, with `pooling_mode`, the other modes'.
+mean and normalises. The reference vectors come from their SavedModel exports' `embed`
+signatures (raw text in, the zoo's tokenizer in the graph; one length, no length buckets) and
+from the tf_keras `zoo.models.TextEmbedder` on the zoo tokenizer's ids, for English prose of
+varied lengths (an empty text, a word, sentences, a paragraph longer than the runs' 32 tokens).
+In a process per backend, `keras_hub.models.TextEmbedder.from_preset(run)` must give the run's
+vectors (with the run's own pooling and normalisation, read from its config.json), and an
+embedder of another `pooling_mode` on its backbone must give that mode's.
 """
 
 import json
@@ -45,7 +46,7 @@ CASES = [("bert", None, None), ("bert", "mean", True), ("bert", "cls", True), ("
          ("funnel", "max", False)]
 
 
-def _reference(prose_vocab, root):
+def _reference(vocab_path, root):
   """Writes the runs into `root` and returns `{texts, runs, cases}`: each case's tf_keras vectors, and
   the exports' for the runs' own settings."""
   import tensorflow as tf
@@ -57,7 +58,7 @@ def _reference(prose_vocab, root):
   from zoo.models import TextEmbedder
   from zoo.text import TextEncoder
   from zoo.text.vocab import load_vocab
-  vocab = load_vocab(prose_vocab)
+  vocab = load_vocab(vocab_path)
   features = {name: value[:, tf.newaxis] for name, value in
               TextEncoder(vocab, seq_length=SEQ_LENGTH).encode(tf.constant(TEXTS)).items()}
   runs, models, exported = {}, {}, {}
@@ -84,12 +85,9 @@ def _reference(prose_vocab, root):
 @pytest.fixture(scope="module")
 def reference(prose_vocab, tmp_path_factory):
   """The runs and their tf_keras vectors (`_reference`), written once per test run."""
-  root = tmp_path_factory.getbasetemp() / "keras3_embed_runs"
-
   def make(out):
-    root.mkdir(exist_ok=True)
     with open(out, "w") as file:
-      json.dump(_reference(prose_vocab(True), root), file)
+      json.dump(_reference(prose_vocab(True), tmp_path_factory.mktemp("keras3_embed_runs")), file)
   with open(shared_file(tmp_path_factory, "keras3_embed_reference.json", make)) as file:
     return json.load(file)
 
@@ -106,9 +104,10 @@ def test_the_tf_keras_embedder_gives_the_exports_vectors(reference):
 def test_keras_hub_text_embedders_of_embed_runs_give_the_tf_keras_vectors(reference, backend, tmp_path):
   spec = dict(texts=reference["texts"], runs=reference["runs"], cases=CASES, saved="funnel",
               out_dir=str(tmp_path), presets=backend == "jax")
-  (tmp_path / "spec.json").write_text(json.dumps(spec))
-  run_in_backend(backend, "tests.zoo.keras3.embed_run", str(tmp_path / "spec.json"), str(tmp_path / "out.json"))
-  report = json.loads((tmp_path / "out.json").read_text())
+  spec_path, out_path = tmp_path / "spec.json", tmp_path / "out.json"
+  spec_path.write_text(json.dumps(spec))
+  run_in_backend(backend, "tests.zoo.keras3.embed_run", str(spec_path), str(out_path))
+  report = json.loads(out_path.read_text())
   assert report["backend"] == backend
   differences = {}
   for name, pooling_mode, normalize in CASES:

@@ -4,9 +4,10 @@ What both families share, in this folder: `backbone.py` (`ZooBackbone`: a `zoo.k
 encoder with keras-hub's inputs and outputs, any sequence length), `tokenizer.py`
 (`ZooTokenizer`: WordPiece with a directory's vocabulary, casing and special tokens),
 `task.py` (what the tasks share: `sequence_length`, untrained unused layers),
-`text_classifier.py`, `masked_lm.py` (`MaskedLMHead`, `ZooMaskedLM`) and `electra.py`. Each
-family's classes, together: `funnel/` (`funnel_backbone.py`, `funnel_tokenizer.py`,
-`funnel_text_classifier.py` with its preprocessor, `funnel_masked_lm.py`,
-`funnel_electra.py`, `funnel_presets.py`: the authors' ten releases) and `transformer/`
-(the same for BERT, Pre-LN, RealFormer and the relative Transformer).
+`text_classifier.py`, `masked_lm.py` (`MaskedLMHead`, `ZooMaskedLM`), `electra.py` and
+`text_embedder.py` (`ZooTextEmbedder`: the `embed` task's vectors). Each family's classes,
+together: `funnel/` (`funnel_backbone.py`, `funnel_tokenizer.py`, `funnel_text_classifier.py`
+with its preprocessor, `funnel_masked_lm.py`, `funnel_electra.py`, `funnel_text_embedder.py`,
+`funnel_presets.py`: the authors' ten releases) and `transformer/` (the same for BERT, Pre-LN,
+RealFormer and the relative Transformer).
 """

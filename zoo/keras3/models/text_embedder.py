@@ -119,7 +119,7 @@ class ZooTextEmbedder(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Te
     self.backbone = backbone
     self.preprocessor = preprocessor
     self.pooling_layer = TextPooling(mode, normalize, output_mask=backbone.encoder.sequence_mask,
-                                     name="pooling")
+                                     name="text_pooling")
     inputs = backbone.input
     vectors = self.pooling_layer(backbone(inputs)["sequence_output"], inputs["padding_mask"])
     super().__init__(inputs=inputs, outputs=vectors, **kwargs)

@@ -2,10 +2,10 @@
 
 import keras
 
-from zoo.keras3.models.transformer.transformer_backbone import TransformerBackbone
-from zoo.keras3.models.transformer.transformer_tokenizer import TransformerTokenizer
 from zoo.keras3.models.text_embedder import ZooTextEmbedder
 from zoo.keras3.models.text_embedder import ZooTextEmbedderPreprocessor
+from zoo.keras3.models.transformer.transformer_backbone import TransformerBackbone
+from zoo.keras3.models.transformer.transformer_tokenizer import TransformerTokenizer
 
 
 @keras.saving.register_keras_serializable(package="zoo")
