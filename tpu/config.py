@@ -323,9 +323,9 @@ def apply_init_checkpoint(config, init):
   weights, or a ValueError names the fields that differ. Dropout rates and the
   sequence length may differ (they change no weight). The casing comes from the init
   directory unless the config sets it, and must then agree; so do the other tokenizer
-  settings (`tokenizer`: the special tokens' names, [CLS]'s token type). The run's task settings that
-  fix its model's variables come from the init directory unless the config sets them; from a converted
-  directory, every setting of the run's task that it records.
+  settings (`tokenizer`: the special tokens' names, [CLS]'s token type). The run's task settings
+  that fix what its model computes (`Setting.architecture`: a head's shape, an embedding's pooling)
+  come from the init directory unless the config sets them.
   """
   from zoo import presets
 
@@ -347,13 +347,10 @@ def apply_init_checkpoint(config, init):
                      f"{config.model} (with its overrides) does not match: {details}. Omit --model to use "
                      "the checkpoint's encoder")
   # The heads' settings of the checkpoint (its masked-LM head's shape, their activation), where
-  # this run's task has them and does not set them; from a converted directory (one without training
-  # data, whose settings a converter wrote to describe its model: a sentence-transformers model's pooling
-  # and normalisation) every setting of this run's task it records.
+  # this run's task has them and does not set them.
   own = tasks.settings_of(config.task) if config.task in tasks.TASKS else {}
-  converted = not init.data
   adopted = {name: value for name, value in init.settings.items()
-             if name in own and (own[name].architecture or converted) and name not in config.settings}
+             if name in own and own[name].architecture and name not in config.settings}
   if adopted:
     config = config.replace(**adopted)
   if init.lower_case is not None:

@@ -48,6 +48,8 @@ tf = lazy_module("tensorflow")
 log = logging.getLogger("tpu.train")
 
 POOLING = ("cls", "mean", "max")
+# Without a setting of their own or an --init-checkpoint directory's (a sentence-transformers model's).
+DEFAULT_POOLING, DEFAULT_NORMALIZE = "mean", True
 INDEXES = ("hnsw", "off")
 RECALL_AT = (1, 10)
 MRR_AT = 10
@@ -70,9 +72,11 @@ class EmbedTask(Task):
   data_type = "pairs"
   description = "text embeddings: a dual encoder on text pairs, evaluated by retrieval"
   settings = (
-      Setting("pooling", str, "mean", "how a text's vector comes from the encoder's output: cls (the first "
-              "token's state), mean or max (over real tokens)", choices=POOLING),
-      Setting("normalize", bool, True, "scale each text's vector to unit length (what the export returns)"),
+      Setting("pooling", str, None, "how a text's vector comes from the encoder's output: cls (the first "
+              "token's state), mean or max (over real tokens); mean unless --init-checkpoint's directory "
+              "has its own", choices=POOLING, architecture=True),
+      Setting("normalize", bool, None, "scale each text's vector to unit length (what the export returns); "
+              "on unless --init-checkpoint's directory says otherwise", architecture=True),
       Setting("similarity_scale", float, 20.0, "the loss's inverse temperature: cosine similarities are "
               "multiplied by it before the softmax (sentence-transformers' scale)", minimum=0.0),
       Setting("symmetric_loss", bool, False, "add the document-to-query direction to the loss (each positive "
@@ -90,6 +94,11 @@ class EmbedTask(Task):
   def __init__(self, config):
     super().__init__(config)
     self._retrieval = None
+
+  @classmethod
+  def derived_settings(cls, config):
+    return dict(pooling=config.pooling or DEFAULT_POOLING,
+                normalize=DEFAULT_NORMALIZE if config.normalize is None else config.normalize)
 
   @property
   def gathers_across_replicas(self):

@@ -31,8 +31,9 @@ class Setting:
     minimum: the smallest valid value of a number, or None.
     choices: the valid values, or None.
     flag: whether `python -m tpu.train` has a flag for it (dicts and lists: config files only).
-    architecture: the value fixes the model's variables, so a model directory cannot be
-      resumed with another one.
+    architecture: the value fixes the model's variables or what it computes from them (an
+      embedding's pooling), so a model directory cannot be resumed with another one, and a run
+      takes the `--init-checkpoint` directory's value unless it sets one.
     input: the value shapes the training examples (their windows, masks or labels), so a
       saved input position belongs to it (`tpu.checkpointing.input_stream`): a resume with
       another one is refused unless told to start a new input stream.

@@ -1,8 +1,9 @@
 """Converters of checkpoints into zoo model directories and out, one format per module of
 `zoo.convert.formats`: in, `hf-funnel`, `hf-bert`, `hf-albert` (Hugging Face Funnel, BERT, ALBERT),
-`tf1-bert` (Google's TF1 BERT and RealFormer), `funnel-tf` (the Funnel authors' TF releases) and
-`keras3` (a model trained in the Keras 3 edition); out, `to-hf` (a zoo model directory as a Hugging
-Face checkpoint).
+`tf1-bert` (Google's TF1 BERT and RealFormer), `funnel-tf` (the Funnel authors' TF releases),
+`keras3` (a model trained in the Keras 3 edition) and `sentence-transformers` (a sentence-transformers
+model as an embed model directory); out, `to-hf` (a zoo model directory as a Hugging Face checkpoint,
+an embed run's as a sentence-transformers folder).
 
 `load_hf_funnel(path)` builds a zoo `FunnelEncoder` from a Hugging Face `FunnelModel`,
 `FunnelBaseModel` (or `FunnelForMaskedLM`, `FunnelForPreTraining`,

@@ -6,6 +6,7 @@ Hugging Face checkpoint.
     python -m zoo.convert tf1-bert SRC --out DIR [--seq-length N] [--cased]
                                    [--residual-attention [--running-mean]]
     python -m zoo.convert funnel-tf SRC --out DIR [--config net_config.json] [--seq-length N]
+    python -m zoo.convert sentence-transformers SRC --out DIR [--seq-length N]
     python -m zoo.convert to-hf MODEL_DIR --out DIR [--dtype float32|bfloat16]
 
 The formats are the modules of `zoo.convert.formats` (`zoo.convert.registry`): this
@@ -16,7 +17,8 @@ directory, or for the Hugging Face formats a hub id (`funnel-transformer/small`,
 `zoo.model_dir` (the one training runs use): `config.json` (the preset and overrides
 that rebuild the exact encoder, the checkpoint's tokenizer settings), `checkpoints/`,
 `vocab.txt` and `source.json` (`zoo.convert.model_dir_writer`). `to-hf` writes what
-transformers' `save_pretrained` writes (`zoo.convert.to_hf`).
+transformers' `save_pretrained` writes (`zoo.convert.to_hf`), and for an embed run the
+sentence-transformers folder around it.
 
 Errors (unsupported config values, missing fields, missing or unexpected weights, what
 transformers cannot express) go to stderr and the exit status is 1.

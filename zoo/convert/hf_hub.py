@@ -16,9 +16,10 @@ from zoo.convert import weights as weight_formats
 HUB_FILES = ("config.json", "vocab.txt", "spiece.model", "tokenizer_config.json", "special_tokens_map.json",
              "tokenizer.json")
 # What the sentence-transformers format reads besides the transformer's files: the modules' list, the
-# model's settings and each module's config (`1_Pooling/config.json`, `0_Transformer/sentence_bert_config.json`).
-SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
-                               "*/config.json", "*/sentence_bert_config.json")
+# model's settings and each module's config (`1_Pooling/config.json`,
+# `0_Transformer/sentence_bert_config.json`).
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json",
+                               "sentence_bert_config.json", "*/config.json", "*/sentence_bert_config.json")
 
 
 def is_hub_id(src):

@@ -39,7 +39,8 @@ MODULE_CONFIG_FILE = "config.json"
 # The version whose layout `module_files` writes (its `__version__` in config_sentence_transformers.json).
 LAYOUT_VERSION = "6.2.0"
 # The modules' classes as sentence-transformers 6 names them in modules.json; older folders name them
-# `sentence_transformers.models.Transformer` and so on. A type is read by its class name.
+# `sentence_transformers.models.Transformer` and so on. A type of sentence-transformers' own is read by
+# its class name.
 TYPES = dict(Transformer="sentence_transformers.base.modules.transformer.Transformer",
              Pooling="sentence_transformers.sentence_transformer.modules.pooling.Pooling",
              Normalize="sentence_transformers.base.modules.normalize.Normalize")
@@ -47,8 +48,10 @@ POOLING_MODES = ("cls", "mean", "max")
 # Pooling's modes in sentence-transformers, and the boolean keys that named them before version 6.
 ALL_POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
-                       "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-                       "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+                       "pooling_mode_mean_tokens": "mean",
+                       "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                       "pooling_mode_weightedmean_tokens": "weightedmean",
+                       "pooling_mode_lasttoken": "lasttoken"}
 TEXT_MODALITY = {"text": {"method": "forward", "method_output_name": "last_hidden_state"}}
 # Every text padded to max_seq_length, not to the batch's longest: what a Funnel needs to compute the zoo
 # model's vectors (transformers' Funnel treats a pooled pair of tokens that holds a pad as padding).
@@ -71,6 +74,8 @@ class EmbeddingFolder:
       than the model's `max_position_embeddings`; None when none of them says.
     do_lower_case: sentence_bert_config.json's `do_lower_case` (lower-case the text before the
       tokenizer's own normalisation).
+    pad_to_max_length: every text is padded to `max_seq_length` (`processing_kwargs`
+      `PAD_TO_MAX_LENGTH`), not to the batch's longest.
     modules: modules.json's entries.
     settings: config_sentence_transformers.json (its prompts, similarity function and versions).
   """
@@ -80,6 +85,7 @@ class EmbeddingFolder:
   dimension: int
   max_seq_length: int | None
   do_lower_case: bool
+  pad_to_max_length: bool
   modules: list
   settings: dict
 
@@ -104,8 +110,10 @@ def _optional_json(path):
 
 
 def module_kind(entry):
-  """The class name of a modules.json entry ("Transformer", "Pooling", ...)."""
-  return str(entry.get("type", "")).rsplit(".", 1)[-1]
+  """The class name of a modules.json entry of sentence-transformers' own ("Transformer", "Pooling",
+  ...); "" for a class of other code (a repository's own module, which may compute anything)."""
+  kind = str(entry.get("type", ""))
+  return kind.rsplit(".", 1)[-1] if kind.startswith("sentence_transformers.") else ""
 
 
 def read_modules(src):
@@ -158,7 +166,8 @@ def pooling_mode(config, path):
 
 def _check_transformer_config(config, path):
   """Refuses a Transformer module whose sentence_bert_config.json makes it compute otherwise than the
-  model's `last_hidden_state` on the tokenizer's ids, padded to the batch's longest text."""
+  model's `last_hidden_state` on the tokenizer's ids, padded to the batch's longest text or to
+  `max_seq_length`."""
   task = config.get("transformer_task", "feature-extraction")
   if task != "feature-extraction":
     raise ConversionError(f"{path}: transformer_task {task!r}: a zoo embedder pools the encoder's hidden "
@@ -202,8 +211,9 @@ def read_folder(src):
   kinds = [module_kind(entry) for entry in modules]
   for entry, kind in zip(modules, kinds, strict=True):
     if kind not in TYPES:
-      raise ConversionError(f"{modules_path}: module {entry.get('name', entry.get('idx'))!r} ({entry['type']}, "
-                            f"path {entry['path']!r}) is not one the zoo computes; supported: {SUPPORTED}")
+      name = entry.get("name", entry.get("idx"))
+      raise ConversionError(f"{modules_path}: module {name!r} ({entry['type']}, path {entry['path']!r}) is "
+                            f"not one the zoo computes; supported: {SUPPORTED}")
   if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
     raise ConversionError(f"{modules_path}: modules {kinds}; supported: {SUPPORTED}")
   transformer_path = os.path.normpath(os.path.join(src, modules[0]["path"]))
@@ -226,7 +236,8 @@ def read_folder(src):
                           "export does not; supported: no default prompt (default_prompt_name null)")
   return EmbeddingFolder(transformer_path, mode, len(kinds) == 3, dimension,
                          max_seq_length(transformer_path, transformer_config),
-                         bool(transformer_config.get("do_lower_case", False)), modules, settings)
+                         bool(transformer_config.get("do_lower_case", False)),
+                         transformer_config.get("processing_kwargs") == PAD_TO_MAX_LENGTH, modules, settings)
 
 
 def _dumps(value, indent):
@@ -242,20 +253,22 @@ def module_files(pooling, normalize, dimension, seq_length, pad_to_max_length=Fa
   `1_Pooling/config.json` and with `normalize` `2_Normalize/config.json`."""
   if pooling not in POOLING_MODES:
     raise ValueError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
-  kinds = [("Transformer", ""), ("Pooling", "1_Pooling")] + ([("Normalize", "2_Normalize")] if normalize else [])
+  kinds = [("Transformer", ""), ("Pooling", "1_Pooling")]
+  kinds += [("Normalize", "2_Normalize")] if normalize else []
   modules = [dict(idx=index, name=str(index), path=path, type=TYPES[kind])
              for index, (kind, path) in enumerate(kinds)]
   transformer = dict(transformer_task="feature-extraction", modality_config=TEXT_MODALITY,
-                     module_output_name="token_embeddings", max_seq_length=int(seq_length), do_lower_case=False)
+                     module_output_name="token_embeddings", max_seq_length=int(seq_length),
+                     do_lower_case=False)
   if pad_to_max_length:
     transformer["processing_kwargs"] = PAD_TO_MAX_LENGTH
   settings = {"__version__": {"sentence_transformers": LAYOUT_VERSION}, "default_prompt_name": None,
               "model_type": "SentenceTransformer", "prompts": {"document": "", "query": ""},
               "similarity_fn_name": "cosine"}
+  pooling_config = dict(embedding_dimension=int(dimension), pooling_mode=pooling, include_prompt=True)
   files = {MODULES_FILE: _dumps(modules, 2), TRANSFORMER_CONFIG_FILE: _dumps(transformer, 4),
            MODEL_CONFIG_FILE: _dumps(settings, 2),
-           f"1_Pooling/{MODULE_CONFIG_FILE}": _dumps(dict(embedding_dimension=int(dimension), pooling_mode=pooling,
-                                                          include_prompt=True), 4)}
+           f"1_Pooling/{MODULE_CONFIG_FILE}": _dumps(pooling_config, 4)}
   if normalize:
     files[f"2_Normalize/{MODULE_CONFIG_FILE}"] = _dumps(dict(module_input_name="sentence_embedding",
                                                             module_output_name="sentence_embedding"), 4)

@@ -336,3 +336,19 @@ def test_two_replicas_score_every_replicas_documents_as_one_device(docstring_run
   assert losses["gathered=False"] < losses["reference"] - 0.1
   assert len(losses["one"]) == 4 and losses["one"][0] != losses["one"][-1]
   np.testing.assert_allclose(losses["two"], losses["one"], atol=1e-5)
+
+
+def test_pooling_comes_from_the_init_checkpoint_unless_a_flag_names_one(tmp_path):
+  from tpu.config import TrainConfig
+  from tpu.config import apply_init_checkpoint
+  from tpu.train import config_from_args
+  from tpu.train import parser
+  init = TrainConfig(model="bert_small", task="embed", pooling="cls", normalize=False)
+  args = ["--task", "embed", "--data", "jsonl:x", "--model-dir", str(tmp_path), "--init-checkpoint", "x"]
+  for flags, expected in (([], ("cls", False)), (["--pooling", "mean", "--normalize"], ("mean", True)),
+                          (["--pooling", "max"], ("max", False))):
+    config = apply_init_checkpoint(config_from_args(parser().parse_args(args + flags)), init)
+    assert (config.pooling, config.normalize) == expected, flags
+  fresh = config_from_args(parser().parse_args(args[:6])).replace(model="bert_small").validate()
+  assert (fresh.pooling, fresh.normalize) == ("mean", True)
+  assert fresh.recorded().to_dict()["pooling"] == "mean"

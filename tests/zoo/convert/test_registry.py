@@ -53,10 +53,11 @@ def test_a_new_module_is_a_new_subcommand(toy_format, capsys):
 
 
 def test_the_formats_and_the_errors_that_list_them():
-  assert registry.names("in") == ["hf-funnel", "hf-bert", "hf-albert", "tf1-bert", "funnel-tf", "keras3"]
+  assert registry.names("in") == ["hf-funnel", "hf-bert", "hf-albert", "tf1-bert", "funnel-tf", "keras3",
+                                   "sentence-transformers"]
   assert registry.names("out") == ["to-hf"]
   with pytest.raises(ValueError, match="unknown checkpoint format 'to-hf'; choose one of hf-funnel, hf-bert, "
-                                       "hf-albert, tf1-bert, funnel-tf, keras3"):
+                                       "hf-albert, tf1-bert, funnel-tf, keras3, sentence-transformers"):
     registry.get("to-hf", "in")
   with pytest.raises(ValueError, match="'in' format needs read"):
     registry.Format(name="x", direction="in", help="", description="", add_arguments=None, run=None)

@@ -54,8 +54,8 @@ RUNS = dict(
     bert=("bert_small", dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2)),
     albert=("bert_small", dict(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2,
                                embedding_width=16, layer_sharing="all")),
-    funnel=("funnel_b4_4_4_decoder", dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 2],
-                                          block_repeats=[1, 1], num_decoder_layers=1)))
+    funnel=("funnel_b4_4_4_decoder", dict(hidden_size=32, num_heads=2, intermediate_size=64,
+                                          block_sizes=[1, 2], block_repeats=[1, 1], num_decoder_layers=1)))
 HF_TINY = dict(bert=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                          max_position_embeddings=64),
                albert=dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -64,7 +64,8 @@ HF_TINY = dict(bert=dict(hidden_size=32, num_hidden_layers=2, num_attention_head
                            block_repeats=[1, 1], num_decoder_layers=1, hidden_act="gelu_new"))
 # Text the tokenizers and the models must agree on beyond the standard library's prose: accents, CJK,
 # combining marks, ligatures, zero-width and non-breaking spaces, emoji, control characters.
-ODD_TEXTS = ["Café naïve RÉSUMÉ — Ångström's façade, Zürich & São Paulo.", "東京で日本語を話す。中文，標點！",
+ODD_TEXTS = ["Café naïve RÉSUMÉ — Ångström's façade, Zürich & São Paulo.",
+             "東京で日本語を話す。中文，標點！",
              "e\u0301 combining, \ufb01ligature, zero\u200bwidth, non\u00a0breaking, emoji \U0001F600 \u2603",
              "tab\tand\nnewline, control\x07 chars \ufffd, MixedCase WORDS (parenthesised) [bracketed]", "",
              "a"]
@@ -128,7 +129,8 @@ OUT_CASES = [("bert", "cls", True), ("bert", "mean", False), ("bert", "max", Tru
              ("funnel", "max", False)]
 
 
-@pytest.mark.parametrize("family, pooling, normalize", OUT_CASES, ids=["-".join(map(str, c)) for c in OUT_CASES])
+@pytest.mark.parametrize("family, pooling, normalize", OUT_CASES,
+                         ids=["-".join(map(str, case)) for case in OUT_CASES])
 def test_an_embed_run_exports_as_a_sentence_transformers_folder_that_computes_its_vectors(
     family, pooling, normalize, prose_vocab, tmp_path, texts):
   model = embed_run(tmp_path / "run", family, pooling, normalize, prose_vocab(True))
@@ -158,8 +160,8 @@ def test_the_files_are_those_sentence_transformers_saves_and_the_export_signatur
   embed_run(tmp_path / "run", "bert", "mean", True, prose_vocab(True))
   assert main(["to-hf", str(tmp_path / "run"), "--out", str(tmp_path / "st")]) == 0
   transformer = Transformer(str(tmp_path / "st"))
-  SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode="mean"),
-                               Normalize()]).save(str(tmp_path / "saved"))
+  pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+  SentenceTransformer(modules=[transformer, pooling, Normalize()]).save(str(tmp_path / "saved"))
 
   def read(folder, name):
     return json.loads((tmp_path / folder / name).read_text())
@@ -169,7 +171,7 @@ def test_the_files_are_those_sentence_transformers_saves_and_the_export_signatur
   assert {key: ours.pop(key) for key in ("max_seq_length", "do_lower_case")} == dict(max_seq_length=LENGTH,
                                                                                        do_lower_case=False)
   assert ours == read("saved", "sentence_bert_config.json")
-  ours, saved = read("st", "config_sentence_transformers.json"), read("saved", "config_sentence_transformers.json")
+  ours, saved = (read(folder, "config_sentence_transformers.json") for folder in ("st", "saved"))
   assert sorted(ours) == sorted(saved)
   assert {key: ours[key] for key in ours if key != "__version__"} == \
       {key: saved[key] for key in saved if key != "__version__"}
@@ -207,7 +209,8 @@ def _hf_model(path, family, seed, vocab_path=None, spiece=None):
       funnel=(transformers.FunnelConfig, transformers.FunnelModel, transformers.FunnelTokenizer))[family]
   model_class(config_class(**HF_TINY[family], vocab_size=len(vocab))).eval().save_pretrained(path)
   shutil.copy(vocab_path, os.path.join(path, "vocab.txt"))
-  names = dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]")
+  names = dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]",
+               mask_token="[MASK]")
   tokenizer_class(vocab=os.path.join(path, "vocab.txt"), **names).save_pretrained(path)
 
 
@@ -260,7 +263,8 @@ def st_folders(tmp_path_factory, prose_vocab):
   _hf_model(root / "funnel", "funnel", 3, prose_vocab(True))
   folders = dict(
       bert=(_st_folder(root / "bert", root / "st-bert", "cls", True), "cls", True),
-      albert=(_with_spiece(_st_folder(root / "albert", root / "st-albert", "mean", False), spiece), "mean", False),
+      albert=(_with_spiece(_st_folder(root / "albert", root / "st-albert", "mean", False), spiece), "mean",
+              False),
       funnel=(_st_folder(root / "funnel", root / "st-funnel", "mean", True,
                          processing_kwargs=layout.PAD_TO_MAX_LENGTH), "mean", True))
   folders["old"] = (_old_layout(folders["bert"][0], str(root / "st-old"), "max"), "max", True)
@@ -269,7 +273,7 @@ def st_folders(tmp_path_factory, prose_vocab):
 
 @pytest.fixture(scope="module")
 def converted(st_folders, tmp_path_factory):
-  """`{name: model directory}` of each folder, converted with `python -m zoo.convert sentence-transformers`."""
+  """`{name: model directory}` of each folder, converted by `python -m zoo.convert sentence-transformers`."""
   root = tmp_path_factory.mktemp("converted")
   out = {}
   for name, (folder, _, _) in st_folders.items():
@@ -279,7 +283,8 @@ def converted(st_folders, tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["bert", "albert", "funnel", "old"])
-def test_a_sentence_transformers_folder_converts_to_an_embed_model_directory(name, st_folders, converted, texts):
+def test_a_sentence_transformers_folder_converts_to_an_embed_model_directory(name, st_folders, converted,
+                                                                             texts):
   folder, pooling, normalize = st_folders[name]
   config = TrainConfig.from_model_dir(converted[name])
   assert (config.task, config.pooling, config.normalize, config.seq_length) == ("embed", pooling, normalize,
@@ -295,7 +300,8 @@ def test_the_converted_directory_exports_its_embed_signature_and_goes_back_to_th
     st_folders, converted, tmp_path, texts):
   folder = st_folders["bert"][0]
   difference = max_difference(embed_signature(converted["bert"], tmp_path, texts), st_vectors(folder, texts))
-  print(f"BERT cls, normalised: the converted directory's embed signature vs encode max |diff| {difference:.2e}")
+  print(f"BERT cls, normalised: the converted directory's embed signature vs encode max |diff| "
+        f"{difference:.2e}")
   assert difference < TOLERANCE
   # to-hf writes the folder back: every tensor, and the modules' files.
   assert to_hf(converted["bert"], str(tmp_path / "back")).architecture == "BertModel"
@@ -304,6 +310,9 @@ def test_the_converted_directory_exports_its_embed_signature_and_goes_back_to_th
   assert sorted(after) == sorted(before) and all(np.array_equal(after[key], before[key]) for key in before)
   for name in ("modules.json", "1_Pooling/config.json", "2_Normalize/config.json"):
     assert (tmp_path / "back" / name).read_text() == open(os.path.join(folder, name)).read(), name
+  card = (tmp_path / "back" / "README.md").read_text()   # a conversion: no training steps, no evaluation
+  assert f"| converted from | sentence-transformers `{folder}` |" in card
+  assert "training steps" not in card and "## Evaluation" not in card
 
 
 def test_init_checkpoint_fine_tunes_with_the_folders_pooling_unless_flags_set_it(converted, tmp_path):
@@ -342,10 +351,12 @@ def test_a_converted_folder_fine_tunes_and_serves_what_sentence_transformers_com
 def _json_folder(root, modules, pooling=None, transformer=None, settings=None, config=None):
   """A folder of the files the refusals read: modules.json, the Pooling's and the transformer's configs."""
   os.makedirs(root, exist_ok=True)
-  entries = [dict(idx=i, name=str(i), path=path, type=f"sentence_transformers.models.{kind}")
+  entries = [dict(idx=i, name=str(i), path=path,
+                  type=kind if "." in kind else f"sentence_transformers.models.{kind}")
              for i, (kind, path) in enumerate(modules)]
   files = {"modules.json": entries, "1_Pooling/config.json": pooling or dict(embedding_dimension=32),
-           "sentence_bert_config.json": transformer or {}, "config_sentence_transformers.json": settings or {},
+           "sentence_bert_config.json": transformer or {},
+           "config_sentence_transformers.json": settings or {},
            "config.json": config or dict(model_type="bert")}
   for name, value in files.items():
     os.makedirs(os.path.dirname(os.path.join(root, name)), exist_ok=True)
@@ -359,6 +370,8 @@ REFUSALS = [
     (dict(modules=STANDARD[:2] + [("Dense", "2_Dense")] + STANDARD[2:]), "modules.json",
      r"Dense.*supported: a Transformer, then a Pooling \(pooling_mode cls, mean or max"),
     (dict(modules=STANDARD[1:]), "modules.json", r"modules \['Pooling', 'Normalize'\]; supported"),
+    (dict(modules=[("custom_st.Transformer", "")] + STANDARD[1:]), "modules.json",
+     r"module '0' \(custom_st.Transformer, path ''\) is not one the zoo computes"),
     (dict(pooling=dict(embedding_dimension=32, pooling_mode="mean_sqrt_len_tokens")), "1_Pooling/config.json",
      "pooling_mode 'mean_sqrt_len_tokens': .* cls, mean or max"),
     (dict(pooling=dict(word_embedding_dimension=32, pooling_mode_weightedmean_tokens=True)),
@@ -424,6 +437,7 @@ def test_a_hub_id_fetches_the_modules_and_the_transformer_folder_modules_json_na
   assert [call[0] for call in fake.calls] == [None, "commit"]   # the second pinned to the first's commit
   fetched = sorted(os.path.relpath(os.path.join(d, n), path) for d, _, ns in os.walk(path) for n in ns)
   assert fetched == ["0_Transformer/config.json", "0_Transformer/model.safetensors",
-                     "0_Transformer/tokenizer_config.json", "0_Transformer/vocab.txt", "1_Pooling/config.json",
-                     "config_sentence_transformers.json", "modules.json", "sentence_bert_config.json"]
+                     "0_Transformer/tokenizer_config.json", "0_Transformer/vocab.txt",
+                     "1_Pooling/config.json", "config_sentence_transformers.json", "modules.json",
+                     "sentence_bert_config.json"]
   assert layout.transformer_folder(path) == "0_Transformer"

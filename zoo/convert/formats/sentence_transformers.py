@@ -9,7 +9,10 @@ written is an embed run's, as `python -m tpu.train --task embed` leaves it: conf
 and the `zoo.models.TextEmbedder` over it (root `model`). So `python -m export.saved_model
 --model-dir DIR` writes its `embed` signature, and `python -m tpu.train --init-checkpoint DIR --task
 embed` fine-tunes it with the folder's pooling and normalisation (unless flags set them).
-`--seq-length` defaults to the length the folder truncates texts to (`max_seq_length`).
+`--seq-length` defaults to the length the folder truncates texts to (`max_seq_length`). The zoo
+pads every text to `seq_length`: a Funnel's vectors (its pooling reads padding) are those
+sentence-transformers computes with `processing_kwargs` padding to `max_seq_length`, as `to-hf`
+writes a Funnel's folder; `source.json` records the folder's `padding`.
 
 Refused, named with what is supported: other modules (`Dense`, ...) or another order, pooling
 modes other than cls/mean/max (`mean_sqrt_len_tokens`, `weightedmean`, `lasttoken`, several
@@ -53,10 +56,10 @@ def _transformer(folder, seq_length):
   if model_type == "funnel":
     if not config.get("num_decoder_layers", 2):   # transformers' FunnelConfig default: 2
       raise ConversionError(
-          f"{config_path}: a Funnel without decoder layers (num_decoder_layers 0): sentence-transformers runs "
-          "transformers' FunnelModel, which still upsamples the last block to full length and adds the "
-          "first block's output, and the zoo's Funnel computes that only with its decoder; supported: a "
-          "Funnel with num_decoder_layers of 1 or more")
+          f"{config_path}: a Funnel without decoder layers (num_decoder_layers 0): sentence-transformers "
+          "runs transformers' FunnelModel, which still upsamples the last block to full length and adds "
+          "the first block's output, and the zoo's Funnel computes that only with its decoder; "
+          "supported: a Funnel with num_decoder_layers of 1 or more")
     return hf_funnel.read(path, seq_length=seq_length, with_decoder=True)
   return dict(bert=hf_bert.read, albert=hf_albert.read)[model_type](path, seq_length=seq_length)
 
@@ -97,7 +100,7 @@ def read(src, *, seq_length=None):
   source["sentence_transformers"] = dict(
       modules=folder.modules, transformer=os.path.relpath(folder.transformer_path, src),
       pooling=folder.pooling, normalize=folder.normalize, max_seq_length=folder.max_seq_length,
-      config=folder.settings)
+      padding="max_length" if folder.pad_to_max_length else "longest", config=folder.settings)
   converted.heads = {MODEL_ROOT: embedder}
   converted.settings = dict(task="embed", pooling=folder.pooling, normalize=folder.normalize)
   converted.source = source
@@ -114,8 +117,8 @@ FORMAT = registry.Format(
     help="a sentence-transformers model (modules.json: a BERT, ALBERT or Funnel, cls/mean/max pooling, "
          "Normalize) as an embed model directory",
     description="Convert a sentence-transformers model folder (modules.json; a Transformer whose "
-                "transformers model is a BERT, an ALBERT or a Funnel with its decoder; a Pooling of cls, mean "
-                "or max; optionally a Normalize) into a zoo model directory of the embed task, which "
+                "transformers model is a BERT, an ALBERT or a Funnel with its decoder; a Pooling of cls, "
+                "mean or max; optionally a Normalize) into a zoo model directory of the embed task, which "
                 "export.saved_model exports (its embed signature) and tpu.train --init-checkpoint "
                 "fine-tunes with the folder's pooling and normalisation.",
     add_arguments=_arguments, run=run_import, read=read,

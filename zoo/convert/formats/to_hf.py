@@ -32,6 +32,8 @@ FORMAT = registry.Format(
     help="out: a zoo model directory as a Hugging Face checkpoint transformers loads",
     description="Write a zoo model directory (a tpu.train run or a converted checkpoint) as a Hugging Face "
                 "checkpoint directory: config.json, model.safetensors, the tokenizer files and a README.md "
-                "model card, which transformers' Auto classes load with no code of this project. Models "
-                "transformers cannot express are refused before anything is written.",
+                "model card, which transformers' Auto classes load with no code of this project; an embed "
+                "run's as a sentence-transformers folder (its pooling and normalisation), which "
+                "SentenceTransformer loads. Models transformers cannot express are refused before anything "
+                "is written.",
     add_arguments=_arguments, run=run)

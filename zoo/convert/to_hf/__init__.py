@@ -14,7 +14,10 @@ does, for `transformers.AutoModel*.from_pretrained(DIR)` and
   `tokenizer_config.json`, `special_tokens_map.json`: the run's own tokenization
   (`spiece.model` for a SentencePiece model);
 - `README.md`: a model card with the preset, task, training steps, evaluation results
-  and how the directory was converted.
+  and how the directory was converted;
+- for an embed run, the sentence-transformers modules around the transformer (`modules.json`,
+  `sentence_bert_config.json`, `config_sentence_transformers.json`, `1_Pooling/`, `2_Normalize/`:
+  `zoo.convert.sentence_transformers`), so `SentenceTransformer(DIR)` computes the run's vectors.
 
 What transformers cannot compute is refused before anything is written, each reason named.
 

@@ -47,7 +47,7 @@ def _summary(model_dir, settings, plan_, dtype):
             + (f" with `{json.dumps(overrides, sort_keys=True)}`" if overrides else "") + " |",
             f"| task | {task or 'none (a converted checkpoint)'} |",
             f"| sequence length | {settings.get('seq_length')} tokens |"]
-  if task:
+  if task and not source:   # a converted directory's checkpoint counts no training steps
     steps = model_dir.latest_step()
     checkpoint = os.path.basename(model_dir.latest_checkpoint())
     lines.append(f"| training steps | {steps} (checkpoint `{checkpoint}`) |")
@@ -58,7 +58,9 @@ def _summary(model_dir, settings, plan_, dtype):
 
 
 def _evaluation(model_dir, task):
-  """The run's evaluation results (none for a directory without a task)."""
+  """The run's evaluation results (none for a directory without a task, or a converted one)."""
+  if os.path.exists(model_dir.source_path):
+    return []
   if task and os.path.exists(model_dir.eval_results_path):
     results = model_dir.read_eval_results()
     lines = ["## Evaluation", "", "| metric | value |", "|---|---|"]
@@ -77,13 +79,14 @@ def _use_embedding(settings, plan_):
                  "text's tokens", max="the element-wise maximum of the hidden states of the text's tokens")
   scaled = ", scaled to unit length" if plan_.embedding["normalize"] else ""
   lines = ["## Use", "", "```python", "from sentence_transformers import SentenceTransformer",
-           "model = SentenceTransformer(PATH)", 'embeddings = model.encode(["...", "..."])   # [texts, width]',
+           "model = SentenceTransformer(PATH)",
+           'embeddings = model.encode(["...", "..."])   # [texts, width]',
            "scores = model.similarity(embeddings, embeddings)   # cosine similarity", "```", "",
            f"A text's vector is {pooling[plan_.embedding['pooling']]} (`1_Pooling`: "
-           f"`{plan_.embedding['pooling']}`){scaled}, as the run's `embed` signature returns it; texts are "
-           f"truncated to {length} tokens (`max_seq_length`). The transformer alone loads with "
-           f"`AutoModel.from_pretrained(PATH)` (`{plan_.architecture}`, whose `last_hidden_state` the pooling "
-           "reads).", ""]
+           f"`{plan_.embedding['pooling']}`){scaled}, as the zoo model's `embed` signature returns it; texts "
+           f"are truncated to {length} tokens (`max_seq_length`). The transformer alone loads with "
+           f"`AutoModel.from_pretrained(PATH)` (`{plan_.architecture}`, whose `last_hidden_state` the "
+           "pooling reads).", ""]
   if plan_.family == "funnel":
     lines += [f"A Funnel's outputs depend on how far a batch is padded (transformers' Funnel treats a pooled "
               f"pair of tokens that holds a pad as padding): `sentence_bert_config.json` pads every text to "

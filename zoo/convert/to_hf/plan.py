@@ -14,19 +14,20 @@ masked-LM run or head is `FunnelForMaskedLM` / `BertForMaskedLM`; ELECTRA is
 `...ForMultipleChoice` (the pooler and the scoring layer; Funnel's `classifier.linear_hidden`
 and `linear_out`). An `embed` run is the encoder's class (`FunnelModel` with its decoder,
 `BertModel`, `AlbertModel`) with `Plan.embedding`, its pooling and normalisation, which the export
-writes as a sentence-transformers folder (`zoo.convert.sentence_transformers`). A TransformerEncoder with ALBERT's savings (factorized
-embeddings, or every layer shared) is transformers' ALBERT (`AlbertModel`,
-`AlbertForMaskedLM`, `AlbertFor...`): one layer group when every layer is shared, else a
-group per layer, and an identity projection when the embeddings have the model width.
+writes as a sentence-transformers folder (`zoo.convert.sentence_transformers`). A
+TransformerEncoder with ALBERT's savings (factorized embeddings, or every layer shared) is
+transformers' ALBERT (`AlbertModel`, `AlbertForMaskedLM`, `AlbertFor...`): one layer group when
+every layer is shared, else a group per layer, and an identity projection when the embeddings
+have the model width.
 
 What transformers cannot compute is refused before anything is written, each reason
 named: RealFormer's residual attention, Pre-LN, the relative Transformer,
 a Funnel's factorized embeddings or shared layers, sharing only attention or only the
 feed-forward nets, an ALBERT-shaped ELECTRA discriminator, a Funnel pooling with the
-zoo's padding semantics, an embed run on a Funnel without a decoder, a decoder fed from another layer than Hugging Face's, heads
-transformers' classes do not have (a Funnel masked-LM head with BERT's transform, a head
-activation other than the encoder's), activations it does not name, and tasks it has no
-class for.
+zoo's padding semantics, an embed run on a Funnel without a decoder, a decoder fed from
+another layer than Hugging Face's, heads transformers' classes do not have (a Funnel
+masked-LM head with BERT's transform, a head activation other than the encoder's),
+activations it does not name, and tasks it has no class for.
 """
 
 import dataclasses
@@ -204,10 +205,11 @@ def _funnel_problems(encoder, head, settings, change_pooling=False):
                       f"(decoder_residual_layer): transformers' FunnelModel adds that of application "
                       f"{sizes[0] - 1} (hidden_states[block_sizes[0]], counting repeats)")
   if settings.get("task") == EMBED_TASK and not decoder_layers:
-    problems.append("an embed run on an encoder-only Funnel (no decoder layers): sentence-transformers loads "
-                    "transformers' FunnelModel, whose output is always its decoder's (the last block upsampled "
-                    "to full length, plus the first block's output), while the run pools its last block's "
-                    "shorter output; embed runs of a Funnel with a decoder (num_decoder_layers) export")
+    problems.append("an embed run on an encoder-only Funnel (no decoder layers): sentence-transformers "
+                    "loads transformers' FunnelModel, whose output is always its decoder's (the last block "
+                    "upsampled to full length, plus the first block's output), while the run pools its "
+                    "last block's shorter output; embed runs of a Funnel with a decoder (num_decoder_layers) "
+                    "export")
   if head in ("masked_lm", "discriminator", "token", "span") and not decoder_layers:
     problems.append(f"a {head} head on an encoder-only Funnel: transformers' heads read the decoder's "
                     "full-length output")
@@ -316,7 +318,8 @@ def plan(settings, roots=(), change_pooling=False):
 
 
 def _embedding(settings):
-  """`Plan.embedding` of an embed run's settings (the embed task's defaults where they say nothing), else None."""
+  """`Plan.embedding` of an embed run's settings (the embed task's defaults where they say nothing), else
+  None."""
   if settings.get("task") != EMBED_TASK:
     return None
   pooling = settings.get("pooling", "mean")
