@@ -13,6 +13,7 @@ import tensorflow as tf
 import zoo.presets
 from benchmarks import measure
 from benchmarks import memory
+from benchmarks import embeddings
 from benchmarks import real_lengths
 from benchmarks import run
 from benchmarks import serving
@@ -123,8 +124,9 @@ def test_report_has_every_section_with_ratios(tmp_path):
 @pytest.mark.parametrize("module, options", [
     (run, ("--quick", "--out")), (serving, ("--quick", "--out", "--work-dir")),
     (memory, ("--preset", "--seq-length", "--batch-size")),
-    (real_lengths, ("--quick", "--out", "--vocab", "--only"))],
-    ids=["run", "serving", "memory", "real_lengths"])
+    (real_lengths, ("--quick", "--out", "--vocab", "--only")),
+    (embeddings, ("--quick", "--out", "--model", "--work"))],
+    ids=["run", "serving", "memory", "real_lengths", "embeddings"])
 def test_cli_help_lists_the_options(module, options, capsys):
   with pytest.raises(SystemExit) as exit:
     module.main(["--help"])

@@ -64,6 +64,11 @@ CI_PARAMETERS = {
         MODEL_OVERRIDES=dict(hidden_size=32, num_heads=2, intermediate_size=64, block_sizes=[1, 1, 1]),
         ARTICLES=16, STEPS=8, BATCH_SIZE=8, EVAL_BATCH_SIZE=16, SEQ_LENGTH=48, MAX_QA_LENGTH=16,
         LEARNING_RATE=1e-3, WARMUP_STEPS=2, STEPS_PER_EXECUTION=4, VOCAB_SIZE=300),
+    # Semantic search on the standard library's docstring pairs (written by the notebook, no download).
+    "07_semantic_search.ipynb": dict(
+        MODEL_OVERRIDES=dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), STEPS=12,
+        BATCH_SIZE=16, EVAL_BATCH_SIZE=128, SEQ_LENGTH=32, LEARNING_RATE=1e-3, WARMUP_STEPS=2,
+        STEPS_PER_EXECUTION=4, VOCAB_SIZE=300),
 }
 # Notebooks whose install cell leaves the runtime's JAX and TensorFlow-less TPU stack alone: they
 # install requirements.txt (TensorFlow's CPU build) and keras-hub wherever they run.
