@@ -87,6 +87,8 @@ def _float32_policy():
 # order decides speed only, never an outcome.
 LONGEST_FIRST = (
     "tests/tpu/test_multi_worker.py", "tests/tpu/test_train.py", "tests/notebooks/test_notebooks.py",
+    "tests/tpu/tasks/test_embedding.py", "tests/zoo/keras3/test_text_embedder.py",
+    "tests/zoo/convert/test_sentence_transformers.py",
     "tests/zoo/keras3/test_twins.py", "tests/tpu/tasks/test_squad.py", "tests/zoo/convert/test_end_to_end.py",
     "tests/zoo/convert/test_hf_funnel.py", "tests/zoo/convert/test_to_hf.py", "tests/zoo/test_presets.py",
     "tests/benchmarks/test_benchmarks.py",
