@@ -50,7 +50,7 @@ from benchmarks.report import log
 from benchmarks.report import machine_description
 from benchmarks.report import project_env
 from benchmarks.report import table
-from zoo.atomic_files import write_atomically
+from benchmarks.report import write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## 12. Real lengths: length buckets in serving and fine-tuning"
@@ -384,17 +384,6 @@ def report(vocab_description, lengths, serving_rows, tuning, minutes, loads):
   return "\n".join(lines) + "\n"
 
 
-def write_section(path, section):
-  text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
-  start = text.find(SECTION)
-  if start < 0:
-    text = text.rstrip("\n") + "\n\n" + section
-  else:
-    end = text.find("\n## ", start + len(SECTION))
-    text = text[:start] + section + ("" if end < 0 else text[end:])
-  write_atomically(path, text)
-
-
 def main(argv=None):
   parser = argparse.ArgumentParser(prog="python -m benchmarks.real_lengths",
                                    description=__doc__.split("\n\n")[0])
@@ -430,7 +419,7 @@ def main(argv=None):
   section = report(vocab_description, lengths, serving_rows, tuning, (time.monotonic() - started) / 60, loads)
   print(section)
   if args.out:
-    write_section(args.out, section)
+    write_section(args.out, section, SECTION)
   return 0
 
 

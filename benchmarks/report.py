@@ -53,3 +53,17 @@ def table(header, rows):
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
   return "\n".join(lines)
+
+
+def write_section(path, section, heading):
+  """Writes `section` (Markdown starting with the line `heading`) into the file `path` at once: in place of
+  the section of that heading, or at the end."""
+  from zoo.atomic_files import write_atomically
+  text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
+  start = text.find(heading)
+  if start < 0:
+    text = text.rstrip("\n") + "\n\n" + section
+  else:
+    end = text.find("\n## ", start + len(heading))
+    text = text[:start] + section + ("" if end < 0 else text[end:])
+  write_atomically(path, text)

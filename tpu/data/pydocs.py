@@ -61,11 +61,18 @@ def _paragraphs(text):
       yield paragraph
 
 
-def _module_docstrings(path):
+def _syntax_tree(path):
+  """The `ast` tree of a source file, or None for one Python cannot read."""
   try:
     with open(path, encoding="utf-8") as file:
-      tree = ast.parse(file.read(), filename=path)
+      return ast.parse(file.read(), filename=path)
   except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
+    return None
+
+
+def _module_docstrings(path):
+  tree = _syntax_tree(path)
+  if tree is None:
     return []
   nodes = [tree] + [node for node in ast.walk(tree)
                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
@@ -75,10 +82,8 @@ def _module_docstrings(path):
 
 def _docstring_nodes(path):
   """`[(qualified name, docstring)]` of the functions and classes of a source file, in source order."""
-  try:
-    with open(path, encoding="utf-8") as file:
-      tree = ast.parse(file.read(), filename=path)
-  except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
+  tree = _syntax_tree(path)
+  if tree is None:
     return []
   found = []
 

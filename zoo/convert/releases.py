@@ -29,9 +29,9 @@ def paths(src, checkpoint, config_file, config=None):
   return config or os.path.join(folder, config_file), prefix
 
 
-def read_json(path, what):
-  """The JSON object in `path`; a ConversionError says it is missing (expected: `what`), not JSON or
-  not an object."""
+def read_json(path, what, kind=dict):
+  """The JSON value in `path`, an object (`kind` dict) or a list; a ConversionError says it is missing
+  (expected: `what`), not JSON or not of that kind."""
   if not os.path.isfile(path):
     raise ConversionError(f"{path}: not found; expected {what}")
   with open(path, encoding="utf-8") as file:
@@ -39,8 +39,8 @@ def read_json(path, what):
       values = json.load(file)
     except json.JSONDecodeError as error:
       raise ConversionError(f"{path}: not valid JSON ({error})") from error
-  if not isinstance(values, dict):
-    raise ConversionError(f"{path}: expected a JSON object")
+  if not isinstance(values, kind):
+    raise ConversionError(f"{path}: expected a JSON {'object' if kind is dict else 'list'}")
   return values
 
 

@@ -31,6 +31,7 @@ import json
 import os
 
 from zoo.convert.errors import ConversionError
+from zoo.convert.releases import read_json
 
 MODULES_FILE = "modules.json"
 TRANSFORMER_CONFIG_FILE = "sentence_bert_config.json"
@@ -90,23 +91,8 @@ class EmbeddingFolder:
   settings: dict
 
 
-def _read_json(path, what, kind=dict):
-  """The JSON value of `path` (a `kind`); a ConversionError says it is missing (expected: `what`) or
-  not valid."""
-  if not os.path.isfile(path):
-    raise ConversionError(f"{path}: not found; expected {what}")
-  with open(path, encoding="utf-8") as file:
-    try:
-      value = json.load(file)
-    except json.JSONDecodeError as error:
-      raise ConversionError(f"{path}: not valid JSON ({error})") from error
-  if not isinstance(value, kind):
-    raise ConversionError(f"{path}: expected a JSON {'object' if kind is dict else 'list'}")
-  return value
-
-
 def _optional_json(path):
-  return _read_json(path, "") if os.path.isfile(path) else {}
+  return read_json(path, "") if os.path.isfile(path) else {}
 
 
 def module_kind(entry):
@@ -120,7 +106,7 @@ def read_modules(src):
   """modules.json's entries of the folder `src`, in order; a ConversionError names the file when it is
   missing or malformed."""
   path = os.path.join(src, MODULES_FILE)
-  entries = _read_json(path, "a sentence-transformers folder (modules.json, the modules it lists and their "
+  entries = read_json(path, "a sentence-transformers folder (modules.json, the modules it lists and their "
                              "files)", list)
   for entry in entries:
     if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or "path" not in entry:
@@ -221,7 +207,7 @@ def read_folder(src):
   transformer_config = _optional_json(config_path)
   _check_transformer_config(transformer_config, config_path)
   pooling_path = os.path.join(src, modules[1]["path"], MODULE_CONFIG_FILE)
-  pooling_config = _read_json(pooling_path, "the Pooling module's config")
+  pooling_config = read_json(pooling_path, "the Pooling module's config")
   mode = pooling_mode(pooling_config, pooling_path)
   dimension = pooling_config.get("embedding_dimension", pooling_config.get("word_embedding_dimension"))
   if not isinstance(dimension, int):
