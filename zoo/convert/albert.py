@@ -2,7 +2,8 @@
 
 An `AlbertModel`, `AlbertForMaskedLM`, `AlbertForPreTraining` or `AlbertForMultipleChoice` directory as
 `save_pretrained` writes it (`config.json`, `model.safetensors` or `pytorch_model.bin`,
-single or sharded: `zoo.convert.weights`) with its SentencePiece model `spiece.model`.
+single or sharded: `zoo.convert.weights`) with its SentencePiece model `spiece.model` (without it,
+the `tokenizer.json` transformers 5 saves, from which `zoo.convert.sentencepiece_model` builds it).
 ALBERT (Lan et al., 2020) is BERT's Post-LN encoder with factorized embeddings (width
 E, projected to the model width D: `embedding_width`) and one set of layer weights
 applied at every layer (`layer_sharing="all"`).

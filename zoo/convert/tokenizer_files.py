@@ -25,6 +25,8 @@ transformers 5's `AutoTokenizer` does (see its docstring).
 import json
 import os
 
+from zoo.convert import sentencepiece_model
+
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 FAST_TOKENIZER = "tokenizer.json"
@@ -252,26 +254,22 @@ ALBERT_NAMES = dict(pad="<pad>", unk="<unk>", cls="[CLS]", sep="[SEP]", mask="[M
 def sentencepiece_settings(src):
   """`(lower_case, tokenizer, model bytes)` of a Hugging Face ALBERT directory's tokenizer files.
 
-  The SentencePiece model is `spiece.model`; `tokenizer_config.json` gives `do_lower_case`
-  and `keep_accents` and the special tokens (default ALBERT's), `special_tokens_map.json` the
-  special tokens too. Without those settings, `tokenizer.json`'s normalizers say them
-  (`Lowercase`; `StripAccents`), else ALBERT's defaults (uncased, accents stripped).
-  `tokenizer` is the `config.json` field (`kind: "sentencepiece"`,
-  `zoo.text.sentencepiece.text_encoder`).
+  The SentencePiece model is `spiece.model`, else the one `zoo.convert.sentencepiece_model` builds
+  from `tokenizer.json`'s Unigram model (transformers 5 saves that file alone: see
+  `sentencepiece_file`); `tokenizer_config.json` gives `do_lower_case` and `keep_accents` and the
+  special tokens (default ALBERT's), `special_tokens_map.json` the special tokens too. Without
+  those settings, `tokenizer.json`'s normalizers say them (`Lowercase`; `StripAccents`), else
+  ALBERT's defaults (uncased, accents stripped). `tokenizer` is the `config.json` field
+  (`kind: "sentencepiece"`, `zoo.text.sentencepiece.text_encoder`).
 
   Raises:
-    TokenizerFilesError: no `spiece.model` (a `tokenizer.json` alone holds no model that
-      tensorflow-text's SentencePiece op reads).
+    TokenizerFilesError: neither `spiece.model` nor `tokenizer.json`.
+    ConversionError: a `tokenizer.json` (without `spiece.model`) the SentencePiece model cannot
+      represent, naming the step.
   """
-  path = os.path.join(src, SENTENCEPIECE_MODEL)
-  if not os.path.isfile(path):
-    others = [name for name in os.listdir(src) if name == FAST_TOKENIZER] if os.path.isdir(src) else []
-    hint = (f" (it has {others[0]}, whose Unigram model the in-graph tokenizer cannot read: add the "
-            f"release's {SENTENCEPIECE_MODEL})") if others else ""
+  if sentencepiece_file(src) is None:
     raise TokenizerFilesError(f"{src}: no {SENTENCEPIECE_MODEL}, the SentencePiece model of the checkpoint's "
-                              f"tokenizer{hint}")
-  with open(path, "rb") as file:
-    model = file.read()
+                              f"tokenizer, nor a {FAST_TOKENIZER} whose Unigram model it is built from")
   config = read_json_object(os.path.join(src, TOKENIZER_CONFIG))
   special_map = read_json_object(os.path.join(src, SPECIAL_TOKENS_MAP))
   names = dict(ALBERT_NAMES)
@@ -279,12 +277,29 @@ def sentencepiece_settings(src):
     token = _token(config.get(f"{role}_token")) or _token(special_map.get(f"{role}_token"))
     if token:
       names[role] = token
-  steps = _normalizer_types(read_json_object(os.path.join(src, FAST_TOKENIZER)).get("normalizer"))
+  fast = read_json_object(os.path.join(src, FAST_TOKENIZER))
+  steps = _normalizer_types(fast.get("normalizer"))
   lower_case = config.get("do_lower_case", "Lowercase" in steps if steps else True)
   keep_accents = config.get("keep_accents", "StripAccents" not in steps if steps else False)
   tokenizer = dict(kind="sentencepiece", keep_accents=bool(keep_accents), special_tokens=names,
                    cls_type_id=0)
+  if sentencepiece_file(src) == SENTENCEPIECE_MODEL:
+    with open(os.path.join(src, SENTENCEPIECE_MODEL), "rb") as file:
+      model = file.read()
+  else:
+    model = sentencepiece_model.from_tokenizer_json(
+        fast, path=os.path.join(src, FAST_TOKENIZER), config=config, lower_case=bool(lower_case),
+        keep_accents=bool(keep_accents), special_tokens=names)
   return bool(lower_case), tokenizer, model
+
+
+def sentencepiece_file(src):
+  """The file of `src` the SentencePiece model comes from: `spiece.model`, else `tokenizer.json` (the model
+  is built from it), else None."""
+  for name in (SENTENCEPIECE_MODEL, FAST_TOKENIZER):
+    if os.path.isfile(os.path.join(src, name)):
+      return name
+  return None
 
 
 def _normalizer_types(normalizer):

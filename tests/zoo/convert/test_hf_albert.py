@@ -11,6 +11,7 @@ model.
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from zoo.convert.albert import convert_hf_albert
 from zoo.convert.formats.hf_albert import read
 from zoo.convert.tokenizer_files import TokenizerFilesError
 from zoo.model_dir import ModelDir
+from zoo.text.sentencepiece import describe_model
 
 LENGTH = 16
 TOLERANCE = 1e-4
@@ -152,8 +154,9 @@ def test_what_the_zoo_cannot_reproduce_is_refused_naming_it(hf_albert, tmp_path)
     convert_hf_albert(path, seq_length=LENGTH)
   path, _, _ = hf_albert(transformers.AlbertForMaskedLM, seed=1)
   os.remove(os.path.join(path, "spiece.model"))
+  os.remove(os.path.join(path, "tokenizer.json"))
   assert main(["hf-albert", path, "--out", str(tmp_path / "out")]) == 1
-  with pytest.raises(TokenizerFilesError, match=r"no spiece.model.*it has tokenizer.json"):
+  with pytest.raises(TokenizerFilesError, match=r"no spiece.model, .* nor a tokenizer.json"):
     read(path)
   path, _, _ = hf_albert(transformers.AlbertModel, seed=2, vocab_size=399)
   with pytest.raises(ConversionError, match="has 400 pieces, but config.json says vocab_size=399"):
@@ -301,3 +304,218 @@ def test_a_hub_id_converts_with_its_sentencepiece_model_from_the_cache_offline(h
   assert (source["format"], source["hub_id"], source["revision"]) == ("hf-albert", "someone/tiny-albert",
                                                                       commit)
   assert ModelDir(out).read_sentencepiece() == spiece
+
+
+# Without spiece.model: transformers 5 saves tokenizer.json alone, and the SentencePiece model is built from
+# it (`zoo.convert.sentencepiece_model`).
+
+# Odd text beyond the standard library's prose: full-width forms, ligatures, symbols, non-breaking, narrow,
+# zero-width and other spaces, CJK, Hangul, right-to-left scripts, emoji sequences, ALBERT's quotes, control
+# characters, combining marks, long words, empty and blank text. Not U+000B and U+0000, where the zoo's
+# SentencePieceEncoder differs from AlbertTokenizer with any spiece.model, shipped or built (a word boundary
+# the model's map deletes; the text cut at NUL): `test_..._tokenizes_as_transformers` checks the built model
+# does there what the shipped one does.
+ODD_TEXTS = HOSTILE + [
+    "Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３！", "ﬁne ﬂow ﬀ ﬃ ligatures", "wait… ™ ® © ½ ① № ℃ ㎏",
+    "non\u00a0breaking\u202fnarrow\u2009thin\u3000ideographic",
+    "zero\u200bwidth\u200cnon\u200djoiner\ufeffbom",
+    "東京で日本語を話す。中文，標點！한국어 텍스트", "עברית والعربية", "emoji 😀👍🏽 ☃ ❤️ 🏳️‍🌈 👨‍👩‍👧",
+    "``like this'' and ''that``", "e\u0301 combining a\u0308 marks", "control\x07\x1b chars \ufffd",
+    "x\u2028y\u0085z\u000cw", "Pneumonoultramicroscopicsilicovolcanoconiosis " + "supercalifragilistic" * 12,
+    "a" * 300, "", "   \t\n "]
+
+
+def _without_spiece(directory):
+  """`directory` as transformers 5 saves an ALBERT tokenizer: tokenizer.json, no spiece.model."""
+  os.remove(os.path.join(directory, "spiece.model"))
+  return directory
+
+
+def test_without_spiece_model_it_is_built_from_tokenizer_json_and_tokenizes_as_transformers(hf_albert, spiece,
+                                                                                            tmp_path):
+  """hf-albert of a directory without spiece.model: the directory gets the SentencePiece model built from
+  tokenizer.json (the original's pieces, scores, types and normalization map), source.json says so, and the
+  directory's text encoder gives AutoTokenizer's ids on every docstring line of the standard library and odd
+  Unicode, packed and not."""
+  from tests.zoo.text.test_reference import stdlib_prose
+  from zoo.text import text_encoder
+  path, _, _ = hf_albert(transformers.AlbertForMaskedLM, seed=7)
+  _without_spiece(path)
+  out = str(tmp_path / "converted")
+  assert main(["hf-albert", path, "--out", out, "--seq-length", str(LENGTH)]) == 0
+  model_dir = ModelDir(out)
+  built = model_dir.read_sentencepiece()
+  assert describe_model(built) == describe_model(spiece)
+  assert model_dir.read_source()["spiece_model"] == "built from tokenizer.json"
+  config = TrainConfig.from_model_dir(out)
+  encoder = text_encoder(model_dir.read_vocab(), seq_length=LENGTH, sentencepiece_model=built,
+                         **config.text_encoder_args())
+  reference = transformers.AutoTokenizer.from_pretrained(path)
+  texts = stdlib_prose() + ODD_TEXTS
+  ours = encoder.tokenize(tf.constant(texts)).to_list()
+  theirs = reference(texts, add_special_tokens=False)["input_ids"]
+  differing = [(text[:60], a[:12], b[:12]) for text, a, b in zip(texts, ours, theirs, strict=True) if a != b]
+  print(f"built spiece.model vs AutoTokenizer: {len(texts)} texts, {sum(map(len, ours))} pieces, "
+        f"{len(differing)} differing")
+  assert not differing, differing
+  packed = encoder.encode(tf.constant(texts))["input_word_ids"].numpy()
+  expected = reference(texts, padding="max_length", truncation=True, max_length=LENGTH)["input_ids"]
+  assert packed.tolist() == expected
+  # Where the zoo's tokenizer differs from transformers' (see ODD_TEXTS), the built model does what the
+  # shipped one does.
+  shipped = text_encoder(None, seq_length=LENGTH, sentencepiece_model=spiece, **config.text_encoder_args())
+  known = tf.constant(ODD_TEXTS + ["vertical\u000btab", "nul\u0000cut"])
+  assert encoder.tokenize(known).to_list() == shipped.tokenize(known).to_list()
+
+
+@pytest.mark.parametrize("options", [dict(do_lower_case=False, keep_accents=True),
+                                     dict(do_lower_case=False, keep_accents=False),
+                                     dict(do_lower_case=True, keep_accents=True)],
+                         ids=["cased-accents", "cased", "uncased-accents"])
+def test_the_built_model_follows_the_casing_and_accents_of_the_tokenizer(spiece, tmp_path, options):
+  """Cased, accents kept: the SentencePiece model built from tokenizer.json and the zoo's preprocessing give
+  AutoTokenizer's ids on every twentieth docstring line and the odd texts."""
+  from tests.zoo.text.test_reference import stdlib_prose
+  from zoo.convert.tokenizer_files import sentencepiece_settings
+  from zoo.text import SentencePieceEncoder
+  directory = str(tmp_path / "tokenizer")
+  sentencepiece_files.save_hf_tokenizer(spiece, directory, **options)
+  reference = transformers.AutoTokenizer.from_pretrained(_without_spiece(directory))
+  lower_case, tokenizer, model = sentencepiece_settings(directory)
+  encoder = SentencePieceEncoder(model, seq_length=8, lower_case=lower_case,
+                                 **{key: value for key, value in tokenizer.items() if key != "kind"})
+  texts = stdlib_prose()[::20] + ODD_TEXTS
+  ours = encoder.tokenize(tf.constant(texts)).to_list()
+  theirs = reference(texts, add_special_tokens=False)["input_ids"]
+  assert [(text, a) for text, a, b in zip(texts, ours, theirs, strict=True) if a != b] == []
+
+
+def test_user_defined_and_special_pieces_come_back_as_the_original_models():
+  """A model trained with user-defined symbols, saved with them as transformers' converter makes them (added
+  tokens that are not special): the built model is the original one piece for piece, type for type, and the
+  zoo tokenizes with it as with the original; AutoTokenizer gives the same ids on text without the symbols
+  (with them it splits the added tokens out of the text before its pre-tokenizer, as README's notes say)."""
+  import io
+  import tempfile
+
+  import sentencepiece
+
+  from zoo.convert.tokenizer_files import sentencepiece_settings
+  from zoo.text import SentencePieceEncoder
+  stream = io.BytesIO()
+  sentencepiece.SentencePieceTrainer.train(
+      sentence_iterator=iter(sentencepiece_files.prose()[:300]), model_writer=stream, vocab_size=300,
+      model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+      control_symbols=sentencepiece_files.SPECIAL, user_defined_symbols=["<url>", "▁zoo"],
+      normalization_rule_name="nmt_nfkc", minloglevel=2, num_threads=1)
+  original = stream.getvalue()
+  tokenizer = sentencepiece_files.hf_tokenizer(original)
+  tokenizer.add_tokens([transformers.AddedToken(symbol, normalized=False, special=False)
+                        for symbol in ("<url>", "▁zoo")])
+  with tempfile.TemporaryDirectory() as directory:
+    tokenizer.save_pretrained(directory)
+    reference = transformers.AutoTokenizer.from_pretrained(directory)
+    _, _, built = sentencepiece_settings(directory)
+  assert describe_model(built) == describe_model(original)
+  # The fields as protobuf's generated code for sentencepiece_model.proto reads them (transformers' copy).
+  from transformers.utils import sentencepiece_model_pb2_new as generated
+  proto = generated.ModelProto.FromString(built)
+  normalizer, trainer = proto.normalizer_spec, proto.trainer_spec
+  assert normalizer.add_dummy_prefix and normalizer.escape_whitespaces and normalizer.remove_extra_whitespaces
+  assert (trainer.model_type, trainer.vocab_size, trainer.unk_id, trainer.pad_id, trainer.bos_id,
+          trainer.eos_id, trainer.unk_piece, trainer.pad_piece) == (1, 300, 1, 0, -1, -1, "<unk>", "<pad>")
+  kinds = {piece: kind for piece, _, kind in describe_model(built)["pieces"][:7]}
+  assert kinds == {"<pad>": 3, "<unk>": 2, "[CLS]": 3, "[SEP]": 3, "[MASK]": 3, "<url>": 4, "▁zoo": 4}
+  with_symbols = ["see <url> here", "see<url>here", "a ▁zoo b", "the zoo is open"]
+  plain = sentencepiece_files.prose("validation")[:5] + ["the zoo is open"]
+  texts = tf.constant(with_symbols + plain)
+  ours, shipped = (SentencePieceEncoder(model, seq_length=8).tokenize(texts).to_list()
+                   for model in (built, original))
+  assert ours == shipped
+  assert ours[len(with_symbols):] == reference(plain, add_special_tokens=False)["input_ids"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer_json(spiece, tmp_path_factory):
+  """The tokenizer files transformers 5 saves for the model: tokenizer.json, tokenizer_config.json."""
+  directory = tmp_path_factory.mktemp("tokenizer_json")
+  sentencepiece_files.save_hf_tokenizer(spiece, str(directory))
+  return _without_spiece(directory)
+
+
+def _normalizers(files, edit):
+  normalizer = files["tokenizer.json"]["normalizer"]
+  normalizer["normalizers"] = edit(normalizer["normalizers"])
+
+
+def _metaspace(files, **settings):
+  files["tokenizer.json"]["pre_tokenizer"]["pretokenizers"][1].update(settings)
+
+
+TOKENIZER_JSON_REFUSALS = [
+    (lambda f: f["tokenizer.json"].update(model=dict(type="BPE", vocab={"a": 0}, merges=[])),
+     "a BPE model; a SentencePiece model is built from a Unigram model"),
+    (lambda f: _normalizers(f, lambda steps: steps + [dict(type="NFC")]),
+     "normalizer step NFC is neither SentencePiece's nor one of the zoo's own preprocessing steps"),
+    (lambda f: _normalizers(f, lambda steps: [dict(type="Strip", strip_left=True, strip_right=True)] + steps),
+     r"normalizer step Strip\(strip_left=True, strip_right=True\)"),
+    (lambda f: _normalizers(f, lambda steps: steps + [dict(type="Replace", pattern=dict(String="-"),
+                                                           content=" ")]),
+     r"normalizer step Replace\(pattern=\{'String': '-'\}, content=' '\) is neither"),
+    (lambda f: _normalizers(f, lambda steps: steps[:4] + steps[5:] + [steps[4]]),
+     "normalizer step Lowercase comes after a step it must precede"),
+    (lambda f: _normalizers(f, lambda steps: steps[:3] + steps[4:]),
+     "normalizer step NFKD without StripAccents"),
+    (lambda f: _normalizers(f, lambda steps: steps[:4] + steps[5:]),
+     "the normalizer has no Lowercase, where the tokenizer files say do_lower_case=True"),
+    (lambda f: f["tokenizer.json"].update(pre_tokenizer=dict(type="ByteLevel", add_prefix_space=False)),
+     r"pre_tokenizer ByteLevel\(add_prefix_space=False\); supported: ALBERT's: WhitespaceSplit then "
+     "Metaspace"),
+    (lambda f: _metaspace(f, prepend_scheme="first"), "Metaspace prepend_scheme 'first'"),
+    (lambda f: _metaspace(f, prepend_scheme="never"),
+     "Metaspace prepend_scheme 'never' .*: the zoo runs the SentencePiece model on each word with '▁'"),
+    (lambda f: _metaspace(f, replacement="_"), "Metaspace replacement '_': SentencePiece marks whitespace"),
+    (lambda f: f["tokenizer_config.json"].update(add_prefix_space=False),
+     "Metaspace prepend_scheme 'always', but tokenizer_config.json says add_prefix_space=False"),
+    (lambda f: f["tokenizer.json"]["model"].update(byte_fallback=True),
+     "the Unigram model has byte_fallback"),
+    (lambda f: f["tokenizer.json"]["model"].update(unk_id=None), "the Unigram model's unk_id is None"),
+    (lambda f: f["tokenizer.json"]["model"].update(unk_id=5),
+     "the Unigram model's unknown piece \\(unk_id 5\\) is '▁', but the tokenizer files name '<unk>'"),
+    (lambda f: f["tokenizer.json"]["model"].update(unk_id=0) or f["tokenizer_config.json"].update(
+        unk_token="<pad>"), "unk_id is 0, but transformers' AlbertTokenizer maps unknown text to id 1"),
+    (lambda f: f["tokenizer.json"]["added_tokens"].append(dict(id=400, content="<new>", special=False)),
+     r"added token '<new>' \(id 400\) is not a piece of the Unigram model \(its id holds no piece"),
+]
+
+
+@pytest.mark.parametrize("edit, message", TOKENIZER_JSON_REFUSALS,
+                         ids=[message.split(":")[0][:28] for _, message in TOKENIZER_JSON_REFUSALS])
+def test_what_the_built_model_cannot_represent_is_refused_naming_the_file_and_the_step(
+    tokenizer_json, tmp_path, edit, message):
+  import shutil
+
+  from zoo.convert.tokenizer_files import sentencepiece_settings
+  directory = shutil.copytree(tokenizer_json, tmp_path / "tokenizer")
+  files = {name: json.loads((directory / name).read_text())
+           for name in ("tokenizer.json", "tokenizer_config.json")}
+  edit(files)
+  for name, value in files.items():
+    (directory / name).write_text(json.dumps(value))
+  with pytest.raises(ConversionError) as error:
+    sentencepiece_settings(str(directory))
+  assert str(error.value).startswith(f"{directory / 'tokenizer.json'}: "), error.value
+  assert re.search(message, str(error.value)), error.value
+
+
+def test_the_command_refuses_a_tokenizer_json_it_cannot_represent(hf_albert, tmp_path, capsys):
+  path, _, _ = hf_albert(seed=8)
+  fast = json.loads(open(os.path.join(_without_spiece(path), "tokenizer.json")).read())
+  fast["normalizer"]["normalizers"].append(dict(type="NFC"))
+  with open(os.path.join(path, "tokenizer.json"), "w") as file:
+    json.dump(fast, file)
+  capsys.readouterr()   # saving the model wrote progress bars
+  assert main(["hf-albert", path, "--out", str(tmp_path / "out")]) == 1
+  error = capsys.readouterr().err
+  assert error.startswith(f"zoo.convert: error: {os.path.join(path, 'tokenizer.json')}: normalizer step NFC")
+  assert not os.path.exists(tmp_path / "out")

@@ -5,11 +5,12 @@
   saves for the same modules, and `SentenceTransformer(DIR).encode` equals the run's vectors (and its
   SavedModel's `embed` signature) on standard-library prose of every length, texts longer than the
   sequence length and odd Unicode.
-- In: folders saved by sentence-transformers around random transformers models (BERT, ALBERT with its
-  SentencePiece model, a Funnel with its decoder; the layout of sentence-transformers 6 and the older
-  one, `0_Transformer` and `pooling_mode_..._tokens` keys) convert into embed model directories whose
-  model (and SavedModel's `embed` signature) equals `encode`, which `to-hf` writes back tensor for
-  tensor and which `tpu.train --init-checkpoint` fine-tunes with the folder's pooling and normalisation.
+- In: folders saved by sentence-transformers around random transformers models (BERT; ALBERT, whose
+  tokenizer transformers 5 saves as tokenizer.json alone, without spiece.model; a Funnel with its
+  decoder; the layout of sentence-transformers 6 and the older one, `0_Transformer` and
+  `pooling_mode_..._tokens` keys) convert into embed model directories whose model (and SavedModel's
+  `embed` signature) equals `encode`, which `to-hf` writes back tensor for tensor and which
+  `tpu.train --init-checkpoint` fine-tunes with the folder's pooling and normalisation.
 - Refusals: modules, pooling modes and transformers the zoo does not compute are named, with what is
   supported, before anything is written; a hub id fetches the files of the folder modules.json names.
 """
@@ -221,14 +222,6 @@ def _st_folder(hf_path, out, pooling, normalize, **transformer_options):
   return str(out)
 
 
-def _with_spiece(folder, spiece):
-  """`folder` with the SentencePiece model beside the tokenizer files, as ALBERT's releases ship it (what
-  `hf-albert` reads; transformers 5 saves `tokenizer.json` alone)."""
-  with open(os.path.join(folder, "spiece.model"), "wb") as file:
-    file.write(spiece)
-  return folder
-
-
 def _old_layout(folder, out, pooling):
   """`folder` as sentence-transformers 2 to 5 saved it: the transformer in `0_Transformer`, modules.json's
   `sentence_transformers.models` types, Pooling's boolean mode keys, sentence_bert_config.json's
@@ -263,8 +256,7 @@ def st_folders(tmp_path_factory, prose_vocab):
   _hf_model(root / "funnel", "funnel", 3, prose_vocab(True))
   folders = dict(
       bert=(_st_folder(root / "bert", root / "st-bert", "cls", True), "cls", True),
-      albert=(_with_spiece(_st_folder(root / "albert", root / "st-albert", "mean", False), spiece), "mean",
-              False),
+      albert=(_st_folder(root / "albert", root / "st-albert", "mean", False), "mean", False),
       funnel=(_st_folder(root / "funnel", root / "st-funnel", "mean", True,
                          processing_kwargs=layout.PAD_TO_MAX_LENGTH), "mean", True))
   folders["old"] = (_old_layout(folders["bert"][0], str(root / "st-old"), "max"), "max", True)
@@ -289,8 +281,10 @@ def test_a_sentence_transformers_folder_converts_to_an_embed_model_directory(nam
   config = TrainConfig.from_model_dir(converted[name])
   assert (config.task, config.pooling, config.normalize, config.seq_length) == ("embed", pooling, normalize,
                                                                                 LENGTH)
-  if name == "albert":   # the tokenizer is the SentencePiece model beside the transformer
+  if name == "albert":   # the tokenizer is the SentencePiece model built from tokenizer.json
+    assert not os.path.exists(os.path.join(folder, "spiece.model"))
     assert config.tokenizer["kind"] == "sentencepiece" and ModelDir(converted[name]).has_sentencepiece()
+    assert ModelDir(converted[name]).read_source()["spiece_model"] == "built from tokenizer.json"
   difference = max_difference(zoo_vectors(converted[name], texts), st_vectors(folder, texts))
   print(f"{name} ({pooling}, normalize={normalize}): converted model vs encode max |diff| {difference:.2e}")
   assert difference < TOLERANCE
@@ -313,6 +307,21 @@ def test_the_converted_directory_exports_its_embed_signature_and_goes_back_to_th
   card = (tmp_path / "back" / "README.md").read_text()   # a conversion: no training steps, no evaluation
   assert f"| converted from | sentence-transformers `{folder}` |" in card
   assert "training steps" not in card and "## Evaluation" not in card
+
+
+def test_an_albert_folder_without_spiece_model_exports_the_vectors_of_encode(st_folders, converted, tmp_path,
+                                                                              texts):
+  """The ALBERT folder as sentence-transformers 6.2 saves it (tokenizer.json, no spiece.model): the
+  converted directory's SavedModel (`python -m export.saved_model`), tokenizing in the graph with the
+  SentencePiece model built from tokenizer.json, computes `encode`'s vectors."""
+  folder = st_folders["albert"][0]
+  assert sorted(name for name in os.listdir(folder) if name.startswith(("tokenizer", "spiece"))) == [
+      "tokenizer.json", "tokenizer_config.json"]
+  difference = max_difference(embed_signature(converted["albert"], tmp_path, texts),
+                              st_vectors(folder, texts))
+  print(f"ALBERT mean (spiece.model built from tokenizer.json): the embed signature vs encode max |diff| "
+        f"{difference:.2e}")
+  assert difference < TOLERANCE
 
 
 def test_init_checkpoint_fine_tunes_with_the_folders_pooling_unless_flags_set_it(converted, tmp_path):

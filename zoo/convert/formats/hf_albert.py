@@ -1,5 +1,5 @@
-"""`hf-albert`: a Hugging Face ALBERT checkpoint with its SentencePiece model into a zoo model directory
-(`zoo.convert.albert`)."""
+"""`hf-albert`: a Hugging Face ALBERT checkpoint with its SentencePiece model (`spiece.model`, or built from
+`tokenizer.json`) into a zoo model directory (`zoo.convert.albert`)."""
 
 from zoo.convert import registry
 from zoo.convert.model_dir_writer import run_import
@@ -13,6 +13,10 @@ def _arguments(parser):
 def read(src, *, seq_length=512):
   """The `ConvertedCheckpoint` of a Hugging Face ALBERT directory, its `spiece.model` included.
 
+  Without `spiece.model` (transformers 5 saves `tokenizer.json` alone) the SentencePiece model is built
+  from `tokenizer.json` (`zoo.convert.sentencepiece_model`) and written as the directory's
+  `spiece.model`; `source.json` then records `spiece_model: "built from tokenizer.json"`.
+
   Raises:
     ConversionError, TokenizerFilesError: (`ValueError`s) what the model or its tokenizer files hold
       that the zoo cannot reproduce; a SentencePiece model whose size is not the checkpoint's vocabulary.
@@ -23,19 +27,23 @@ def read(src, *, seq_length=512):
   from zoo.convert.formats.hf_bert import bert_checkpoint
   from zoo.text.sentencepiece import SentencePieceEncoder
   lower_case, tokenizer, model = tokenizer_files.sentencepiece_settings(src)
+  origin = tokenizer_files.sentencepiece_file(src)   # spiece.model, or tokenizer.json it was built from
   arguments = {key: value for key, value in tokenizer.items() if key != "kind"}
   try:
     pieces = SentencePieceEncoder(model, seq_length=3, lower_case=lower_case, **arguments).vocab
   except ValueError as error:
-    where = f"{src}/{tokenizer_files.SENTENCEPIECE_MODEL}"
-    raise tokenizer_files.TokenizerFilesError(f"{where}: {error}") from None
+    built = ("" if origin == tokenizer_files.SENTENCEPIECE_MODEL
+             else " (the SentencePiece model built from it)")
+    raise tokenizer_files.TokenizerFilesError(f"{src}/{origin}{built}: {error}") from None
   converted = convert_hf_albert(src, seq_length)
   vocab_size = converted.encoder.get_config()["vocab_size"]
   if len(pieces) != vocab_size:
-    raise ConversionError(f"{src}: {tokenizer_files.SENTENCEPIECE_MODEL} has {len(pieces)} pieces, but "
-                          f"config.json says vocab_size={vocab_size}")
-  checkpoint = bert_checkpoint(converted, src, lower_case, tokenizer, pieces,
-                               registry.hf_source(src, converted.dropped))
+    raise ConversionError(f"{src}: {origin} has {len(pieces)} pieces, but config.json says "
+                          f"vocab_size={vocab_size}")
+  source = registry.hf_source(src, converted.dropped)
+  if origin != tokenizer_files.SENTENCEPIECE_MODEL:
+    source["spiece_model"] = f"built from {origin}"
+  checkpoint = bert_checkpoint(converted, src, lower_case, tokenizer, pieces, source)
   checkpoint.sentencepiece = model
   return checkpoint
 
@@ -44,7 +52,8 @@ FORMAT = registry.Format(
     name="hf-albert", direction="in", order=3, hub=True,
     help="a Hugging Face AlbertModel, AlbertForMaskedLM or AlbertForMultipleChoice checkpoint",
     description="Convert a Hugging Face ALBERT checkpoint directory (config.json and model.safetensors or "
-                "pytorch_model.bin, with its spiece.model and tokenizer files) into a zoo TransformerEncoder "
-                "model directory (factorized embeddings, every layer shared) whose SentencePiece tokenizer "
-                "runs in the graph.",
+                "pytorch_model.bin, its tokenizer files and spiece.model, or without it the tokenizer.json "
+                "transformers 5 saves, from which the SentencePiece model is built) into a zoo "
+                "TransformerEncoder model directory (factorized embeddings, every layer shared) whose "
+                "SentencePiece tokenizer runs in the graph.",
     add_arguments=_arguments, run=run_import, read=read)
