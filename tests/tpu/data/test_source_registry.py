@@ -56,7 +56,7 @@ def test_unknown_schemes_list_the_registered_ones():
   for usage in data.usages():
     assert usage in str(error.value)
   assert {"tfds:NAME[/CONFIG]", "tsv:PATH", "csv:PATH", "jsonl:PATH", "text:GLOB", "tfrecord:GLOB", "pydocs",
-          "demo", "conll:PATH", "squad:PATH", "race:DIR", "swag:PATH"} == set(data.usages())
+          "demo", "conll:PATH", "squad:PATH", "race:DIR", "swag:PATH", "beir:DIR"} == set(data.usages())
 
 
 def test_declarations_are_checked():
@@ -70,6 +70,6 @@ def test_declarations_are_checked():
 
 def test_sources_with_splits_are_the_ones_evaluated_on_their_validation_split():
   with_splits = sorted(source.scheme for source in data.SOURCES.values() if source.splits)
-  assert with_splits == ["demo", "pydocs", "race", "tfds"]
+  assert with_splits == ["beir", "demo", "pydocs", "race", "tfds"]
   typed = [source.scheme for source in data.SOURCES.values() if source.typed_by_caller]
   assert typed == ["tsv", "csv", "jsonl"]
