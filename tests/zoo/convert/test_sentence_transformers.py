@@ -130,6 +130,7 @@ OUT_CASES = [("bert", "cls", True), ("bert", "mean", False), ("bert", "max", Tru
              ("funnel", "max", False)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, pooling, normalize", OUT_CASES,
                          ids=["-".join(map(str, case)) for case in OUT_CASES])
 def test_an_embed_run_exports_as_a_sentence_transformers_folder_that_computes_its_vectors(
@@ -156,6 +157,7 @@ def test_an_embed_run_exports_as_a_sentence_transformers_folder_that_computes_it
     assert fact in card, fact
 
 
+@pytest.mark.slow
 def test_the_files_are_those_sentence_transformers_saves_and_the_export_signature_agrees(
     prose_vocab, tmp_path, texts):
   embed_run(tmp_path / "run", "bert", "mean", True, prose_vocab(True))
@@ -274,6 +276,7 @@ def converted(st_folders, tmp_path_factory):
   return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bert", "albert", "funnel", "old"])
 def test_a_sentence_transformers_folder_converts_to_an_embed_model_directory(name, st_folders, converted,
                                                                              texts):
@@ -290,6 +293,7 @@ def test_a_sentence_transformers_folder_converts_to_an_embed_model_directory(nam
   assert difference < TOLERANCE
 
 
+@pytest.mark.slow
 def test_the_converted_directory_exports_its_embed_signature_and_goes_back_to_the_same_folder(
     st_folders, converted, tmp_path, texts):
   folder = st_folders["bert"][0]
@@ -309,6 +313,7 @@ def test_the_converted_directory_exports_its_embed_signature_and_goes_back_to_th
   assert "training steps" not in card and "## Evaluation" not in card
 
 
+@pytest.mark.slow
 def test_an_albert_folder_without_spiece_model_exports_the_vectors_of_encode(st_folders, converted, tmp_path,
                                                                               texts):
   """The ALBERT folder as sentence-transformers 6.2 saves it (tokenizer.json, no spiece.model): the
@@ -324,6 +329,7 @@ def test_an_albert_folder_without_spiece_model_exports_the_vectors_of_encode(st_
   assert difference < TOLERANCE
 
 
+@pytest.mark.slow
 def test_init_checkpoint_fine_tunes_with_the_folders_pooling_unless_flags_set_it(converted, tmp_path):
   run = dict(task="embed", data="jsonl:pairs.jsonl", model_dir=str(tmp_path / "run"), seq_length=LENGTH,
              init_checkpoint=converted["old"])
