@@ -20,20 +20,18 @@ EXTRAS := requirements-keras3.txt requirements-torch.txt requirements-beam.txt r
 .PHONY: install install-runtime demo test test-fast lint clean
 
 # The zoo itself (`pip install -e .`: zoo, tpu and export with the runtime stack of requirements.txt
-# and the zoo-* commands), all the demo needs. Reinstalls only when its files change. `--no-compile`:
-# Python compiles a module to bytecode when it is first imported, so the 28,000 modules of the stack
-# that nothing here imports are never compiled (about a minute of CPU on every fresh install).
+# and the zoo-* commands), all the demo needs. Reinstalls only when its files change.
 $(RUNTIME_STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -e .
+	$(PY) -m pip install --quiet -e .
 	touch $(RUNTIME_STAMP)
 
 # The test stack on top: every extra (Keras 3 and keras-hub, PyTorch and transformers, Beam) and the
 # test tools, resolved together with the runtime stack (keras-hub pins kagglesdk, which the
 # runtime's newest kaggle would not take: pip picks the kaggle that fits both), then checked.
 $(STAMP): $(RUNTIME_STAMP) $(EXTRAS)
-	$(PY) -m pip install --quiet --no-compile -r requirements.txt $(addprefix -r ,$(EXTRAS))
+	$(PY) -m pip install --quiet -r requirements.txt $(addprefix -r ,$(EXTRAS))
 	$(PY) -m pip check
 	touch $(STAMP)
 
