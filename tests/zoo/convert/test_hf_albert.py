@@ -331,6 +331,7 @@ def _without_spiece(directory):
   return directory
 
 
+@pytest.mark.slow
 def test_without_spiece_model_it_is_built_from_tokenizer_json_and_tokenizes_as_transformers(hf_albert, spiece,
                                                                                             tmp_path):
   """hf-albert of a directory without spiece.model: the directory gets the SentencePiece model built from
