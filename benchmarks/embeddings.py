@@ -139,7 +139,7 @@ def report(model_path, difference, serving_rows, quality, minutes, loads):
   lines = [SECTION, "", f"Machine: {machine_description()}. `python -m benchmarks.embeddings`, "
            f"{minutes:.0f} minutes; 1-minute load average "
            f"{', '.join(f'{load:.1f}' for load in loads)} "
-           "(start, after serving, end).", "",
+           f"(start, after serving, end); XLA_FLAGS {os.environ.get('XLA_FLAGS') or 'unset'}.", "",
            f"Model: `{model_path}` converted with `python -m zoo.convert sentence-transformers` and exported "
            f"(`embed` signature). Largest difference from `SentenceTransformer(...).encode` over the "
            "held-out "
