@@ -7,12 +7,13 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONPATH := $(CURDIR)
-# Test processes (pytest-xdist). The fast tests keep every core busy with one process per core
-# (at most 4: each holds up to a few GB). The full suite's tests also wait on processes they
-# start (training clusters, notebooks, exports): one process more than cores fills that time
-# (measured on 2 cores: 825 s of pytest with 3 processes, 873 s with 2).
+# Test processes (pytest-xdist): one per core (at most 4: each holds up to a few GB). The full
+# suite's tests also wait on processes they start (training clusters, notebooks, exports), and one
+# process more than cores fills that time (on 2 cores: 825 s of pytest with 3 processes, 873 s with
+# 2), but pays for it in CPU time: another process's imports, and processes contending for the cores
+# (a half of the suite on 3 processes switched contexts 806,000 times involuntarily).
 CORES := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
-PYTEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
+PYTEST_WORKERS ?= $(CORES)
 PYTEST_FAST_WORKERS ?= $(CORES)
 DEMO_DIR ?= runs/demo
 EXTRAS := requirements-keras3.txt requirements-torch.txt requirements-beam.txt requirements-test.txt

@@ -51,6 +51,8 @@ from typing import TypeAlias
 from typing import TypeVar
 
 SAVED_MODEL_FILE = "saved_model.pb"
+# What the exporter writes beside it (`tpu.serving.MODEL_INFO_FILE`): read for `num_choices`.
+MODEL_INFO_FILE = "model_info.json"
 DEFAULT_BATCH_SIZE = 64
 # How one output of one example is shown: a string, a float, a list of floats, a list of
 # strings, or a dict of floats keyed by the SavedModel's label names.
@@ -101,6 +103,44 @@ def implied_fields(outputs: Collection[str]) -> list[tuple[str, str, str]]:
   return [("pooled_output", "pooled_output", "list")]
 
 
+def _brief(value: Any, limit: int = 60) -> str:
+  json_types = (str, list, dict, int, float, bool, type(None))
+  text = json.dumps(value, ensure_ascii=False) if isinstance(value, json_types) else repr(value)
+  return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_record(record: Any, names: Sequence[str], lists: Mapping[str, int | None], where: str) -> None:
+  """Raises a ValueError starting with `where` (e.g. "stdin, line 3") unless `record` holds each input of
+  `names`: a text (str or bytes), or for the inputs in `lists` a non-empty list of texts, `lists[name]` of
+  them unless that is None.
+
+  Example:
+    >>> check_record({"context": "c", "options": ["a", 2]}, ["context", "options"], {"options": 2}, "line 1")
+    Traceback (most recent call last):
+    ...
+    ValueError: line 1: options[1] must be a text (a JSON string), got 2
+  """
+  if not isinstance(record, Mapping):
+    raise ValueError(f"{where}: expected an object with {', '.join(names)}, got {_brief(record)}")
+  for name in names:
+    if name not in record:
+      raise ValueError(f"{where}: no {name!r}; the model takes {', '.join(names)}")
+    value = record[name]
+    if name not in lists:
+      if not isinstance(value, (str, bytes)):
+        raise ValueError(f"{where}: {name} must be a text (a JSON string), got {_brief(value)}")
+      continue
+    if not isinstance(value, (list, tuple)):
+      raise ValueError(f"{where}: {name} must be a list of texts (JSON strings), got {_brief(value)}")
+    for index, item in enumerate(value):
+      if not isinstance(item, (str, bytes)):
+        raise ValueError(f"{where}: {name}[{index}] must be a text (a JSON string), got {_brief(item)}")
+    count = lists[name]
+    if not value or count is not None and len(value) != count:
+      takes = "at least one" if count is None else f"{count} per example"
+      raise ValueError(f"{where}: {name} has {len(value)} texts; the model takes {takes}")
+
+
 def show(value: Any, kind: str, label_names: Sequence[str]) -> Shown:
   """One example's output as JSON-ready Python, by `kind` (see `KINDS`)."""
   if kind == "text":
@@ -125,9 +165,11 @@ class Predictor:
 
   Attributes: `path` (the version directory), `inputs` (the names of the string inputs:
   the SavedModel's `text_inputs`, e.g. ["text"] or ["text", "text_b"]), `sentence_pair`
-  (two inputs), `label_names`, and `fields`, the `(key, output, kind)` triples each
-  example's result is made of; a fourth element names an output holding each example's
-  length, to which vector outputs are cut.
+  (two inputs), `list_inputs` (`{name: count}` of the inputs that take a list of texts per
+  example, e.g. a multiple-choice model's options, with the count each takes: the
+  `num_choices` of `model_info.json`, or None where it records none), `label_names`, and
+  `fields`, the `(key, output, kind)` triples each example's result is made of; a fourth
+  element names an output holding each example's length, to which vector outputs are cut.
   """
 
   def __init__(self, path: str) -> None:
@@ -140,6 +182,14 @@ class Predictor:
     else:
       self.inputs = ["text"] + (["text_b"] if "text_b" in self._serve.structured_input_signature[1] else [])
     self.sentence_pair = len(self.inputs) == 2
+    info_path = os.path.join(self.path, MODEL_INFO_FILE)
+    info = {}
+    if tf.io.gfile.exists(info_path):
+      with tf.io.gfile.GFile(info_path) as file:
+        info = json.loads(file.read())
+    specs = self._serve.structured_input_signature[1]
+    self.list_inputs = {name: info.get("num_choices") for name in self.inputs
+                        if name in specs and specs[name].shape.rank == 2}
     self.label_names = [_text(name) for name in self._loaded.label_names.numpy()]
     if hasattr(self._loaded, "prediction_fields"):
       self.fields = [tuple(field) for field in json.loads(self._loaded.prediction_fields.numpy())]
@@ -170,32 +220,31 @@ class Predictor:
     options): then examples are records, `predict_records`."""
     return self.inputs not in (["text"], ["text", "text_b"])
 
-  def predict_records(self, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+  def predict_records(self, records: Sequence[Mapping[str, Any]],
+                      where: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """One dict per example for records `{input name: text, or a list of texts}` (lists of one length in a
-    call), each result the record's inputs followed by the model's fields."""
+    call: the model's, `list_inputs`), each result the record's inputs followed by the model's fields.
+
+    A malformed record raises a ValueError naming it by `where[i]` (default "example i", from 1) and the
+    input."""
     tf = _tensorflow()
-    columns = []
-    for name in self.inputs:
-      column = []
-      for index, record in enumerate(records):
-        if name not in record:
-          raise ValueError(f"example {index + 1} has no {name!r}; the model at {self.path} takes "
-                           f"{', '.join(self.inputs)}")
-        column.append(record[name])
-      columns.append(column)
-    inputs = {}
-    for name, column in zip(self.inputs, columns, strict=True):
+    where = list(where) if where is not None else [f"example {index + 1}" for index in range(len(records))]
+    first: dict[str, int] = {}
+    for place, record in zip(where, records, strict=True):
       try:
-        inputs[name] = tf.constant(column, tf.string)
-      except (ValueError, TypeError):
-        raise ValueError(f"{name!r}: every example of a call needs the same number of texts") from None
-      if inputs[name].shape.rank == 0 or inputs[name].shape[0] != len(records):
-        raise ValueError(f"{name!r} must be one text, or one list of texts, per example")
+        check_record(record, self.inputs, self.list_inputs, place)
+      except ValueError as error:
+        raise ValueError(f"{error} (the model at {self.path})") from None
+      for name in self.list_inputs:   # without a recorded count, the first example's is the call's
+        count = first.setdefault(name, len(record[name]))
+        if len(record[name]) != count:
+          raise ValueError(f"{place}: {name} has {len(record[name])} texts, but the call's first example has "
+                           f"{count}: every example of a call needs as many")
+    inputs = {name: tf.constant([record[name] for record in records], tf.string) for name in self.inputs}
     outputs = {name: value.numpy() for name, value in self._serve(**inputs).items()}
     results = []
     for index in range(len(records)):
-      result: dict[str, Any] = {name: _shown_input(column[index])
-                                for name, column in zip(self.inputs, columns, strict=True)}
+      result: dict[str, Any] = {name: _shown_input(records[index][name]) for name in self.inputs}
       for key, output, kind, *length in self.fields:
         value = outputs[output][index]
         if length:
@@ -242,6 +291,12 @@ def read_records(lines: Iterable[bytes], names: Sequence[str]) -> Iterator[dict[
     ...                   ["context", "question", "options"]))
     [{'context': 'c', 'question': 'q', 'options': ['a', 'b']}]
   """
+  for _, record in numbered_records(lines, names):
+    yield record
+
+
+def numbered_records(lines: Iterable[bytes], names: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+  """`read_records` with where each record is, `("stdin, line N", record)`."""
   for number, line in enumerate(lines, start=1):
     if not line.strip():
       continue
@@ -254,7 +309,7 @@ def read_records(lines: Iterable[bytes], names: Sequence[str]) -> Iterator[dict[
     if missing:
       raise ValueError(f"stdin, line {number}: no {', '.join(missing)}; this model takes one JSON object per "
                        f"line with {', '.join(names)}")
-    yield {name: record[name] for name in names}
+    yield f"stdin, line {number}", {name: record[name] for name in names}
 
 
 def _batches(examples: Iterable[Example], batch_size: int) -> Iterator[list[Example]]:
@@ -264,7 +319,10 @@ def _batches(examples: Iterable[Example], batch_size: int) -> Iterator[list[Exam
 
 
 def parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="python -m export.predict", description=__doc__.split("\n\n")[0],
+  # The command's name as it was run (`zoo.logs.command_name`'s rule, written out: see `resolve`).
+  program = os.path.basename(sys.argv[0]) if sys.argv else ""
+  p = argparse.ArgumentParser(prog=program if program.startswith("zoo-") else "python -m export.predict",
+                              description=__doc__.split("\n\n")[0],
                               epilog="Without TEXT, reads one example per line from stdin.")
   p.add_argument("--saved-model", required=True, metavar="DIR",
                  help="a SavedModel version directory, or a model base path (its highest version is used)")
@@ -295,8 +353,9 @@ def main(argv: Sequence[str] | None = None) -> int:
       if args.texts:
         raise ValueError(f"the model at {predictor.path} takes {', '.join(predictor.inputs)} per example: "
                          "write one JSON object per line on stdin")
-      for records in _batches(read_records(sys.stdin.buffer, predictor.inputs), args.batch_size):
-        for result in predictor.predict_records(records):
+      for numbered in _batches(numbered_records(sys.stdin.buffer, predictor.inputs), args.batch_size):
+        where, records = zip(*numbered, strict=True)
+        for result in predictor.predict_records(records, where):
           print(json.dumps(result))
         sys.stdout.flush()
       return 0

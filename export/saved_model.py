@@ -40,13 +40,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from zoo.logs import command_name
 from zoo.model_dir import EXPORT_DIR
 from zoo.model_dir import ModelDir
 
 
 def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(
-      prog="python -m export.saved_model", description=__doc__.split("\n\n")[0],
+      prog=command_name("export.saved_model"), description=__doc__.split("\n\n")[0],
       epilog="Serve with: tensorflow_model_server --model_base_path=BASE --model_name=NAME "
              "--rest_api_port=8501. Processes that load the SavedModel must `import tensorflow_text` first.")
   p.add_argument("--model-dir", required=True, metavar="DIR",

@@ -2,6 +2,7 @@
 files and the zoo-* commands, importable from any folder without the checkout."""
 
 import configparser
+import json
 import os
 import pathlib
 import shutil
@@ -74,3 +75,38 @@ def test_the_packages_and_commands_import_from_another_folder(installed, tmp_pat
       "print('ok')"])
   result = _run_elsewhere(code, target, tmp_path)
   assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_every_command_names_itself_in_its_usage_and_answers_help_without_tensorflow(tmp_path):
+  """Each `zoo-*` command's usage names it as typed (`zoo-train ...`), `python -m MODULE` its module;
+  `--help` imports no TensorFlow (it answers in well under a second)."""
+  declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+  code = "\n".join([
+      "import contextlib, importlib, io, json, sys",
+      f"declared = {declared!r}",
+      "usages = {}",
+      "for command, target in declared.items():",
+      "  module, function = target.split(':')",
+      "  for program in (f'/venv/bin/{command}', f'/zoo/{module.replace(\".\", \"/\")}.py'):",
+      "    sys.argv[0], out = program, io.StringIO()",
+      "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):",
+      "      getattr(importlib.import_module(module), function)(['--help'])",
+      "    usages[program] = out.getvalue().split('\\n')[0]",
+      "print(json.dumps(dict(usages=usages, tensorflow='tensorflow' in sys.modules)))"])
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  printed = json.loads(result.stdout)
+  assert not printed["tensorflow"], "--help imported TensorFlow"
+  for command, target in declared.items():
+    module = target.split(":")[0].removesuffix(".__main__")
+    assert printed["usages"][f"/venv/bin/{command}"].startswith(f"usage: {command} ")
+    assert printed["usages"][f"/zoo/{target.split(':')[0].replace('.', '/')}.py"].startswith(
+        f"usage: python -m {module} ")
+  # The installed command itself, where this environment has it (`pip install -e .`, as `make` does).
+  script = pathlib.Path(sys.executable).parent / "zoo-convert"
+  if script.exists():
+    result = subprocess.run([str(script), "hf-bert", "--help"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("usage: zoo-convert hf-bert "), result.stderr

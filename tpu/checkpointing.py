@@ -24,11 +24,14 @@ a collective with a timeout: the meeting is bounded by the peers' health only.
 A resumed run compares the record of its step with its own before it writes anything,
 and continues the data stream (`resume_input`). A record of another stream is refused,
 naming each difference (`InputStreamChanged`), unless the run is told to start a new
-stream (`--reset-input`). A pipeline whose position TensorFlow cannot save (fed by
-Python code) continues by replay: rebuilt with the stream's seed (the record's
-`since`), it skips the batches of the steps before. Where neither is possible (a TPU,
-whose distributed iterators TensorFlow cannot save; a run saved before positions were
-kept) the pipeline starts a new shuffle with the seed `seed + step` and says so.
+stream (`--reset-input`). A rerun of a run that has trained all its steps (to evaluate or
+export it again) compares the record of its last step the same way (`check_finished_input`):
+it trains nothing, so with `--reset-input` the differences are only warned of. A pipeline
+whose position TensorFlow cannot save (fed by Python code) continues by replay: rebuilt
+with the stream's seed (the record's `since`), it skips the batches of the steps before.
+Where neither is possible (a TPU, whose distributed iterators TensorFlow cannot save; a
+run saved before positions were kept) the pipeline starts a new shuffle with the seed
+`seed + step` and says so.
 """
 
 import dataclasses
@@ -62,6 +65,8 @@ from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
 from zoo.model_dir import find_checkpoint
 from zoo.model_dir import read_json
+from zoo.model_dir import tokenizer_as_written
+from zoo.text.packing import DEFAULT_TRUNCATOR
 
 log = logging.getLogger("tpu.train")
 
@@ -99,6 +104,8 @@ def input_stream(config, vocab, workers, local_replicas, files=None, evaluation=
   `evaluation`: the evaluation data's spec and files (`{"spec", "files"}`), which fix no
   training example: a resume names their changes in a warning (`EVALUATION`)."""
   values = {name: getattr(config, name) for name in STREAM_FIELDS}
+  # With the truncator of text pairs it trims with (a record saved before it was has none: "round_robin").
+  values["tokenizer"] = {"truncator": DEFAULT_TRUNCATOR, **(config.tokenizer or {})}
   if "documents" in data.source_of(config.data).options:
     values["documents"] = config.documents or text_files.DEFAULT_DOCUMENTS
   values.update({name: getattr(config, name) for name, setting in tasks.settings_of(config.task).items()
@@ -201,7 +208,10 @@ def _differences(saved, stream):
       changed = fingerprints.changes(value, stream.get("files") or [])
       if changed:
         differences.append(f"the training data's files: {changed}")
-    elif value != stream.get(name):
+    elif name == "tokenizer" and tokenizer_as_written(saved) != stream.get(name):
+      differences.append(f"{name}: {json.dumps(tokenizer_as_written(saved))} saved, "
+                         f"{json.dumps(stream.get(name))} now")
+    elif name != "tokenizer" and value != stream.get(name):
       differences.append(f"{name}: {json.dumps(value)} saved, {json.dumps(stream.get(name))} now")
   return differences
 
@@ -250,6 +260,44 @@ def _saved_records(model_dir, step):
                  for path in found})
 
 
+def _saved_stream_at(model_dir, worker, step):
+  """`(saved, other)`: the stream record of this worker's input position at `step` ({} for none), or, where
+  only other workers' are there, the first of theirs (`other`, its prefix) with its number of workers."""
+  prefix = model_dir.input_state_prefix(worker.index, worker.count, step)
+  records = _saved_records(model_dir, step)
+  if prefix in records:
+    return _saved_stream(prefix), None
+  if records:   # saved by another number of workers?
+    other = records[0]
+    saved = _saved_stream(other)
+    saved["workers"] = int(re.search(r"worker-\d+-of-(\d+)", other).group(1))
+    return saved, other
+  return {}, None
+
+
+def check_finished_input(model_dir, worker, step, stream, reset_input=False):
+  """Compares the stream record of a run that has trained all its steps (its latest checkpoint is of
+  `step`, at or past this run's `--steps`) with `stream`, as `resume_input` does a resume's: another
+  stream is refused with `InputStreamChanged` naming each difference, so that a rerun that only
+  evaluates or exports it again never passes for a run of other input settings. With `reset_input`
+  the differences are warned of instead (nothing is trained, so this run's input settings are not
+  used); changes of the evaluation data are warned of."""
+  saved, _ = _saved_stream_at(model_dir, worker, step)
+  differences = _differences(saved, stream)
+  if differences:
+    listed = "; ".join(differences)
+    if not reset_input:
+      raise InputStreamChanged(
+          f"{model_dir.path}: the checkpoint of step {step} was saved with another input stream than this "
+          f"run's settings make: {listed}. The run has trained all its steps: rerun with the saved settings "
+          f"to evaluate or export it again, or with more --steps to train it further, adding --reset-input "
+          f"to continue the model from step {step} with this run's input (a new shuffle)")
+    log.warning("--reset-input: the checkpoint of step %d was saved with another input stream (%s), but the "
+                "run has trained all its steps, so this run trains nothing with its input settings; raise "
+                "--steps to continue the model with them", step, listed)
+  _warn_of_evaluation_changes(saved.get(EVALUATION), stream.get(EVALUATION), step)
+
+
 def resume_input(model_dir, worker, step, stream, seed, reset_input=False, replayable=True):
   """How this worker's input stream continues at `step` (a `Resume`).
 
@@ -259,17 +307,9 @@ def resume_input(model_dir, worker, step, stream, seed, reset_input=False, repla
   saved position, or, where the pipeline could not save one, by replaying its batches from
   the stream's start (`replayable`: not on a TPU); else a new stream starts, which is logged.
   """
-  index, count = worker.index, worker.count
-  prefix = model_dir.input_state_prefix(index, count, step)
+  prefix = model_dir.input_state_prefix(worker.index, worker.count, step)
   new = Resume(seed + step, origin=step)
-  records = _saved_records(model_dir, step)
-  saved, other = {}, None   # nothing saved at `step`: a new shuffle, said below
-  if prefix in records:
-    saved = _saved_stream(prefix)
-  elif records:   # saved by another number of workers?
-    other = records[0]
-    saved = _saved_stream(other)
-    saved["workers"] = int(re.search(r"worker-\d+-of-(\d+)", other).group(1))
+  saved, other = _saved_stream_at(model_dir, worker, step)
   differences = _differences(saved, stream)
   if differences:
     listed = "; ".join(differences)

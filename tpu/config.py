@@ -171,28 +171,37 @@ class TrainConfig:
     setting whose default changed after the directory was written keeps its old value.
     """
     from zoo import presets
+    from zoo.model_dir import tokenizer_as_written
     model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
     values = model_dir.read_config()
     if values.get("model") in presets.PRESETS:
       overrides = presets.as_written(values["model"], values.get("model_overrides") or {})
       values = dict(values, model_overrides=overrides)
+    values = dict(values, tokenizer=tokenizer_as_written(values))   # with the truncator the run used
     return cls.from_dict(values, source=model_dir.config_path, strict=False)
 
   def recorded(self):
     """This config as a model directory records it: with every setting whose default may change
-    (`zoo.presets.recorded`)."""
+    (`zoo.presets.recorded`, and the `truncator` of text pairs in `tokenizer`)."""
     from zoo import presets
+    from zoo.text.packing import DEFAULT_TRUNCATOR
+    tokenizer = dict(self.tokenizer or {})
+    tokenizer.setdefault("truncator", DEFAULT_TRUNCATOR)
     if not self.model:
-      return self
-    return self.replace(model_overrides=presets.recorded(self.model, self.model_overrides))
+      return self.replace(tokenizer=tokenizer)
+    return self.replace(model_overrides=presets.recorded(self.model, self.model_overrides),
+                        tokenizer=tokenizer)
 
   def resumed_from(self, saved):
     """This config continuing the run `saved` (the model directory's): the encoder settings a
     directory records (`zoo.presets.RECORDED`) and the task's architecture settings that this
     config does not set are the saved run's, so defaults that changed since it started do not
-    change its model."""
+    change its model. So is the `truncator` of text pairs when this config's `tokenizer` sets none."""
     from zoo import presets
     config = self
+    saved_truncator = (saved.tokenizer or {}).get("truncator")
+    if saved_truncator is not None and "truncator" not in (config.tokenizer or {}):
+      config = config.replace(tokenizer={**(config.tokenizer or {}), "truncator": saved_truncator})
     if saved.model and (config.model or saved.model) == saved.model:
       family = presets.get(saved.model).family
       kept = {key: value for key, value in saved.model_overrides.items()
@@ -236,6 +245,11 @@ class TrainConfig:
     for name in ("model", "task", "data", "model_dir"):
       if name == "model" and not self.model and self.init_checkpoint:
         raise ValueError("--model is required: the --init-checkpoint has no config.json to take it from")
+      if name == "model" and not self.model:
+        raise ValueError(f"--model is required: one of the presets of zoo.presets "
+                         f"({', '.join(presets.names())}; `python -m zoo.presets` describes them), or "
+                         "--init-checkpoint DIR to take the encoder from a model directory (a training run "
+                         "or a `python -m zoo.convert` output)")
       if not getattr(self, name):
         raise ValueError(f"--{name.replace('_', '-')} is required")
     presets.get(self.model)   # raises, listing the presets
@@ -331,11 +345,14 @@ def apply_init_checkpoint(config, init):
 
   if not init.model:
     return config
-  if config.tokenizer is None and init.tokenizer is not None:
-    config = config.replace(tokenizer=dict(init.tokenizer))
-  elif init.tokenizer is not None and config.tokenizer != init.tokenizer:
-    raise ValueError(f"--init-checkpoint {config.init_checkpoint} tokenizes with {init.tokenizer}, this "
-                     f"config with {config.tokenizer}: leave `tokenizer` out to use the checkpoint's")
+  # The `truncator` of text pairs is this run's packing, not the checkpoint's: neither adopted nor compared.
+  theirs = {key: value for key, value in (init.tokenizer or {}).items() if key != "truncator"}
+  ours = {key: value for key, value in (config.tokenizer or {}).items() if key != "truncator"}
+  if theirs and not ours:
+    config = config.replace(tokenizer={**theirs, **(config.tokenizer or {})})
+  elif theirs and ours != theirs:
+    raise ValueError(f"--init-checkpoint {config.init_checkpoint} tokenizes with {theirs}, this "
+                     f"config with {ours}: leave `tokenizer` out to use the checkpoint's")
   if not config.model:
     config = config.replace(model=init.model,
                             model_overrides={**init.model_overrides, **config.model_overrides})

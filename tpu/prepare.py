@@ -194,8 +194,9 @@ def records_tokenizer(metadata):
 
 def adopt_records_tokenizer(config, train):
   """`config` with the tokenizer settings of pre-tokenized training records when it sets none and
-  theirs are not BERT's defaults (a Funnel checkpoint's `<cls>`-style tokens, say)."""
-  if train.metadata is None or config.tokenizer is not None:
+  theirs are not BERT's defaults (a Funnel checkpoint's `<cls>`-style tokens, say). A `truncator` alone
+  (kept from a resumed run) is not a setting of the records'."""
+  if train.metadata is None or set(config.tokenizer or {}) - {"truncator"}:
     return config
   records = records_tokenizer(train.metadata)
   if records is None:
@@ -204,7 +205,8 @@ def adopt_records_tokenizer(config, train):
   keys = ("special_tokens", "cls_type_id", "max_chars_per_word")
   if all(records.get(key) == defaults[key] for key in keys):
     return config
-  return config.replace(tokenizer={key: records[key] for key in keys if key in records})
+  return config.replace(tokenizer={**{key: records[key] for key in keys if key in records},
+                                   **(config.tokenizer or {})})
 
 
 def resolve_config(config):

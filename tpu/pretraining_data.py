@@ -70,10 +70,11 @@ from tpu.data.corpus_reading import DOCUMENTS
 from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
+from zoo.logs import command_name
 
 
 def parser():
-  p = argparse.ArgumentParser(prog="python -m tpu.pretraining_data", description=__doc__.split("\n\n")[0],
+  p = argparse.ArgumentParser(prog=command_name("tpu.pretraining_data"), description=__doc__.split("\n\n")[0],
                               formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
                               epilog="\n\n".join(__doc__.split("\n\n")[2:5]) + "\n\nArguments not "
                                      "listed here are Apache Beam pipeline options (with --runner).")

@@ -25,7 +25,10 @@ the encoder, its vocabulary and casing come from DIR; `--model` may be omitted, 
 that builds other weights is refused with the differing settings named.
 
 Rerunning the same command resumes from the latest checkpoint (a changed model
-setting is refused). A NaN or infinite loss stops the run without saving, so the last
+setting is refused, and so is a changed input setting unless `--reset-input`). A rerun
+of a run that has trained all its `--steps` evaluates and exports it again under the
+same checks, and leaves config.json, the record of the settings it trained with, as it
+is. A NaN or infinite loss stops the run without saving, so the last
 checkpoint stays the last good one. SIGTERM (e.g. a preempted VM) saves a checkpoint
 and exits with status 143; rerun to resume. Progress goes to stderr, the final metrics
 as JSON to stdout.
@@ -56,6 +59,7 @@ from tpu import tasks
 from tpu.config import MIXED_PRECISIONS
 from tpu.config import TrainConfig
 from zoo import presets
+from zoo.logs import command_name
 
 log = logging.getLogger("tpu.train")
 
@@ -146,11 +150,13 @@ def _input_to_resume(prepared, strategy, worker, reset_input):
   run's input stream (`tpu.checkpointing.input_stream`) and how its input continues (`Resume`).
 
   The input stream comes first: a resume whose saved stream differs from this run's is refused here,
-  before the model is built (unless `reset_input`).
+  before the model is built (unless `reset_input`), and so is a rerun of a run that has trained all its
+  steps (which only evaluates and exports it again).
   """
   import tensorflow as tf
 
   from tpu.checkpointing import Resume
+  from tpu.checkpointing import check_finished_input
   from tpu.checkpointing import data_files
   from tpu.checkpointing import input_stream
   from tpu.checkpointing import resume_input
@@ -171,6 +177,8 @@ def _input_to_resume(prepared, strategy, worker, reset_input):
                 "examples after the resume differ from an uninterrupted run's")
   if start and start < config.steps:   # refuses another stream, else continues this one (or a new one)
     resume = resume_input(model_dir, worker, start, stream, config.seed, reset_input, replayable=not on_tpu)
+  elif start:   # a finished run, evaluated or exported again: its record holds all the same
+    check_finished_input(model_dir, worker, start, stream, reset_input)
   return start, stream, resume
 
 
@@ -232,11 +240,27 @@ def _restore(prepared, trainer, train_input, worker, start, stream, resume):
 
 def _write_run_files(prepared, worker, start):
   """config.json (once the checkpoint and the input position are restored), and the input positions an
-  interrupted run saved after step `start` removed."""
-  from tpu.prepare import write_files
+  interrupted run saved after step `start` removed.
 
-  write_files(prepared, worker)   # config.json, once the checkpoint and the input position are restored
-  prepared.model_dir.remove_input_states_after(worker.index, worker.count, start)   # an interrupted run's
+  config.json records the settings the run trains with: a rerun that trains no step (the run has
+  trained to `--steps` or past it: it evaluates and exports again) leaves the record as it is, and
+  names the settings of its own that differ from it."""
+  from tpu.prepare import write_files
+  from zoo.model_dir import tokenizer_as_written
+
+  config, model_dir = prepared.config, prepared.model_dir
+  if start < config.steps or not model_dir.has_config():
+    write_files(prepared, worker)   # config.json, once the checkpoint and the input position are restored
+  elif worker.is_chief:
+    recorded, ours = model_dir.read_config(), json.loads(json.dumps(config.recorded().to_dict()))
+    recorded["tokenizer"] = tokenizer_as_written(recorded)   # a run recorded before the truncator was
+    differing = [f"{name}: {json.dumps(recorded.get(name))} recorded, {json.dumps(value)} now"
+                 for name, value in ours.items() if name != "model_dir" and recorded.get(name) != value]
+    if differing:
+      log.warning("the run in %s has trained all its %d steps, so this rerun trains none: config.json keeps "
+                  "the settings it trained with, which the export reads (this rerun's differ: %s; raise "
+                  "--steps to train with them)", model_dir.path, start, "; ".join(differing))
+  model_dir.remove_input_states_after(worker.index, worker.count, start)   # an interrupted run's
 
 
 def _evaluation_input(prepared, strategy, trainer, text_encoder):
@@ -364,7 +388,7 @@ def _key_value(text):
 def parser():
   defaults = TrainConfig()
   p = argparse.ArgumentParser(
-      prog="python -m tpu.train", description=__doc__.split("\n\n")[0],
+      prog=command_name("tpu.train"), description=__doc__.split("\n\n")[0],
       epilog="Settings can also come from --config FILE (a JSON object with the same names, "
              "underscores for dashes); flags override the file.")
   add = p.add_argument

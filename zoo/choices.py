@@ -21,7 +21,9 @@ POSITION_ENCODINGS = (ABSOLUTE, *RELATIVE_POSITION_ENCODINGS)
 POOLING_TYPES = ("mean", "max")
 # What a pooling window does with padding (DESIGN.md, "Masks"):
 # - "zoo": a window is real if any of its tokens is, and mean/max read only its real
-#   tokens, so outputs at real positions never depend on padding.
+#   tokens, so outputs at real positions do not depend on padding, except for a text that nearly
+#   fills one padded length and not another, where `truncate_seq` drops a real token at the first
+#   only (DESIGN.md, "Masks").
 # - "huggingface": a window is real only if every token of it is (the minimum of a mask
 #   that is 1 for real tokens), and mean/max run over the whole window, padding included:
 #   Hugging Face's port, and what its Funnel checkpoints compute.

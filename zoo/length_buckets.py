@@ -116,6 +116,24 @@ def funnel_windows(length: int, num_blocks: int, separate_cls: bool, truncate_se
   return blocks
 
 
+def mixed_window_counts(seq_length: int, num_blocks: int, separate_cls: bool,
+                        truncate_seq: bool) -> list[int]:
+  """The counts of real tokens (with [cls]) below `seq_length` for which a pooled window holds both real
+  tokens and padding: the inputs on which the three pooling semantics (`zoo.choices.POOLING_SEMANTICS`)
+  compute otherwise, padded to `seq_length`.
+
+  One pooling: with `separate_cls` and `truncate_seq`, every odd count of tokens after [cls] but the
+  last; each further pooling doubles the window, so with three blocks every count after [cls] that is
+  not a multiple of 4 (e.g. 6, 10, 26).
+
+  >>> [n - 1 for n in mixed_window_counts(16, 3, True, True)]
+  [1, 2, 3, 5, 6, 7, 9, 10, 11, 13]
+  """
+  windows = funnel_windows(seq_length, num_blocks, separate_cls, truncate_seq)[1:]
+  return [real for real in range(1, seq_length)
+          if any(np.any((block[0] < real) & (block[1] > real)) for block in windows)]
+
+
 def _windows_read(windows: np.ndarray, real: int, whole: bool) -> np.ndarray:
   """The windows holding a real token (start < `real`): whole (pooling reads their padding too), or cut to
   their real tokens (the zoo's semantics reads only those)."""

@@ -3,11 +3,13 @@
 TensorFlow's C++ runtime prints notices at import (CUDA stubs, oneDNN, CPU features)
 unless `TF_CPP_MIN_LOG_LEVEL` is set before the import, so the command-line tools call
 `quiet_tensorflow` after parsing their arguments and before importing TensorFlow.
-`error_reason` gives the line of an error that a one-line message quotes.
+`error_reason` gives the line of an error that a one-line message quotes, `command_name` the
+name a command's usage gives it (`zoo-train` or `python -m tpu.train`, as it was run).
 """
 
 import logging
 import os
+import sys
 
 
 def quiet_tensorflow(verbose=False):
@@ -23,3 +25,20 @@ def error_reason(error):
   """The first line of `error`'s message (TensorFlow's run to many), or its type's name without one."""
   text = str(error).strip()
   return text.splitlines()[0] if text else type(error).__name__
+
+
+def command_name(module, program=None):
+  """The name a command's usage and help give it: what the user typed to run `module`.
+
+  The console scripts of `pyproject.toml` (`zoo-train`, `zoo-convert`, ...) run with a path ending
+  in their own name as `sys.argv[0]` (`program`); `python -m tpu.train` runs with the module's
+  file there, and a notebook or a test calling `main` with its own runner's.
+
+  Example:
+    >>> command_name("tpu.train", "/venv/bin/zoo-train"), command_name("tpu.train", "/zoo/tpu/train.py")
+    ('zoo-train', 'python -m tpu.train')
+  """
+  if program is None:
+    program = sys.argv[0] if sys.argv else ""
+  name = os.path.basename(program)
+  return name if name.startswith("zoo-") else f"python -m {module}"

@@ -7,8 +7,11 @@ converters (`zoo.convert`) and the tests' fixtures. Paths may be local or `gs://
   config.json         the settings that rebuild the model: the preset and its
                       overrides, task, sequence length, vocabulary size, the tokenizer
                       settings (casing, `tokenizer`: the special tokens' names, [CLS]'s
-                      token type; absent in older directories: BERT's), and the
-                      data's metadata (classes, label names, sentence pairs)
+                      token type; absent in older directories: BERT's; its `truncator`,
+                      how text pairs are trimmed: absent in directories written before
+                      it was recorded, which trimmed them "round_robin", see
+                      `tokenizer_as_written`), and the data's metadata (classes, label
+                      names, sentence pairs)
   vocab.txt           the WordPiece vocabulary, one token per line (with a SentencePiece
                       tokenizer: the model's pieces in id order)
   spiece.model        the SentencePiece model, when the tokenizer is one (ALBERT's)
@@ -214,6 +217,19 @@ def read_json(path: str) -> dict[str, Any]:
   if not isinstance(values, dict):
     raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
   return values
+
+
+# How a config.json whose `tokenizer` records no `truncator` trimmed text pairs: the zoo's rule before its
+# default became transformers' "longest_first" (`zoo.text.packing`) and directories recorded it.
+TRUNCATOR_AS_WRITTEN = "round_robin"
+
+
+def tokenizer_as_written(settings: dict[str, Any]) -> dict[str, Any]:
+  """The `tokenizer` settings a model directory's config.json `settings` mean: its own, with the
+  `truncator` of text pairs `TRUNCATOR_AS_WRITTEN` when it records none (written before the default
+  changed), so a resumed run, an export or a Keras 3 loader trims pairs as the run trained."""
+  return {**(settings.get("tokenizer") or {}),
+          "truncator": (settings.get("tokenizer") or {}).get("truncator", TRUNCATOR_AS_WRITTEN)}
 
 
 def find_checkpoint(path: str) -> str:

@@ -85,6 +85,68 @@ def test_errors(export, args, stdin, message, request, monkeypatch, capsys, tmp_
   assert captured.out == "" and message in captured.err and captured.err.startswith("export.predict: error:")
 
 
+def _choice_predictor(num_choices):
+  """A `Predictor` as `load` makes it for a multiple-choice export that records `num_choices` (None: an
+  export without model_info.json), its `serving_default` a stand-in that chooses each example's longest
+  option (tests/tpu/tasks/test_multiple_choice.py holds a real export's outputs to its evaluation's)."""
+  def serve(context, question, options):
+    lengths = tf.strings.length(options).numpy()
+    return dict(choices=tf.constant(lengths.argmax(-1), tf.int32),
+                probabilities=tf.constant(lengths / lengths.sum(-1, keepdims=True), tf.float32))
+
+  predictor = object.__new__(predict.Predictor)
+  predictor.path, predictor.sentence_pair, predictor.label_names = "BASE/1", False, []
+  predictor.inputs, predictor.list_inputs = ["context", "question", "options"], {"options": num_choices}
+  predictor.fields = [("choice", "choices", "integer"), ("probabilities", "probabilities", "list")]
+  predictor._serve = serve
+  return predictor
+
+
+CHOICE = dict(context="The box is red.", question="The box is _ .", options=["red", "blue", "green"])
+TEXT = "must be a text (a JSON string), got"
+LIST = "must be a list of texts (JSON strings), got"
+
+
+@pytest.mark.parametrize("num_choices, lines, message", [
+    (3, [CHOICE, dict(CHOICE, options=["red", 5, "green"])], f"stdin, line 2: options[1] {TEXT} 5"),
+    (3, [CHOICE, dict(CHOICE, options=None)], f"stdin, line 2: options {LIST} null"),
+    (3, [dict(CHOICE, options="red")], f'stdin, line 1: options {LIST} "red"'),
+    (3, [CHOICE, CHOICE, dict(CHOICE, context=7)], f"stdin, line 3: context {TEXT} 7"),
+    (3, [dict(CHOICE, question=None)], f"stdin, line 1: question {TEXT} null"),
+    (3, [{"context": "c", "options": ["a", "b", "c"]}], "stdin, line 1: no question; this model takes"),
+    (3, [CHOICE, dict(CHOICE, options=["red", "blue"])], "stdin, line 2: options has 2 texts; the model "
+                                                         "takes 3 per example"),
+    (3, [dict(CHOICE, options=[])], "stdin, line 1: options has 0 texts; the model takes 3 per example"),
+    (None, [dict(CHOICE, options=[])], "stdin, line 1: options has 0 texts; the model takes at least one"),
+    (None, [CHOICE, dict(CHOICE, options=["a", "b"])], "stdin, line 2: options has 2 texts, but the call's "
+                                                       "first example has 3"),
+])
+def test_malformed_choice_lines_are_named_by_line_and_field(num_choices, lines, message, monkeypatch, capsys):
+  monkeypatch.setattr(predict, "load", lambda path: _choice_predictor(num_choices))
+  _stdin(monkeypatch, "\n".join(json.dumps(line) for line in lines).encode() + b"\n")
+  assert predict.main(["--saved-model", "BASE"]) == 2
+  captured = capsys.readouterr()
+  assert captured.err.startswith(f"export.predict: error: {message}"), captured.err
+  assert "\n" not in captured.err.rstrip("\n")   # one line
+
+
+def test_choice_lines_in_batches(monkeypatch, capsys):
+  monkeypatch.setattr(predict, "load", lambda path: _choice_predictor(3))
+  lines = [CHOICE, dict(CHOICE, options=["a", "bb", "c"]), dict(CHOICE, options=["aaaa", "b", ""])]
+  _stdin(monkeypatch, "\n\n".join(json.dumps(line) for line in lines).encode())
+  assert predict.main(["--saved-model", "BASE", "--batch-size", "2"]) == 0
+  results = _lines(capsys.readouterr().out)
+  assert [result["options"] for result in results] == [line["options"] for line in lines]
+  assert [result["choice"] for result in results] == [2, 1, 0]   # the longest option of each
+  with pytest.raises(ValueError, match=r"^example 2: options\[0\] must be a text"):
+    _choice_predictor(3).predict_records([CHOICE, dict(CHOICE, options=[None, "b", "c"])])
+
+
+def test_the_model_info_file_is_the_exporters():
+  from tpu import serving
+  assert predict.MODEL_INFO_FILE == serving.MODEL_INFO_FILE
+
+
 @pytest.mark.slow
 def test_python_api_on_a_serving_box(classify_dir, regress_pair_dir, mlm_dir, loaded):
   """`serving_box.py` ran a copy of predict.py with only tensorflow and tensorflow_text importable."""

@@ -9,7 +9,8 @@ time). A cell that raises fails the test, naming the cell.
 
 The repository's copies must be clean and runnable from Colab: no outputs or execution
 counts, no repository address of their own (`ZOO_REPO`, a parameter, says where the zoo
-is), one `parameters` cell of plain assignments that holds every name CI sets, and
+is; its default, None, finds the clone the notebook runs in), one `parameters` cell of plain
+assignments that holds every name CI sets, and
 `skip-ci` only on install cells (they `pip install`) or TPU-only cells (first line
 `# TPU only`). The install and gs:// sign-in cells are also run here with fake shell
 commands, fake TPU chips and a fake `google.colab`.
@@ -229,6 +230,21 @@ def test_install_cell_installs_the_tpu_stack_where_there_are_tpu_chips(name, mon
   assert commands[2].startswith(f"cd {clone} && ")
   with pytest.raises(FileNotFoundError, match="neither a directory nor a git URL"):
     _run_install_cell(name, "no-such-checkout", [], monkeypatch)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_install_cell_finds_the_clone_it_runs_in_or_says_what_to_set(name, monkeypatch, tmp_path):
+  notebook = _read(name)
+  assert "ZOO_REPO = None" in notebook.cells[_parameters_index(notebook)].source
+  # Opened from a clone: Jupyter runs the notebook in notebooks/, Colab after `%cd zoo` in its root.
+  for folder in (NOTEBOOK_DIR, ROOT):
+    monkeypatch.chdir(folder)
+    commands, namespace = _run_install_cell(name, None, [], monkeypatch)
+    assert namespace["ZOO_DIR"] == str(ROOT) and commands[0].endswith(f"pip install -q --no-deps {ROOT}")
+  monkeypatch.chdir(tmp_path)   # opened from GitHub or uploaded: not in a clone
+  with pytest.raises(FileNotFoundError, match=f"{tmp_path} is not in a clone of the zoo: set ZOO_REPO in the "
+                                              "settings to the zoo's git URL"):
+    _run_install_cell(name, None, [], monkeypatch)
 
 
 @pytest.mark.parametrize("name", [name for name in NOTEBOOKS

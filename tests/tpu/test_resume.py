@@ -1,10 +1,12 @@
-"""Resuming with changed settings: the saved input position's stream is compared with the run's,
-differences are refused by name (or continued with --reset-input), and leftovers of interrupted
-saves are removed. (Exact resume after kills: tests/tpu/test_train.py and test_multi_worker.py.)"""
+"""Resuming with changed settings: the saved input position's stream is compared with the run's (a
+finished run's rerun too), differences are refused by name (or continued with --reset-input),
+config.json is written only by a run that trains, and leftovers of interrupted saves are removed.
+(Exact resume after kills: tests/tpu/test_train.py and test_multi_worker.py.)"""
 
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -15,10 +17,12 @@ from tests.tpu.tasks.losses import tiny_config
 from tpu import train
 from tpu.checkpointing import InputStreamChanged
 from tpu.checkpointing import Resume
+from tpu.checkpointing import check_finished_input
 from tpu.checkpointing import input_stream
 from tpu.checkpointing import resume_input
 from tpu.checkpointing import stream_path
 from tpu.config import TrainConfig
+from tpu.prepare import Prepared
 from tpu.strategy import Worker
 from zoo.atomic_files import temporary_path
 from zoo.model_dir import ModelDir
@@ -75,6 +79,44 @@ def test_a_position_of_another_stream_is_refused_naming_each_difference(tmp_path
   assert resume_input(run, Worker(), 6, now, seed=5, reset_input=True) == Resume(11, origin=6)   # new
   assert "--reset-input: the input position saved at step 6 belongs to another input stream" in caplog.text
   assert "batch_size: 8 saved, 16 now" in caplog.text and "a new shuffle (seed 11)" in caplog.text
+
+
+def test_a_finished_run_is_compared_alike_and_a_rerun_that_trains_nothing_keeps_config_json(tmp_path, caplog):
+  """A rerun of a run that has trained all its steps (it evaluates and exports again) compares the record
+  of its last step as a resume does; with --reset-input it only warns (it trains nothing). config.json is
+  the record of the settings the run trained with: only a run that trains writes it."""
+  run = ModelDir(str(tmp_path))
+  config = TrainConfig(task="mlm", data="text:a.txt", batch_size=8, seq_length=16)
+  saved = input_stream(config, VOCAB, 1, 1)
+  _position(run, 0, 1, 6, saved)
+  caplog.set_level(logging.INFO, logger="tpu")
+  check_finished_input(run, Worker(), 6, saved)   # the same stream: nothing to say
+  assert not caplog.text
+  now = input_stream(config.replace(batch_size=16), VOCAB, 1, 1)
+  with pytest.raises(InputStreamChanged) as refused:
+    check_finished_input(run, Worker(), 6, now)
+  assert str(refused.value).startswith(f"{tmp_path}: the checkpoint of step 6 was saved with another input "
+                                       "stream than this run's settings make: batch_size: 8 saved, 16 now. "
+                                       "The run has trained all its steps")
+  check_finished_input(run, Worker(), 6, now, reset_input=True)
+  assert ("--reset-input: the checkpoint of step 6 was saved with another input stream (batch_size: 8 "
+          "saved, 16 now), but the run has trained all its steps") in caplog.text
+
+  finished = tiny_config(tmp_path / "finished", steps=4).validate()
+  model_dir = ModelDir(finished.model_dir)
+  model_dir.write_config(finished.recorded().to_dict())
+  with open(model_dir.config_path, "rb") as file:
+    record = file.read()
+  caplog.clear()
+  rerun = finished.replace(learning_rate=0.5)
+  train._write_run_files(Prepared(rerun, VOCAB, None, None, model_dir), Worker(), 4)
+  with open(model_dir.config_path, "rb") as file:
+    assert file.read() == record
+  assert "config.json keeps the settings it trained with" in caplog.text
+  assert "learning_rate: 0.001 recorded, 0.5 now" in caplog.text
+  train._write_run_files(Prepared(rerun.replace(steps=6), VOCAB, None, None, model_dir), Worker(), 4)
+  written = TrainConfig.from_model_dir(model_dir)   # more steps train: their settings are the record
+  assert (written.learning_rate, written.steps) == (0.5, 6)
 
 
 def test_changed_evaluation_data_is_named_in_a_warning(tmp_path, caplog):
@@ -143,6 +185,27 @@ def test_a_resume_with_changed_batch_size_or_data_is_refused_before_any_step_the
   with open(run.config_path) as file:
     saved_config = file.read()
   assert _saved_stream(run, 4)["batch_size"] == 8
+
+  # The run has trained all its steps: a rerun (which evaluates and exports it again) is compared all the
+  # same, refused by name with nothing written; with --reset-input it trains nothing and keeps the record.
+  with pytest.raises(InputStreamChanged, match="batch_size: 8 saved, 16 now") as refused:
+    train.run(config.replace(batch_size=16))
+  assert "The run has trained all its steps: rerun with the saved settings" in str(refused.value)
+  with pytest.raises(InputStreamChanged, match="whole_word_masking: false saved, true now"):   # a task's
+    train.run(config.replace(whole_word_masking=True))
+  with pytest.raises(ValueError, match="other model settings .*mlm_transform"):   # even with --reset-input
+    train.run(config.replace(mlm_transform=True), reset_input=True)
+  with open(run.config_path) as file:
+    assert file.read() == saved_config
+  caplog.set_level(logging.INFO, logger="tpu")
+  train.run(config.replace(batch_size=16, learning_rate=0.5), reset_input=True)
+  assert "but the run has trained all its steps, so this run trains nothing" in caplog.text
+  assert "config.json keeps the settings it trained with" in caplog.text
+  assert "batch_size: 8 recorded, 16 now" in caplog.text
+  assert run.read_history() == lines and run.latest_step() == 4
+  with open(run.config_path) as file:
+    assert file.read() == saved_config
+  caplog.clear()
 
   for changed, named in ((dict(batch_size=16), "batch_size: 8 saved, 16 now"),
                          (dict(data=second), f'data: "{first}" saved, "{second}" now')):
@@ -274,3 +337,44 @@ def test_a_pipeline_that_cannot_save_its_position_resumes_exactly_by_replaying(t
   assert "the input pipeline replays the batches of steps 1 to 2" in caplog.text
   resumed = [record["loss"] for record in run.read_history() if "loss" in record]
   assert resumed == expected   # exact: the same batches, masks and dropout
+
+
+def test_the_pair_truncator_is_recorded_and_a_run_recorded_before_it_keeps_round_robin(tmp_path, caplog):
+  """config.json records how text pairs are trimmed; one that records nothing (written before the
+  default became transformers' "longest_first") means "round_robin": a resume, its export and a rerun keep
+  it, another rule is refused by name, and a run started from its checkpoint takes the default."""
+  from tpu.config import apply_init_checkpoint
+  from tpu.config import check_resumable
+  from zoo.text import TextEncoder
+  fresh = tiny_config(tmp_path / "fresh").validate()
+  assert fresh.recorded().tokenizer == dict(truncator="longest_first")
+  old = tiny_config(tmp_path / "old").validate()
+  model_dir = ModelDir(old.model_dir)
+  record = dict(old.recorded().to_dict(), tokenizer=None)   # as written before the truncator was recorded
+  model_dir.write_config(record)
+  saved = TrainConfig.from_model_dir(model_dir)
+  assert saved.tokenizer == dict(truncator="round_robin")
+  resumed = tiny_config(tmp_path / "old").resumed_from(saved).validate()
+  check_resumable(saved, resumed.recorded())
+  assert TextEncoder(VOCAB, seq_length=16, **resumed.text_encoder_args()).truncator == "round_robin"
+  changed = tiny_config(tmp_path / "old", tokenizer=dict(truncator="longest_first")).validate()
+  refused = "tokenizer: {'truncator': 'round_robin'} -> {'truncator': 'longest_first'}"
+  with pytest.raises(ValueError, match=re.escape(refused)):
+    check_resumable(saved, changed.resumed_from(saved).recorded())
+  # The input position's stream record: one saved before the truncator was recorded is the same stream.
+  stream = input_stream(resumed, VOCAB, 1, 1)
+  assert stream["tokenizer"] == dict(truncator="round_robin")
+  _position(model_dir, 0, 1, old.steps, dict(stream, tokenizer=None))
+  check_finished_input(model_dir, Worker(), old.steps, stream)
+  other = input_stream(changed.resumed_from(saved), VOCAB, 1, 1)
+  with pytest.raises(InputStreamChanged, match=re.escape('tokenizer: {"truncator": "round_robin"} saved, '
+                                                         '{"truncator": "longest_first"} now')):
+    check_finished_input(model_dir, Worker(), old.steps, other)
+  # A rerun that trains nothing names no tokenizer setting as changed, and keeps the record as written.
+  caplog.set_level(logging.INFO, logger="tpu")
+  train._write_run_files(Prepared(resumed, VOCAB, None, None, model_dir), Worker(), old.steps)
+  assert "tokenizer" not in caplog.text and model_dir.read_config() == json.loads(json.dumps(record))
+  # Fine-tuning from that checkpoint: its special tokens, this run's packing.
+  init = saved.replace(tokenizer=dict(special_tokens=dict(cls="<cls>"), truncator="round_robin"))
+  started = apply_init_checkpoint(tiny_config(tmp_path / "new", init_checkpoint=old.model_dir), init)
+  assert started.recorded().tokenizer == dict(special_tokens=dict(cls="<cls>"), truncator="longest_first")

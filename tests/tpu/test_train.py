@@ -410,6 +410,16 @@ def test_help_and_bad_choices(capsys):
   assert "unknown preset 'bert_tiny'" in err and "funnel_b6_6_6" in err
 
 
+def test_a_missing_model_names_the_presets_and_the_init_checkpoint_in_one_line(tmp_path, capsys):
+  from zoo import presets
+  assert train.main(["--task", "classify", "--data", "demo", "--model-dir", str(tmp_path / "run")]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+  assert err.startswith(f"tpu.train: error: --model is required: one of the presets of zoo.presets "
+                        f"({', '.join(presets.names())}; `python -m zoo.presets` describes them), or "
+                        "--init-checkpoint DIR to take the encoder from a model directory")
+
+
 def test_task_from_a_config_file_is_checked(tmp_path, capsys):
   config = write(tmp_path / "c.json", json.dumps(dict(model="bert_small", task="ner", data="demo",
                                                        model_dir=str(tmp_path / "run"))))

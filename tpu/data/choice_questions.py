@@ -6,7 +6,7 @@
   the split "validation" reads `dev/`. Files are read in sorted order, middle first.
 - `swag:PATH`: SWAG's CSV (Zellers et al., 2018; `train.csv`, `val.csv`), with the
   columns `sent1` (the context), `sent2` (the start of the ending: the question),
-  `ending0` ... `ending{N-1}` and `label`.
+  `ending0` ... `ending{N-1}` and `label`; each row needs all of them, none empty.
 - `tfds:race/middle`, `tfds:race/high`: TFDS's RACE (its levels are configs), one example
   per question as above.
 - `jsonl:PATH` with `--task multiple_choice`: one JSON object per line, `context`,
@@ -17,7 +17,7 @@ Elements: {"context": string, "question": string, "options": string [N], "label"
 N is fixed per dataset, 2 to `MAX_CHOICES` (`MultipleChoiceSource.num_choices`).
 
 A malformed file raises `DataError` naming the file and line (RACE: the file and the
-question), and the valid values.
+question), the field and the valid values.
 """
 
 import csv
@@ -186,14 +186,26 @@ def parse_swag(path):
     raise DataError(path, 1, f"SWAG's columns are sent1, sent2, ending0, ending1, ..., label; missing "
                              f"{missing or 'the endings'} (the columns are {columns})")
   examples = []
+  fields = ("sent1", "sent2", *endings, "label")
   for row in reader:
     line = reader.line_num
+    if None in row:   # values past the header's columns
+      raise DataError(path, line, f"{len(columns) + len(row[None])} values, but the header has "
+                                  f"{len(columns)} columns ({', '.join(columns)})")
+    for name in fields:
+      if row[name] is None:
+        present = sum(value is not None for value in row.values())
+        raise DataError(path, line, f"no {name}: the row has {present} of the header's {len(columns)} "
+                                    f"columns ({', '.join(columns)})")
+      if not row[name].strip():
+        raise DataError(path, line, f"{name} is empty; SWAG's sent1 (the context), sent2 (the ending's "
+                                    f"start), {endings[0]} to {endings[-1]} and label need a value")
     label = label_of(row["label"], len(endings))
     if label is None:
       raise DataError(path, line, f"label {row['label']!r} is not an ending's index 0 to "
                                   f"{len(endings) - 1}")
-    options = [row[name] or "" for name in endings]
-    examples.append(((path, line), row["sent1"] or "", row["sent2"] or "", options, label))
+    options = [row[name] for name in endings]
+    examples.append(((path, line), row["sent1"], row["sent2"], options, label))
   return examples
 
 

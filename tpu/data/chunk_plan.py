@@ -109,10 +109,14 @@ class Plan:
     return sum(size for _, size, _ in self.files) if self.files is not None else None
 
   def chunk_where(self, index):
-    """The pieces of chunk `index`, as 'path[start:end], ...' (a TFDS chunk: its split's file shard)."""
+    """Where chunk `index` starts, briefly, for a message: its first piece, 'name[start:end]' (the file's
+    name without its folder), and how many more files its pieces take, never all of them (a chunk of
+    many small files has thousands); a TFDS chunk: its split's file shard."""
     if self.tfds:
       return f"{self.inputs[0]} {self.tfds['split']}[{self.chunks[index][0]}shard]"
-    return ", ".join(f"{path}[{start}:{end}]" for path, start, end in self.chunks[index])
+    (path, start, end), *others = self.chunks[index]
+    more = f" + {len(others)} more file(s)" if others else ""
+    return f"{os.path.basename(path)}[{start}:{end}]{more}"
 
   def where(self):
     sources = [path for path, _, _ in self.files] if self.files is not None else self.inputs
@@ -122,11 +126,15 @@ class Plan:
 def file_states(paths):
   """`[[path, size, modified], ...]`: what a rerun compares of each corpus file. `modified` is
   the modification time in nanoseconds (on gs://, the object's update time, which every new
-  generation of it changes)."""
+  generation of it changes). A file that is gone since it was listed, or a dangling symbolic link,
+  is a `CorpusError` naming it."""
   import tensorflow as tf
   states = []
   for path in paths:
-    stat = tf.io.gfile.stat(path)
+    try:
+      stat = tf.io.gfile.stat(path)
+    except tf.errors.OpError as error:
+      raise corpus_reading.read_error(path, error) from None
     states.append([path, int(stat.length), int(stat.mtime_nsec)])
   return states
 

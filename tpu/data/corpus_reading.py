@@ -48,9 +48,10 @@ tokenized.
 A `tfds:` corpus is read through the TFDS API one file shard per chunk (its split's
 `NAME[k shard]`), one document per example.
 
-Errors: text that is not UTF-8 and a file that cannot be read are `CorpusError`s naming
-the file and line; transient storage errors (`records.is_transient`) are raised as they
-are, for the caller (or Beam's runner) to retry.
+Errors: text that is not UTF-8 and a file that cannot be read (a dangling symbolic link, a
+file removed since the corpus was listed) are `CorpusError`s naming the file and line;
+transient storage errors (`records.is_transient`) are raised as they are, their messages
+led by the file's name, for the caller (`records.retrying`) to retry.
 """
 
 import math
@@ -58,6 +59,7 @@ import math
 from tpu.data import tfds_datasets
 from tpu.data.records import CorpusError
 from tpu.data.records import is_transient
+from tpu.data.source_registry import missing_file
 
 DOCUMENTS = ("blank-line", "line")
 # The longest line read in one piece: longer lines are read in segments (see the module docstring).
@@ -142,9 +144,7 @@ def piece_fingerprint(path, start, end, size, chunk_bytes):
         digest.update(data)
         left -= len(data)
   except tf.errors.OpError as error:
-    if is_transient(error):
-      raise
-    raise CorpusError(f"{path}: cannot be read: {error.message}") from None
+    raise read_error(path, error) from None
   return digest.hexdigest()
 
 
@@ -319,9 +319,22 @@ def piece_lines(path, start, end, size, documents, chunk_bytes):
         if ends_line:
           line_start = position
   except tf.errors.OpError as error:
-    if is_transient(error):   # raised as it is: retried by the caller here, by the runner on Beam
-      raise
-    raise CorpusError(f"{path}: cannot be read: {error.message}") from None
+    raise read_error(path, error) from None
+
+
+def read_error(path, error):
+  """What a failed read of the corpus file `path` (a TensorFlow `OpError`) raises: a transient storage
+  error as it is, for the caller to retry (`records.retrying`), its message led by the file's name; else
+  a `CorpusError` naming the file and why it cannot be read (a dangling symbolic link, a file removed
+  since the corpus was listed, no permission)."""
+  import tensorflow as tf
+  if is_transient(error):
+    if error.message.startswith(path):
+      return error
+    return type(error)(error.node_def, error.op, f"{path}: {error.message}")
+  if isinstance(error, tf.errors.NotFoundError):
+    return CorpusError(f"{path}: cannot be read: {missing_file(path, listed=True)}")
+  return CorpusError(f"{path}: cannot be read: {error.message}")
 
 
 def _line_number(path, offset):

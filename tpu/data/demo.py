@@ -16,9 +16,12 @@ that follows it. The label is "positive" if the sum over the clauses is > 0 and
 "negative" if it is < 0 (sums of 0 are never generated). Classes alternate, so they are
 balanced.
 
-So a bag of words gets far (the polarities are additive: about 90% on validation), the
-first cue word alone does not (later clauses outweigh it: about 68%), and the rest
-needs word order (negation). tests/tpu/data/test_demo.py checks these numbers.
+So a bag of words gets some way (the polarities are additive: about 77% on validation),
+the first cue word alone less (later clauses outweigh it: about 59%), and the rest
+needs word order: a clause is negated one time in five, and a rule that ignores negation
+is right on about 78% of the examples. The small classifier of `make demo` learns it
+(about 97% on validation, "the soundtrack was not bad" positive).
+tests/tpu/data/test_demo.py checks these numbers.
 
 As a data source: the spec `demo` (splits "train" and "validation"; its seed is the
 `seed` option of `tpu.data.load`).
@@ -59,10 +62,11 @@ CONNECTIVES = ("and", "but", "although", "while", "yet", "and yet")
 TIME_PHRASES = ("at first", "in the end", "overall", "honestly", "to me", "on the whole")
 
 # Probabilities of the parts of a sentence; chosen so that a bag-of-words model reaches about
-# 90% and the first cue word alone about 68% (see the module docstring).
+# 77% and the first cue word alone about 59% (see the module docstring), and negations are common
+# enough for the demo's classifier to learn them (at 0.07 it took "not bad" for negative).
 _CLAUSE_COUNTS = (1, 2, 3, 4)
 _CLAUSE_COUNT_PROBABILITIES = (0.1, 0.3, 0.4, 0.2)
-_NEGATION_PROBABILITY = 0.07
+_NEGATION_PROBABILITY = 0.2
 _INTENSIFIER_PROBABILITY = 0.3
 _NEUTRAL_ADJECTIVE_PROBABILITY = 0.3
 _TIME_PHRASE_PROBABILITY = 0.25

@@ -7,7 +7,8 @@ SQuAD files, small corpora; `HASH_TOTAL_BYTES` of them at most), the SHA-256 of 
 bytes (else None). Two
 fingerprints of a path are the same file when the sizes are equal and, where both have
 a hash, the hashes (a copy or a `touch` that changes no byte is the same file), else
-the modification times.
+the modification times. A file that cannot be fingerprinted (a dangling symbolic link, a
+file removed since it was listed, one without read permission) is a `DataError` naming it.
 
 Example:
   >>> before = [dict(path="a.txt", size=3, modified=1, sha256="x"), dict(path="b.txt", size=9, modified=5,
@@ -30,22 +31,40 @@ HASH_TOTAL_BYTES = 64 << 20
 READERS = 16
 
 
+def _unreadable(path, error):
+  """The `DataError` of a file that cannot be fingerprinted: gone (a dangling symbolic link, or removed
+  since it was listed), or unreadable."""
+  import tensorflow as tf
+
+  from tpu.data.source_registry import DataError
+  from tpu.data.source_registry import missing_file
+  if isinstance(error, (FileNotFoundError, tf.errors.NotFoundError)):
+    return DataError(path, None, missing_file(path, listed=True))
+  return DataError(path, None, f"cannot be read: {getattr(error, 'message', None) or error}")
+
+
 def _stat(path):
   """`(size, modified)` of a local or gs:// file."""
   import tensorflow as tf
-  if "://" in path:
-    stat = tf.io.gfile.stat(path)
-    return int(stat.length), int(stat.mtime_nsec)
-  stat = os.stat(path)   # TensorFlow's local stat has whole seconds only
+  try:
+    if "://" in path:
+      stat = tf.io.gfile.stat(path)
+      return int(stat.length), int(stat.mtime_nsec)
+    stat = os.stat(path)   # TensorFlow's local stat has whole seconds only
+  except (OSError, tf.errors.OpError) as error:
+    raise _unreadable(path, error) from None
   return stat.st_size, stat.st_mtime_ns
 
 
 def _sha256(path):
   import tensorflow as tf
   digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as file:
-    for block in iter(lambda: file.read(1 << 20), b""):
-      digest.update(block)
+  try:
+    with tf.io.gfile.GFile(path, "rb") as file:
+      for block in iter(lambda: file.read(1 << 20), b""):
+        digest.update(block)
+  except tf.errors.OpError as error:
+    raise _unreadable(path, error) from None
   return digest.hexdigest()
 
 

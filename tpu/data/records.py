@@ -22,7 +22,9 @@ from tpu.data import documents
 from tpu.data.source_registry import DataError
 from tpu.data.source_registry import DataSource
 from tpu.data.source_registry import Source
+from tpu.data.source_registry import dangling_links
 from tpu.data.source_registry import matching_files
+from tpu.data.source_registry import missing_file
 from tpu.data.source_registry import register
 
 METADATA_FILE = "metadata.json"
@@ -57,11 +59,25 @@ MAX_WAIT_SECONDS = 60.0
 RETRY_SECONDS = 300.0
 
 
+# An error's text in a retry line or `StorageUnavailable`, at most (storage errors can run to many lines).
+ERROR_CHARS = 100
+
+
+def brief(error):
+  """`'Type: text'` of an error, on one line of at most about `ERROR_CHARS` characters."""
+  text = " ".join(str(error).split())
+  if len(text) > ERROR_CHARS:
+    text = text[:ERROR_CHARS - 1] + "…"
+  return f"{type(error).__name__}: {text}"
+
+
 def retrying(step, what, retry_seconds=None):
   """`step()`, again after transient storage errors (`is_transient`) with doubling waits (from
   `FIRST_WAIT_SECONDS`, at most `MAX_WAIT_SECONDS` each) while less than `retry_seconds` (default
   `RETRY_SECONDS`) have passed since the first; then `StorageUnavailable` naming `what`. Any other
-  error is raised at once. Each retry is said on stderr."""
+  error is raised at once. Each retry is said on stderr in one short line: `what` (the step and its
+  file or chunk, briefly), the error's type and text (`brief`; a corpus reader's leads with the failing
+  file) and the wait."""
   budget = RETRY_SECONDS if retry_seconds is None else retry_seconds
   wait, first, attempt = FIRST_WAIT_SECONDS, None, 1
   while True:
@@ -74,11 +90,11 @@ def retrying(step, what, retry_seconds=None):
       first = now if first is None else first
       left = budget - (now - first)
       if left <= 0:
-        raise StorageUnavailable(f"{what}: {type(error).__name__}: {error} (still failing after {attempt} "
+        raise StorageUnavailable(f"{what}: {brief(error)} (still failing after {attempt} "
                                  f"attempts over {now - first:.0f} s; --retry-seconds {budget:g}); the work "
                                  "done so far is kept: rerun the same command to continue") from None
       wait = min(wait, left)
-      print(f"tpu.pretraining_data: {what}: {type(error).__name__}: {error}; retrying in {wait:.3g} s "
+      print(f"tpu.pretraining_data: {what}: {brief(error)}; retrying in {wait:.3g} s "
             f"(attempt {attempt + 1}, for up to {budget:g} s)", file=sys.stderr, flush=True)
       time.sleep(wait)
       wait, attempt = min(wait * 2, MAX_WAIT_SECONDS), attempt + 1
@@ -89,7 +105,8 @@ def shard_name(index, count, compress):
 
 
 def input_files(patterns):
-  """The files of local or `gs://` globs, sorted, without repeats; a pattern matching nothing is an error."""
+  """The files of local or `gs://` globs, sorted, without repeats; a pattern matching nothing, or a match
+  that is a symbolic link whose target does not exist, is a `CorpusError` naming it."""
   import tensorflow as tf
   files = []
   for pattern in patterns:
@@ -97,6 +114,9 @@ def input_files(patterns):
                      if not tf.io.gfile.isdir(path))
     if not matched:
       raise CorpusError(f"{pattern}: no file matches this pattern")
+    dangling = dangling_links(matched)
+    if dangling:
+      raise CorpusError(f"{dangling[0]}: cannot be read: {missing_file(dangling[0])}")
     files.extend(path for path in matched if path not in files)
   return files
 

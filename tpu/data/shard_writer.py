@@ -34,12 +34,14 @@ rewrites every shard, to the bytes of a fresh run. Temporary files of killed run
 removed when a run starts, and a finished run leaves none, nor the work folder. Every
 file is written through `zoo.model_dir`'s atomic writers.
 
-Errors by kind: a fault of the corpus (not UTF-8, a file that cannot be read) is a
-`CorpusError` naming the file and line, and keeps the chunks packed before it;
+Errors by kind: a fault of the corpus (not UTF-8, a file that cannot be read: a dangling
+symbolic link, a file removed since the corpus was listed) is a `CorpusError` naming the
+file and line, and keeps the chunks packed before it;
 transient storage errors (`records.is_transient`) are retried by every step, in this
 process and in Beam's workers alike (`records.retrying`: doubling waits from 1 s, at most
 60 s each, for `--retry-seconds`, 300 by default), then end the run as one
-`StorageUnavailable` naming the step and its file, with the work done kept for a rerun.
+`StorageUnavailable` naming the step (a chunk by its number and first piece) and the file
+that failed, with the work done kept for a rerun.
 On Beam a step that gives up (either error) leaves its message in the work folder
 (`*.error`) instead of failing the pipeline; the launcher raises it once the pipeline
 has run, so every other chunk and shard is finished and kept.

@@ -238,12 +238,34 @@ def text_columns_tuple(text_columns):
   return columns
 
 
+def missing_file(path, listed=False):
+  """Why the file `path` is not there, for a message after its name: a symbolic link whose target does not
+  exist names its target; else no file has the name (`listed`: it was listed a moment ago, so it was
+  removed since)."""
+  import os
+  if "://" not in path and os.path.islink(path):
+    return f"a symbolic link to {os.readlink(path)}, which does not exist"
+  return "no such file (removed since it was listed)" if listed else "no such file"
+
+
+def dangling_links(paths):
+  """The local paths among `paths` that are symbolic links whose targets do not exist."""
+  import os
+  return [path for path in paths if "://" not in path and os.path.islink(path) and not os.path.exists(path)]
+
+
 def read_utf8(path):
-  """The text of a UTF-8 file (a BOM dropped); `DataError` names the file, and the line of a bad byte."""
+  """The text of a UTF-8 file (a BOM dropped); `DataError` names the file, and the line of a bad byte, or
+  why it cannot be read (a dangling symbolic link, no such file, no permission)."""
   if not tf.io.gfile.exists(path):
-    raise DataError(path, None, "no such file")
-  with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
+    raise DataError(path, None, missing_file(path))
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      data = f.read()
+  except tf.errors.NotFoundError:   # removed since
+    raise DataError(path, None, missing_file(path, listed=True)) from None
+  except tf.errors.OpError as error:
+    raise DataError(path, None, f"cannot be read: {error.message}") from None
   try:
     return data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
@@ -273,10 +295,14 @@ def json_lines(path, content=None):
 
 
 def matching_files(pattern):
-  """The files of a local or `gs://` glob, sorted; `DataError` when none matches."""
+  """The files of a local or `gs://` glob, sorted; `DataError` when none matches, or naming a match that
+  is a symbolic link whose target does not exist."""
   import os
   pattern = os.path.expanduser(pattern)
   files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
   if not files:
     raise DataError(pattern, None, "no file matches this pattern")
+  dangling = dangling_links(files)
+  if dangling:
+    raise DataError(dangling[0], None, missing_file(dangling[0]))
   return files

@@ -29,6 +29,9 @@ tf = lazy_module("tensorflow")
 SCHEME = "tfds"
 TRAIN_VALIDATION = {"train": "train", "validation": "validation"}
 _TEST_AS_VALIDATION = {"train": "train", "validation": "test", "test": "test"}
+# Seconds a download host has to take a connection before a dataset that is not prepared counts as
+# out of reach (`check_download_hosts`).
+PROBE_SECONDS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +136,56 @@ def not_prepared_error(builder, error):
       spec_of(name), None,
       f"not prepared in {builder.data_dir} and could not be downloaded and prepared here ({cause}). "
       f"Prepare it where there is network access (`tfds build {name} --data_dir DIR`, after `pip install "
-      f"tensorflow-datasets`), copy DIR here and pass --data-dir DIR")
+      f"tensorflow-datasets`), copy DIR here and set TFDS_DATA_DIR=DIR or pass --data-dir DIR")
+
+
+class DownloadUnreachable(OSError):
+  """None of a dataset's download hosts answers (no network access): raised before any download."""
+
+
+def download_hosts(builder):
+  """The hosts a dataset downloads from: those of its checksums file's URLs, else its homepage's."""
+  from urllib.parse import urlparse
+  urls = list(builder.url_infos or ()) or [builder.info.homepage or ""]
+  return sorted({urlparse(url).hostname for url in urls if urlparse(url).hostname})
+
+
+def check_download_hosts(builder, timeout=PROBE_SECONDS):
+  """Raises `DownloadUnreachable` where none of the dataset's download hosts takes a connection.
+
+  TFDS's downloader retries each URL ten times with doubling waits (about 4 minutes in all) before it
+  gives up; one connection attempt per host says the same within seconds. Through a proxy
+  (`HTTPS_PROXY`, ...) or for a dataset of unknown hosts nothing is checked: the download decides.
+  """
+  import socket
+  import urllib.request
+  hosts = download_hosts(builder)
+  if not hosts or urllib.request.getproxies():
+    return
+  errors = []
+  for host in hosts:
+    try:
+      socket.create_connection((host, 443), timeout=timeout).close()
+      return
+    except OSError as error:
+      errors.append(error)
+  raise DownloadUnreachable(f"none of its download hosts answers ({', '.join(hosts)}: {errors[0]}): "
+                            "no network access")
+
+
+def _checking_hosts_first(builder):
+  """`builder`, whose download (`download_and_prepare` once it decides to download, never under
+  `tfds.testing.mock_data`) first checks that its hosts answer (`check_download_hosts`)."""
+  make_download_manager = getattr(builder, "_make_download_manager", None)
+  if make_download_manager is None:   # another TFDS release: its downloader decides
+    return builder
+
+  def checked(*args, **kwargs):
+    check_download_hosts(builder)
+    return make_download_manager(*args, **kwargs)
+
+  builder._make_download_manager = checked
+  return builder
 
 
 def split_name(name, split, splits):
@@ -152,14 +204,14 @@ def read(builder, tfds_split, download, shuffle_files):
 
   Raises:
     DataError: the dataset is not prepared in its data directory and preparing it failed (no network,
-      a failed download): one message naming the dataset, the directory and how to prepare it elsewhere.
+      found within seconds by `check_download_hosts`; a failed download): one message naming the
+      dataset, the directory and how to prepare it elsewhere.
   """
   if download and not builder.is_prepared():
-    logging.getLogger(__name__).info(
-        "%s is not prepared in %s: downloading and preparing it (without network access this fails "
-        "after the downloader's retries, about 4 minutes)", builder.info.full_name, builder.data_dir)
+    logging.getLogger(__name__).info("%s is not prepared in %s: downloading and preparing it",
+                                     builder.info.full_name, builder.data_dir)
     try:
-      builder.download_and_prepare()
+      _checking_hosts_first(builder).download_and_prepare()
     except Exception as error:   # noqa: BLE001  (requests', TFDS' and the file systems' errors alike)
       raise not_prepared_error(builder, error) from None
   elif download:

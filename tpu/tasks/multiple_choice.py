@@ -4,23 +4,40 @@ Each example is a context, a question and N options. Option k becomes the text p
 `[CLS] context [SEP] question_k [SEP]` ("context_first", transformers' layout for RACE
 and SWAG, `utils_multiple_choice.py`) or `[CLS] question_k [SEP] context [SEP]`
 ("question_first", the Funnel-Transformer authors' RACE code), where `question_k` is the
-question with the option in its blank (`_`, RACE's cloze questions) or, without one, the
-question, a space and the option. `zoo.models.MultipleChoice` scores each pair's pooled
-output with one dense layer shared by the options; the loss is the softmax
-cross-entropy over the N scores, the metric accuracy.
+question with the option in its blank (`_`, RACE's cloze questions; every blank, on any
+line of the question) or, without one, the question, a space and the option.
+`zoo.models.MultipleChoice` scores each pair's pooled output with one dense layer shared
+by the options; the loss is the softmax cross-entropy over the N scores, the metric
+accuracy.
 
 Truncation, as the Funnel-Transformer authors' RACE code does it: `question_k` keeps its
-last `max_qa_length` tokens (128 in the paper's RACE runs, with T = 512), and the context
-keeps what fits before the remaining room runs out (its end is cut). A context is never
-shortened to make room for a long option beyond that: every option sees the same
-question budget.
+last `max_qa_length` tokens (128 in the paper's RACE runs, with T = 512; by default a
+quarter of `seq_length`, which is that), and the context keeps what fits before the
+remaining room runs out (its end is cut). A context is never shortened to make room for a
+long option beyond that: every option sees the same question budget. Where the last
+`max_qa_length` tokens would hold none of the option (a cloze question whose text after
+its last blank is that long), `question_k` keeps the `max_qa_length` tokens that end with
+the option instead (its first ones where the option is nearer its start), so no option is
+cut away. `max_qa_length` must leave the context room: at most `seq_length` - 4 ([CLS],
+two [SEP]s and a context token); a larger one is refused before training or exporting.
+
+Serving: the export takes each example's options as a string `[B, N]`; N must be the run's
+`num_choices` (its training data's, which the export's `model_info.json` records). The
+head scores each option on its own, so the network computes any N, but its scores were
+learned with N options, and every reader gives a dataset one N: no run is trained to take
+another count, and a call with one (or with no options) fails with an error naming both
+counts; a call of no examples passes, its outputs `[0, num_choices]`. (A config without
+`num_choices`, which no training run writes, takes any N >= 1.)
 
 Example:
   >>> import tensorflow as tf
-  >>> filled = question_with_options(tf.constant(["The cat sat on _ .", "Why?"]),
-  ...                                tf.constant([["a mat", "a hat"], ["yes", "no"]]))
-  >>> [[text.decode() for text in row] for row in filled.numpy()]
-  [['The cat sat on a mat .', 'The cat sat on a hat .'], ['Why? yes', 'Why? no']]
+  >>> filled = question_with_options(tf.constant(["The cat sat on _ .", "Why?", "Look.\\nIt is _."]),
+  ...                                tf.constant([["a mat", "a hat"], ["yes", "no"], ["red", "blue"]]))
+  >>> for row in filled.numpy():
+  ...   print([text.decode() for text in row])
+  ['The cat sat on a mat .', 'The cat sat on a hat .']
+  ['Why? yes', 'Why? no']
+  ['Look.\\nIt is red.', 'Look.\\nIt is blue.']
 """
 
 from tpu.tasks.base import Task
@@ -34,30 +51,66 @@ tf = lazy_module("tensorflow")
 
 LAYOUTS = ("context_first", "question_first")
 BLANK = "_"
+# [CLS], two [SEP]s and at least one token of the context: max_qa_length is at most seq_length - 4.
+RESERVED = 4
 
 
-def question_with_options(questions, options):
-  """string `[B]` questions and `[B, N]` options -> `[B, N]`: each option in its question's blank (every
-  `_`), or after the question and a space where it has none."""
+def default_max_qa_length(seq_length):
+  """`max_qa_length` when not set: a quarter of `seq_length` (128 of 512, the paper's RACE setting)."""
+  return max(1, seq_length // 4)
+
+
+def qa_length_problem(seq_length, max_qa_length):
+  """None when a question with an option of `max_qa_length` tokens leaves the context room in a pair of
+  `seq_length` tokens, else a message naming both and the largest valid `max_qa_length`."""
+  largest = seq_length - RESERVED
+  if largest < 1:
+    return (f"seq_length {seq_length} is too short for multiple choice: an option's pair needs [CLS], two "
+            f"[SEP]s, a context token and a question token, {RESERVED + 1} tokens at least")
+  if max_qa_length > largest:
+    return (f"max_qa_length {max_qa_length} leaves the context no room in pairs of seq_length {seq_length} "
+            f"([CLS] context [SEP] question+option [SEP]): the largest valid max_qa_length is {largest} "
+            f"(seq_length - {RESERVED})")
+  return None
+
+
+def _filled(questions, options):
+  """Flat string `[B·N]` of `question_with_options`, and each up to the end of the option in its last
+  blank ("" where the question has no blank)."""
   options = tf.convert_to_tensor(options)
   shape = tf.shape(options)
   repeated = tf.reshape(tf.repeat(questions, shape[1]), [-1])                   # [B·N]
   flat_options = tf.reshape(options, [-1])
   parts = tf.strings.split(repeated, BLANK)                                     # [B·N, (pieces)]
+  has_blank = parts.row_lengths() > 1   # a "_" anywhere, whatever the line breaks around it
   index = tf.range(tf.size(parts.values, out_type=tf.int64))
   last = tf.equal(index, tf.gather(parts.row_limits(), parts.value_rowids()) - 1)   # a question's last piece
-  filled = tf.where(last, parts.values,
+  pieces = tf.where(last, parts.values,
                     tf.strings.join([parts.values, tf.gather(flat_options, parts.value_rowids())]))
-  filled = tf.strings.reduce_join(tf.RaggedTensor.from_row_splits(filled, parts.row_splits), axis=1)
+  filled = tf.strings.reduce_join(tf.RaggedTensor.from_row_splits(pieces, parts.row_splits), axis=1)
+  head = tf.strings.reduce_join(tf.RaggedTensor.from_row_splits(tf.where(last, "", pieces), parts.row_splits),
+                                axis=1)
   appended = tf.strings.join([repeated, flat_options], separator=" ")
-  has_blank = tf.strings.regex_full_match(repeated, f".*{BLANK}.*")
-  return tf.reshape(tf.where(has_blank, filled, appended), shape)
+  return tf.where(has_blank, filled, appended), tf.where(has_blank, head, "")
 
 
-def keep_last(tokens, count):
-  """The last `count` tokens of each row of a ragged `[R, (n)]`."""
-  positions = tf.ragged.range(tokens.row_lengths())
-  return tf.ragged.boolean_mask(tokens, positions >= tf.expand_dims(tokens.row_lengths() - count, 1))
+def question_with_options(questions, options):
+  """string `[B]` questions and `[B, N]` options -> `[B, N]`: each option in its question's blank (every
+  `_`, on any line), or after the question and a space where it has none."""
+  options = tf.convert_to_tensor(options)
+  return tf.reshape(_filled(questions, options)[0], tf.shape(options))
+
+
+def keep_option(tokens, head_lengths, count):
+  """`count` tokens of each row r of a ragged `[R, (n)]`: its last ones or, where these would hold none of
+  its first `head_lengths[r]` (a cloze question up to the end of its last blank's option; 0 without a
+  blank), the first `count` that hold the last of those, so that the option is kept."""
+  lengths = tokens.row_lengths()
+  heads = tf.minimum(tf.cast(head_lengths, lengths.dtype), lengths)
+  start = tf.maximum(tf.where((heads > 0) & (lengths - heads >= count), heads, lengths) - count, 0)
+  positions = tf.ragged.range(lengths)
+  start = tf.expand_dims(start, 1)
+  return tf.ragged.boolean_mask(tokens, (positions >= start) & (positions < start + count))
 
 
 def keep_first(tokens, counts):
@@ -67,21 +120,57 @@ def keep_first(tokens, counts):
 
 
 def encode_choices(text_encoder, contexts, questions, options, max_qa_length, layout):
-  """int32 `[B, N, T]` encoder inputs of the N text pairs of each example (see the module docstring)."""
+  """int32 `[B, N, T]` encoder inputs of the N text pairs of each example (see the module docstring).
+
+  Raises:
+    ValueError: `max_qa_length` leaves the context no room (`qa_length_problem`).
+  """
   from zoo.text.packing import pack
+  seq_length = text_encoder.seq_length
+  problem = qa_length_problem(seq_length, max_qa_length)
+  if problem:
+    raise ValueError(problem)
   options = tf.convert_to_tensor(options)
   shape = tf.shape(options)
-  seq_length = text_encoder.seq_length
-  qa = keep_last(text_encoder.tokenize(tf.reshape(question_with_options(questions, options), [-1])),
-                 max_qa_length)                                                  # [B·N, (tokens)]
+  filled, heads = _filled(questions, options)
+  qa = keep_option(text_encoder.tokenize(filled), text_encoder.tokenize(heads).row_lengths(),
+                   max_qa_length)                                                # [B·N, (tokens)]
   context = text_encoder.tokenize(contexts)                                      # [B, (tokens)]
   context = tf.gather(context, tf.repeat(tf.range(shape[0]), shape[1]))          # [B·N, (tokens)]
-  room = tf.maximum(seq_length - 3 - tf.cast(qa.row_lengths(), tf.int32), 0)
+  room = seq_length - 3 - tf.cast(qa.row_lengths(), tf.int32)                   # >= 1
   context = keep_first(context, room)
   segments = [context, qa] if layout == "context_first" else [qa, context]
   features = pack(segments, seq_length, cls_id=text_encoder.cls_id, sep_id=text_encoder.sep_id,
                   pad_id=text_encoder.pad_id, truncator="waterfall", cls_type_id=text_encoder.cls_type_id)
   return {name: tf.reshape(value, tf.concat([shape, [seq_length]], 0)) for name, value in features.items()}
+
+
+def qa_length(config):
+  """The run's `max_qa_length`: its own, or `default_max_qa_length` of its `seq_length`."""
+  if config.max_qa_length is None:
+    return default_max_qa_length(config.seq_length)
+  return config.max_qa_length
+
+
+def checked_choices(tensor, num_choices, name):
+  """`tensor` `[B, N, ...]` (a serving input) once N is `num_choices` (any N >= 1 if None); a call with
+  another N, or none, fails with an InvalidArgumentError naming `name` and both counts (core ops only). A
+  call of no examples passes whatever its N, as `[0, num_choices, ...]`."""
+  shape = tf.shape(tensor)
+  count = shape[1]
+  if num_choices is None:
+    valid, takes, trained = count > 0, "any number of options per example", ""
+  else:
+    valid = tf.equal(count, num_choices) | tf.equal(shape[0], 0)
+    takes, trained = f"{num_choices} options per example", " (the count it was trained with)"
+  message = tf.where(tf.equal(count, 0),
+                     f"{name}: an example needs options; this model takes {takes}, a call gave none",
+                     tf.strings.format(f"{name}: this model takes {takes}{trained}, a call gave {{}}", count))
+  check = tf.debugging.Assert(valid, [message], name="check_num_choices")
+  with tf.control_dependencies([check]):
+    if num_choices is None:
+      return tf.identity(tensor)
+    return tf.reshape(tensor, tf.concat([shape[:1], [num_choices], shape[2:]], 0))
 
 
 @register
@@ -95,13 +184,23 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
       Setting("choice_layout", str, "context_first", "how an option's text pair is laid out: context_first "
               "([CLS] context [SEP] question+option [SEP], transformers') or question_first (the Funnel "
               "authors' RACE)", choices=LAYOUTS, input=True),
-      Setting("max_qa_length", int, 128, "tokens of the question with an option kept (its last ones)",
-              minimum=1, input=True),
+      Setting("max_qa_length", int, None, "tokens of the question with an option kept (its last ones), at "
+              "most --seq-length - 4 (default: a quarter of --seq-length)", minimum=1, input=True),
       Setting("num_choices", int, None, "options per example (from the training data)", minimum=2, flag=False,
               input=True),
   )
   stat_names = ("accuracy",)
   prediction_fields = (("choice", "choices", "integer"), ("probabilities", "probabilities", "list"))
+
+  @classmethod
+  def derived_settings(cls, config):
+    return dict(max_qa_length=qa_length(config))
+
+  @classmethod
+  def check_config(cls, config):
+    problem = qa_length_problem(config.seq_length, qa_length(config))
+    if problem:
+      raise ValueError(problem)
 
   def data_metadata(self, source):
     return dict(sentence_pair=True, num_choices=source.num_choices, num_classes=None, label_names=None)
@@ -114,13 +213,14 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
 
   def build(self):
     from zoo import models
+    self.check_config(self.config)   # an export reads config.json without validating it
     dropout = 0.1 if self.config.dropout is None else self.config.dropout
     return models.MultipleChoice(build_encoder(self.config), dropout=dropout, name="multiple_choice")
 
   def features(self, raw, text_encoder, seed=None):
     config = self.config
     features = encode_choices(text_encoder, raw["context"], raw["question"], raw["options"],
-                              config.max_qa_length, config.choice_layout)
+                              qa_length(config), config.choice_layout)
     for value in features.values():   # static shapes: [B, N, T]
       value.set_shape([raw["options"].shape[0], config.num_choices, config.seq_length])
     features["label"] = tf.cast(raw["label"], tf.int32)
@@ -138,7 +238,8 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
     results["examples"] = int(keep.sum())
     return results
 
-  # Serving: the context and question of each example, and its options as a string [B, N].
+  # Serving: the context and question of each example, and its options as a string [B, N], N the trained
+  # num_choices (`checked_choices`; the token-id signatures check their N too).
   def serving_network(self, model):
     return model
 
@@ -152,12 +253,15 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
     return [None, None, self.config.seq_length]
 
   def encode_text(self, texts, text_encoder):
-    return encode_choices(text_encoder, texts["context"], texts["question"], texts["options"],
-                          self.config.max_qa_length, self.config.choice_layout)
+    options = checked_choices(texts["options"], self.config.num_choices, "options")
+    return encode_choices(text_encoder, texts["context"], texts["question"], options,
+                          qa_length(self.config), self.config.choice_layout)
 
   def encoder_outputs(self, encoder, features):
     """The encoder's outputs of each option's pair, `[B, N, ...]`."""
     from tpu.tasks.base import encoder_serving_outputs
+    features = dict(features, input_word_ids=checked_choices(features["input_word_ids"],
+                                                             self.config.num_choices, "input_word_ids"))
     shape = tf.shape(features["input_word_ids"])
     flat = {name: tf.reshape(value, [-1, self.config.seq_length]) for name, value in features.items()}
     outputs = encoder_serving_outputs(encoder, flat)
@@ -165,10 +269,12 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
             for name, value in outputs.items()}
 
   def serving_outputs(self, network, features, label_names):
+    features = dict(features, input_word_ids=checked_choices(features["input_word_ids"],
+                                                             self.config.num_choices, "input_word_ids"))
     scores = tf.cast(network(features, training=False), tf.float32)   # [B, N]
     return dict(scores=scores, probabilities=tf.nn.softmax(scores),
                 choices=tf.argmax(scores, axis=-1, output_type=tf.int32))
 
   def export_info(self):
     return dict(super().export_info(), num_choices=self.config.num_choices,
-                choice_layout=self.config.choice_layout, max_qa_length=self.config.max_qa_length)
+                choice_layout=self.config.choice_layout, max_qa_length=qa_length(self.config))

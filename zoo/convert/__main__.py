@@ -28,11 +28,12 @@ import argparse
 import sys
 
 from zoo.convert import registry
+from zoo.logs import command_name
 
 
 def parser():
   p = argparse.ArgumentParser(
-      prog="python -m zoo.convert",
+      prog=command_name("zoo.convert"),
       description="Convert a published checkpoint into a zoo model directory (the 'in' formats), or a zoo "
                   "model directory into another format (the 'out' formats).")
   formats = p.add_subparsers(dest="format", required=True, metavar="FORMAT")

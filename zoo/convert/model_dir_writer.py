@@ -68,11 +68,14 @@ class ConvertedCheckpoint:
 
 
 def describe(encoder, seq_length, lower_case, tokenizer=None):
-  """The `config.json` settings that rebuild `encoder` with `zoo.presets.build`."""
+  """The `config.json` settings that rebuild `encoder` with `zoo.presets.build` (the `tokenizer` settings
+  with the `truncator` of text pairs, the zoo's default: transformers' rule)."""
   from zoo import presets
+  from zoo.text.packing import DEFAULT_TRUNCATOR
   model, overrides = presets.match(type(encoder).__name__, encoder.get_config())
   return dict(model=model, model_overrides=presets.recorded(model, overrides), seq_length=seq_length,
-              vocab_size=encoder.get_config()["vocab_size"], lower_case=lower_case, tokenizer=tokenizer)
+              vocab_size=encoder.get_config()["vocab_size"], lower_case=lower_case,
+              tokenizer={"truncator": DEFAULT_TRUNCATOR, **(tokenizer or {})})
 
 
 def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **options):
@@ -93,10 +96,12 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
   Raises:
     ValueError: an unknown format, or what the converters raise (`ConversionError`, the
       tokenizer files' errors, a failed download).
-    FileNotFoundError: a checkpoint without the vocabulary it needs.
+    FileNotFoundError: SRC is not there (`zoo.convert.registry.check_source`: no such directory, or
+      one without the format's files), or a checkpoint without the vocabulary it needs.
   """
   from zoo.convert import registry
   format_ = registry.get(source_format, "in")
+  registry.check_source(format_, src)   # a missing SRC fails here, before any import or download
   if revision is not None and not (format_.hub and is_hub_id(src)):
     raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
   source = dict(format=source_format)

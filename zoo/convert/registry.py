@@ -48,6 +48,12 @@ class Format:
     hub: "in" formats: SRC may be a Hugging Face hub id (and `--revision` applies).
     download: with `hub`, `download(repo_id, revision) -> (directory, source fields)` of a hub id (None:
       `zoo.convert.hf_hub.download`, a transformers checkpoint at the repository's root).
+    expects: "in" formats: what SRC is, in words, for the error of a SRC that is not there
+      (`check_source`).
+    src_files: "in" formats: the files a SRC directory holds at least, names or glob patterns
+      (`check_source`).
+    prefix: "in" formats: SRC may also be a checkpoint prefix (`DIR/model.ckpt`, the files
+      `DIR/model.ckpt.*`).
     order: where it is listed (lower first).
   """
   name: str
@@ -60,6 +66,9 @@ class Format:
   options: typing.Callable = lambda args: {}
   hub: bool = False
   download: typing.Callable | None = None
+  expects: str = ""
+  src_files: tuple = ()
+  prefix: bool = False
   order: int = 100
 
   def __post_init__(self):
@@ -96,6 +105,30 @@ def get(name, direction=None):
     what = {"in": "checkpoint format", "out": "export format", None: "format"}[direction]
     raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(names(direction))}")
   return format_
+
+
+def check_source(format_, src):
+  """Raises at once, before anything is imported or downloaded, where SRC cannot be what the "in" format
+  `format_` converts: no such path (and no hub id, or no checkpoint prefix, where the format takes
+  them), or a directory without the format's `src_files`.
+
+  Raises:
+    FileNotFoundError: naming SRC, what is missing and what the format expects.
+  """
+  import glob
+  import os
+
+  from zoo.convert.hf_hub import is_hub_id
+  expects = f"{format_.name} converts {format_.expects or format_.description}"
+  if os.path.isdir(src):
+    missing = [name for name in format_.src_files if not glob.glob(os.path.join(glob.escape(src), name))]
+    if missing:
+      raise FileNotFoundError(f"{src}: the directory has no {' or '.join(missing)}: {expects}")
+  elif not (format_.hub and is_hub_id(src)) and not (format_.prefix and glob.glob(glob.escape(src) + ".*")):
+    what = "no such directory" + (" or checkpoint prefix" if format_.prefix else "")
+    if format_.hub:
+      what += " (and not a Hugging Face hub id, which is `name` or `owner/name`)"
+    raise FileNotFoundError(f"{src}: {what}: {expects}")
 
 
 HUB_SOURCE = "; or a Hugging Face hub id, downloaded into huggingface_hub's cache"

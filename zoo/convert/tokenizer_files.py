@@ -16,10 +16,11 @@ Reads what ships beside the weights, without TensorFlow:
 `settings(...)` returns `(lower_case, tokenizer)`, the two `config.json` fields of a
 model directory (`tpu.config.TrainConfig.lower_case` and `.tokenizer`).
 
-`keras_hub_settings` reads the same Hugging Face files for keras-hub's `WordPieceTokenizer`
-(`zoo.keras3.hf_presets`), which, unlike `TextEncoder`, keeps accents while lower-casing
-and leaves CJK characters unsplit when the files say so; it resolves the files as
-transformers 5's `AutoTokenizer` does (see its docstring).
+`keras_hub_settings` reads the same Hugging Face files for the zoo's keras-hub tokenizers
+(`zoo.keras3.hf_presets`, `zoo.keras3.models.tokenizer` with transformers' rules), which, unlike
+`TextEncoder`, keep accents while lower-casing, leave CJK characters unsplit when the files say
+so and keep the added tokens whole; it resolves the files as transformers 5's `AutoTokenizer`
+does (see its docstring).
 """
 
 import json
@@ -184,7 +185,8 @@ def _flag(config, field, default, path):
 
 
 def keras_hub_settings(src, funnel=False):
-  """keras-hub `WordPieceTokenizer` arguments giving transformers 5's ids for a Hugging Face directory.
+  """The zoo's keras-hub `WordPieceTokenizer` arguments giving transformers 5's ids for a Hugging Face
+  directory (`zoo.keras3.models.tokenizer`, with `rules="transformers"`).
 
   transformers 5's `BertTokenizer` and `FunnelTokenizer` (what `AutoTokenizer` loads, also
   for files naming transformers 4's `BertTokenizerFast`) take the vocabulary from
@@ -199,27 +201,31 @@ def keras_hub_settings(src, funnel=False):
     the casing), `lowercase` when it is null or absent.
   - `split_on_cjk`: `tokenize_chinese_chars`, default true (false: a run of CJK characters
     is one word).
+  - `clean_text`: `clean_text` (FunnelTokenizer's), default true (false: control and format
+    characters stay in the words).
   - `special_tokens_names`, `{role: token}` for `pad unk cls sep mask`: when
     `tokenizer_config.json` lists `added_tokens_decoder`, its `{role}_token`s; without it
     (older files) `special_tokens_map.json`'s over `tokenizer_config.json`'s; else the
     class's, BERT's `[CLS]`-style, or for `funnel` `<cls>`-style unless the vocabulary has
     BERT's `[CLS]` and not `<cls>`.
+  - `added_tokens`, `normalized_added_tokens`: transformers' added tokens, which a text
+    holding them gets whole (`"[CLS] hi"` is `[CLS]` and `hi`, not `[`, `cl`, `##s`, `]`): the
+    special tokens above (and FunnelTokenizer's `<s>` and `</s>`, or the files' `bos_token`
+    and `eos_token`), `additional_special_tokens` and `extra_special_tokens`, and the tokens of
+    `added_tokens_decoder` and of `tokenizer.json`'s `added_tokens`; matched in the text as
+    written, or with `"normalized": true` in the normalised text. A token the vocabulary lacks
+    extends it at its id (transformers' `add_tokens`), when the files give one right after the
+    vocabulary's; one without an id there (a class default the files do not name) is left out.
   - `vocabulary`: the tokens, index = id.
-
-  transformers ignores `do_basic_tokenize` and both files' `max_input_chars_per_word` (its
-  WordPiece makes a word of more than 100 characters one unknown token); keras-hub's
-  limit is 100 UTF-8 bytes, the same for ASCII words. Beyond these settings keras-hub's
-  pre-tokenization differs from transformers' on some text: it splits words at control and
-  format characters (which transformers deletes, or with FunnelTokenizer's
-  `clean_text=false` keeps), does not split at non-ASCII spaces (U+00A0, U+3000, ...), and
-  when lower-casing it case-folds with NFKC normalization: "ß" becomes "ss", "ﬁ" "fi",
-  full-width letters ASCII ones, and Hangul, which transformers' accent stripping leaves
-  decomposed into jamo, is recomposed into syllables.
+  - `max_chars_per_word`: 100: transformers ignores `do_basic_tokenize` and both files'
+    `max_input_chars_per_word` (its WordPiece makes a word of more than 100 characters one
+    unknown token).
 
   Raises:
     TokenizerFilesError: no vocabulary (neither `vocab.txt` nor a WordPiece `tokenizer.json`
-      with '##' and ids without gaps), a setting that is not true or false, or a special
-      token the vocabulary does not hold.
+      with '##' and ids without gaps), a setting that is not true or false, a special token
+      the vocabulary does not hold, an added token with `single_word: true` or whose id
+      leaves a gap after the vocabulary.
   """
   config_path = os.path.join(src, TOKENIZER_CONFIG)
   config, special_map, fast = _hf_files(src)
@@ -234,10 +240,68 @@ def keras_hub_settings(src, funnel=False):
   funnel_names = funnel and not (BERT_NAMES["cls"] in vocab and FUNNEL_NAMES["cls"] not in vocab)
   sources = (config,) if "added_tokens_decoder" in config else (special_map, config)
   names = _special_names(src, FUNNEL_NAMES if funnel_names else BERT_NAMES, sources, tokens)
+  tokens, added, normalized = _added_tokens(src, tokens, names, sources, fast, config, funnel)
   return dict(vocabulary=tokens, lowercase=lowercase,
               strip_accents=lowercase if strip_accents is None else strip_accents,
               split_on_cjk=_flag(config, "tokenize_chinese_chars", True, config_path),
-              special_tokens_names=names)
+              clean_text=_flag(config, "clean_text", True, config_path) if funnel else True,
+              special_tokens_names=names, added_tokens=added, normalized_added_tokens=normalized,
+              max_chars_per_word=HF_MAX_CHARS_PER_WORD)
+
+
+# FunnelTokenizer's other special tokens, by their files' names.
+FUNNEL_OTHER_SPECIAL = dict(bos_token="<s>", eos_token="</s>")
+
+
+def _added_tokens(src, tokens, names, sources, fast, config, funnel):
+  """`(vocabulary, added tokens, normalized added tokens)` as transformers 5 builds them from the
+  directory's files (`sources`: the parsed special-token files in precedence order; see
+  `keras_hub_settings`): the vocabulary `tokens` extended by the added tokens it lacks, and the added
+  tokens matched in the text as written and in the normalised text."""
+  found = {}   # content -> (normalized, id or None, file)
+
+  def add(value, where, token_id=None):
+    if isinstance(value, dict):
+      content = value.get("content")
+      normalized = bool(value.get("normalized", not value.get("special", True)))
+      if value.get("single_word"):
+        raise TokenizerFilesError(f"{os.path.join(src, where)}: the added token {content!r} has "
+                                  "single_word=true, which the zoo's keras-hub tokenizers do not reproduce")
+    else:
+      content, normalized = value, False
+    if isinstance(content, str) and content and content not in found:
+      found[content] = (normalized, token_id, where)
+
+  for token in fast.get("added_tokens") or []:
+    if isinstance(token, dict):
+      add(token, FAST_TOKENIZER, token.get("id"))
+  for token_id, token in (config.get("added_tokens_decoder") or {}).items():
+    add(token, TOKENIZER_CONFIG, int(token_id))
+  for token in names.values():
+    add(token, TOKENIZER_CONFIG)
+  roles = {key: (token, TOKENIZER_CONFIG) for key, token in FUNNEL_OTHER_SPECIAL.items()} if funnel else {}
+  for source in reversed(sources):   # the first file of the precedence order names them last
+    where = TOKENIZER_CONFIG if source is config else SPECIAL_TOKENS_MAP
+    for key in FUNNEL_OTHER_SPECIAL:
+      if _token(source.get(key)):
+        roles[key] = (_token(source.get(key)), where)
+    for key in ("additional_special_tokens", "extra_special_tokens"):
+      values = source.get(key) or []
+      for value in values.values() if isinstance(values, dict) else values:
+        add(value, where)
+  for token, where in roles.values():
+    add(token, where)
+  index = {token: i for i, token in reversed(list(enumerate(tokens)))}
+  extra = sorted((token_id, content) for content, (_, token_id, _) in found.items()
+                 if content not in index and token_id is not None)
+  ids = [token_id for token_id, _ in extra]
+  if ids != list(range(len(tokens), len(tokens) + len(extra))):
+    raise TokenizerFilesError(f"{os.path.join(src, found[extra[0][1]][2])}: the added tokens the vocabulary "
+                              f"lacks have ids {ids}, not the ones after its {len(tokens)} tokens")
+  tokens = [*tokens, *(content for _, content in extra)]
+  kept = [content for content, (_, token_id, _) in found.items() if content in index or token_id is not None]
+  return (tokens, [content for content in kept if not found[content][0]],
+          [content for content in kept if found[content][0]])
 
 
 def google_settings(lower_case):

@@ -30,11 +30,15 @@ BERT does:
   `FunnelForSequenceClassification` without `num_classes` takes its label count and
   `linear_out` as its logits layer (`load_text_classifier`). Other heads are left out.
 - The tokenizer is the vocabulary with the settings of the tokenizer files as transformers 5
-  reads them (`zoo.convert.tokenizer_files.keras_hub_settings`), a `FunnelTokenizer`.
+  reads them (`zoo.convert.tokenizer_files.keras_hub_settings`), a `FunnelTokenizer` with
+  transformers' rules (`zoo.keras3.models.tokenizer`): transformers' ids on any text. The
+  preprocessors trim text pairs as transformers does (`zoo.keras3.models.packing`).
 
-BERT directories keep keras-hub's own converter (`BertBackbone`), with its tokenizer built
-from the same settings for every layout of tokenizer files (keras-hub's own reads vocab.txt
-and `do_lower_case` only).
+BERT directories keep keras-hub's own converter (`BertBackbone`, keras-hub's BERT tasks), with
+the tokenizer and preprocessors of `zoo.keras3.models.bert` (keras-hub's, giving transformers'
+ids and trimming pairs as transformers), the tokenizer built from the same settings for every
+layout of tokenizer files (keras-hub's own reads vocab.txt and `do_lower_case` only), and
+`sequence_length=` honoured by every task's `from_preset` (keras-hub's own loader drops it).
 """
 
 import os
@@ -150,11 +154,11 @@ def load_text_classifier(loader, cls, load_weights, load_task_weights, **kwargs)
 
 
 def _tokenizer_settings(preset, funnel):
-  """keras-hub `WordPieceTokenizer` arguments of the preset's tokenizer files (vocab.txt or a WordPiece
-  tokenizer.json, tokenizer_config.json, special_tokens_map.json) giving transformers' ids, with
-  `special_tokens_names` (`tokenizer_files.keras_hub_settings`)."""
+  """The zoo's keras-hub tokenizer arguments of the preset's tokenizer files (vocab.txt or a WordPiece
+  tokenizer.json, tokenizer_config.json, special_tokens_map.json) giving transformers' ids: transformers'
+  rules (`zoo.keras3.models.tokenizer`) with the files' settings (`tokenizer_files.keras_hub_settings`)."""
   directory = _fetch(preset, [hf_funnel.CONFIG_FILE, *tokenizer_files.TOKENIZER_FILES])
-  return tokenizer_files.keras_hub_settings(directory, funnel=funnel)
+  return dict(tokenizer_files.keras_hub_settings(directory, funnel=funnel), rules="transformers")
 
 
 def convert_tokenizer(cls, preset, **kwargs):
@@ -163,13 +167,16 @@ def convert_tokenizer(cls, preset, **kwargs):
 
 
 def bert_converter():
-  """keras-hub's own BERT converter, whose tokenizer (keras-hub's `BertTokenizer`) takes the settings of
-  every layout of tokenizer files as transformers 5 does (`tokenizer_files.keras_hub_settings`): the
-  vocabulary from tokenizer.json or vocab.txt, accents stripped or kept as `strip_accents` says
-  (keras-hub's own reads vocab.txt and do_lower_case only), CJK characters split or not."""
+  """keras-hub's own BERT converter, whose tokenizer is `zoo.keras3.models.bert.BertTokenizer` (keras-hub's
+  `BertTokenizer` giving transformers' ids) with the settings of every layout of tokenizer files as
+  transformers 5 reads them (`tokenizer_files.keras_hub_settings`): the vocabulary from tokenizer.json or
+  vocab.txt, accents stripped or kept as `strip_accents` says (keras-hub's own reads vocab.txt and
+  do_lower_case only), CJK characters split or not, the added tokens kept whole."""
   from keras_hub.src.utils.preset_utils import check_file_exists
   from keras_hub.src.utils.preset_utils import load_json
   from keras_hub.src.utils.transformers import convert_bert
+
+  from zoo.keras3.models.bert import BertTokenizer
 
   def bert_tokenizer(cls, preset, **kwargs):
     has_config = check_file_exists(preset, tokenizer_files.TOKENIZER_CONFIG)
@@ -184,7 +191,9 @@ def bert_converter():
       raise tokenizer_files.TokenizerFilesError(
           f"{preset}: {tokenizer_files.TOKENIZER_CONFIG} or {tokenizer_files.SPECIAL_TOKENS_MAP} name "
           f"{renamed}; keras-hub's BertTokenizer packs with [CLS], [SEP], [PAD] and [MASK]")
-    return cls(**{**settings, "oov_token": names["unk"], **kwargs})
+    settings.pop("clean_text")   # BertTokenizer's is always true
+    tokenizer_class = cls if issubclass(cls, BertTokenizer) else BertTokenizer
+    return tokenizer_class(**{**settings, "oov_token": names["unk"], **kwargs})
 
   names = {name: getattr(convert_bert, name) for name in dir(convert_bert) if not name.startswith("_")}
   return types.SimpleNamespace(**{**names, "convert_tokenizer": bert_tokenizer})
@@ -226,6 +235,24 @@ def load_masked_lm(loader, cls, load_weights, load_task_weights, **kwargs):
   return task
 
 
+def load_bert_task(loader, cls, load_weights, load_task_weights, load, **kwargs):
+  """A keras-hub BERT task of a Hugging Face BERT directory as keras-hub's loader `load` makes it, with its
+  preprocessor packing to `sequence_length` when it is given (keras-hub's own loader drops the argument)."""
+  length = kwargs.pop("sequence_length", None)
+  task = load(loader, cls, load_weights, load_task_weights, **kwargs)
+  if length is None:
+    return task
+  positions = task.backbone.max_sequence_length
+  if not 1 <= int(length) <= positions:
+    raise ValueError(f"{loader.preset}: sequence_length={length}; the BERT checkpoint has {positions} "
+                     "positions (config.json max_position_embeddings)")
+  if task.preprocessor is None:
+    raise ValueError(f"{loader.preset}: sequence_length={length} is the preprocessor's length, and this "
+                     "task has no preprocessor")
+  task.preprocessor.sequence_length = int(length)
+  return task
+
+
 def funnel_converter():
   """The converter keras-hub's `TransformersPresetLoader` calls for model_type "funnel"."""
   from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
@@ -246,9 +273,11 @@ def install():
   from keras_hub.src.utils.transformers.preset_loader import TransformersPresetLoader
   if getattr(TransformersPresetLoader, "zoo_converters", None) is not None:
     return
+  from zoo.keras3.models.bert import PREPROCESSORS as BERT_PREPROCESSORS
   converters = {"funnel": funnel_converter(), "bert": bert_converter()}
   keras_hub_init = TransformersPresetLoader.__init__
   keras_hub_load_task = TransformersPresetLoader.load_task
+  keras_hub_load_preprocessor = TransformersPresetLoader.load_preprocessor
 
   def load_task(self, cls, load_weights, load_task_weights, **kwargs):
     from zoo.keras3.models.funnel.funnel_masked_lm import FunnelMaskedLM
@@ -257,7 +286,14 @@ def install():
       return load_masked_lm(self, cls, load_weights, load_task_weights, **kwargs)
     if self.converter is converters["funnel"] and issubclass(cls, FunnelTextClassifier):
       return load_text_classifier(self, cls, load_weights, load_task_weights, **kwargs)
+    if self.converter is converters["bert"]:
+      return load_bert_task(self, cls, load_weights, load_task_weights, keras_hub_load_task, **kwargs)
     return keras_hub_load_task(self, cls, load_weights, load_task_weights, **kwargs)
+
+  def load_preprocessor(self, cls, config_file=None, **kwargs):
+    if self.converter is converters["bert"]:   # BERT preprocessors trimming pairs as transformers
+      cls = BERT_PREPROCESSORS.get(cls, cls)
+    return keras_hub_load_preprocessor(self, cls, config_file, **kwargs)
 
   def __init__(self, preset, config):
     converter = converters.get(config.get("model_type"))
@@ -269,6 +305,7 @@ def install():
 
   TransformersPresetLoader.__init__ = __init__
   TransformersPresetLoader.load_task = load_task
+  TransformersPresetLoader.load_preprocessor = load_preprocessor
   TransformersPresetLoader.zoo_converters = converters
   from keras_hub.src.utils.preset_utils import register_presets
 

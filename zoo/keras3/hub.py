@@ -102,7 +102,8 @@ def not_wordpiece(kind: str) -> str:
 
 
 def tokenizer_from_loaded(loaded: Any) -> ZooTokenizer:
-  """The keras-hub tokenizer of a `LoadedModelDir`'s vocabulary and tokenizer settings.
+  """The keras-hub tokenizer of a `LoadedModelDir`'s vocabulary and tokenizer settings: the ids of the
+  directory's `zoo.text.TextEncoder` (`rules="bert"`, its `max_chars_per_word`).
 
   Raises:
     ValueError: a SentencePiece directory: the zoo's keras-hub tokenizers are WordPiece (its
@@ -112,7 +113,8 @@ def tokenizer_from_loaded(loaded: Any) -> ZooTokenizer:
     raise ValueError(not_wordpiece(loaded.tokenizer_kind))
   tokenizer_class = FAMILIES[loaded.family].tokenizer
   return tokenizer_class(vocabulary=loaded.vocab, lowercase=loaded.lower_case,
-                         special_tokens_names=loaded.special_tokens)
+                         special_tokens_names=loaded.special_tokens, rules="bert",
+                         max_chars_per_word=loaded.max_chars_per_word)
 
 
 # The tasks of `tpu.train` whose model is a sequence classifier: its `logits` layer is this
@@ -180,7 +182,8 @@ def classifier_from_model_dir(path: str, num_classes: int | None = None, activat
   classes = int(num_classes or run_classes or 0)   # one of them is set (checked above)
   family = FAMILIES[loaded.family]
   preprocessor_class, classifier_class = family.classifier_preprocessor, family.classifier
-  preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length)
+  preprocessor = preprocessor_class(tokenizer_from_loaded(loaded), sequence_length=loaded.seq_length,
+                                    truncate=loaded.truncator)
   classifier = classifier_class(backbone, classes, preprocessor=preprocessor, activation=activation,
                                 dropout=dropout)
   head = trained_head(path, classes)
@@ -224,7 +227,7 @@ def embedder_from_model_dir(path: str, pooling_mode: str | None = None, normaliz
   backbone, loaded = backbone_from_model_dir(path, **overrides)
   family = FAMILIES[loaded.family]
   preprocessor = family.embedder_preprocessor(tokenizer_from_loaded(loaded),
-                                              sequence_length=loaded.seq_length)
+                                              sequence_length=loaded.seq_length, truncate=loaded.truncator)
   return family.embedder(backbone, preprocessor=preprocessor,
                          pooling_mode=pooling_mode or run.get("pooling_mode", "mean"),
                          normalize=run.get("normalize", True) if normalize is None else normalize)

@@ -18,6 +18,7 @@ from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.encoders import TransformerEncoder
 from zoo.model_dir import ModelDir
 from zoo.model_dir import encoder_root
+from zoo.model_dir import tokenizer_as_written
 from zoo.named_weights import assign_named_arrays
 from zoo.named_weights import checkpoint_arrays
 from zoo.presets import encoder_arguments
@@ -36,7 +37,8 @@ class LoadedModelDir:
   `pad`/`unk`/`cls`/`sep`/`mask`, `cls_type_id` the token type of [cls] (2 for Funnel's
   tokenizer), and `num_classes`/`label_names` the task's, when the directory has them;
   `tokenizer_kind` "sentencepiece" for a SentencePiece directory (`zoo.convert hf-albert`),
-  whose `vocab` is the model's pieces.
+  whose `vocab` is the model's pieces; `max_chars_per_word` and `truncator` (of text pairs) its
+  `zoo.text.TextEncoder`'s.
   """
   encoder: object
   family: str
@@ -50,6 +52,7 @@ class LoadedModelDir:
   num_classes: int | None = None
   label_names: list | None = None
   tokenizer_kind: str = "wordpiece"
+  truncator: str = "longest_first"
 
 
 def load_model_dir(path: str, **overrides: Any) -> LoadedModelDir:
@@ -80,12 +83,18 @@ def load_model_dir(path: str, **overrides: Any) -> LoadedModelDir:
       label_names=settings.get("label_names"), **tokenizer_settings(model_dir, settings))
 
 
+# `zoo.text.TextEncoder`'s default `max_chars_per_word` (zoo.text.tokenizer.MAX_CHARS_PER_WORD, not
+# imported: that module loads TensorFlow), what a directory recording none tokenizes with.
+TEXT_ENCODER_MAX_CHARS_PER_WORD = 400
+
+
 def tokenizer_settings(model_dir: ModelDir, settings: dict[str, Any]) -> dict[str, Any]:
   """The `LoadedModelDir` fields of a model directory's tokenizer: `vocab`, `lower_case`,
-  `special_tokens`, `cls_type_id`, `max_chars_per_word`, `tokenizer_kind`."""
-  tokenizer = settings.get("tokenizer") or {}
+  `special_tokens`, `cls_type_id`, `max_chars_per_word`, `tokenizer_kind` and `truncator`, as the
+  directory's `zoo.text.TextEncoder` has them (`zoo.model_dir.tokenizer_as_written`)."""
+  tokenizer = tokenizer_as_written(settings)
   return dict(vocab=list(model_dir.read_vocab()), lower_case=bool(settings.get("lower_case", True)),
               special_tokens={**DEFAULT_SPECIAL_TOKENS, **tokenizer.get("special_tokens", {})},
               cls_type_id=int(tokenizer.get("cls_type_id", 0)),
-              max_chars_per_word=int(tokenizer.get("max_chars_per_word", 100)),
-              tokenizer_kind=tokenizer.get("kind", "wordpiece"))
+              max_chars_per_word=int(tokenizer.get("max_chars_per_word", TEXT_ENCODER_MAX_CHARS_PER_WORD)),
+              tokenizer_kind=tokenizer.get("kind", "wordpiece"), truncator=tokenizer["truncator"])

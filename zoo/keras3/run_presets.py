@@ -3,20 +3,24 @@
 A directory `python -m tpu.train` writes (or `python -m zoo.convert` converts into) holds
 `config.json` (the preset and its settings), `vocab.txt` and TensorFlow checkpoints; keras-hub
 reads neither format. `install()` (run by `import zoo.keras3` when keras-hub is installed) gives
-keras-hub's preset loading a loader for them, so they load as a Hugging Face directory does:
+keras-hub's preset loading a loader for them, so they load as a Hugging Face directory does
+(`runs/demo` is what `make demo` writes; `runs/mlm` and `runs/embed` a masked-LM and an embed run,
+as the pre-training example of tpu/README.md and the retrieval example of README.md write them):
 
     import keras_hub
     import zoo.keras3
 
-    backbone = keras_hub.models.Backbone.from_preset("runs/sst2")        # a FunnelBackbone
-    tokenizer = keras_hub.models.Tokenizer.from_preset("runs/sst2")      # its vocabulary and casing
-    classifier = keras_hub.models.TextClassifier.from_preset("runs/sst2", sequence_length=64)
+    backbone = keras_hub.models.Backbone.from_preset("runs/demo")        # a FunnelBackbone
+    tokenizer = keras_hub.models.Tokenizer.from_preset("runs/demo")      # its vocabulary and casing
+    classifier = keras_hub.models.TextClassifier.from_preset("runs/demo", sequence_length=64)
     masked_lm = keras_hub.models.MaskedLM.from_preset("runs/mlm")        # with the run's trained head
     embedder = keras_hub.models.TextEmbedder.from_preset("runs/embed")   # the run's pooling
 
 - The backbone holds the latest checkpoint's encoder (`zoo.keras3.hub.backbone_from_model_dir`);
   `seq_length` and `dtype` go to it.
-- The preprocessors pack to the run's `seq_length` (`sequence_length=` sets another); a
+- The tokenizer gives the ids of the run's `zoo.text.TextEncoder` (`zoo.keras3.models.tokenizer`,
+  `rules="bert"`). The preprocessors pack to the run's `seq_length` (`sequence_length=` sets
+  another) and trim text pairs with its truncator (`zoo.model_dir.tokenizer_as_written`); a
   masked-LM preprocessor selects the run's `max_predictions_per_seq` positions.
 - `TextClassifier.from_preset`: a `classify` or `regress` run's classifier has the run's
   number of classes and its trained head (so it predicts as the run and its SavedModel do).
@@ -41,6 +45,7 @@ from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import ModelDir
 from zoo.model_dir import read_json
+from zoo.model_dir import tokenizer_as_written
 
 # The config.json fields that mark another preset format (keras-hub's own, transformers', timm's).
 OTHER_FORMATS = ("registered_name", "model_type", "architecture")
@@ -61,6 +66,29 @@ def model_dir_config(preset: Any) -> dict[str, Any] | None:
   except FileNotFoundError:
     return None
   return config if is_model_dir(config) else None
+
+
+# What keras-hub's `from_preset` takes (after `import zoo.keras3`), for the error of a path that is none.
+PRESET_KINDS = ("a zoo model directory (config.json naming a zoo preset, vocab.txt, checkpoints/), a Hugging "
+                "Face directory (config.json with a model_type, safetensors weights, tokenizer files), a "
+                "keras-hub preset directory or a registered preset name (e.g. 'bert_base_en'), or an hf:// "
+                "or kaggle:// handle")
+
+
+def check_preset_path(preset: Any) -> None:
+  """Raises a one-line `FileNotFoundError` naming `preset` when it is a local path keras-hub cannot read (a
+  string that is not a handle or a registered preset name, and no directory holding config.json), rather
+  than keras-hub's own error; does nothing for anything else."""
+  from keras_hub.src.utils.preset_utils import BUILTIN_PRESETS
+  if not isinstance(preset, str) or "://" in preset or preset in BUILTIN_PRESETS:
+    return
+  if not os.path.exists(preset):
+    raise FileNotFoundError(f"{preset} does not exist, and is no registered preset name: from_preset takes "
+                            f"{PRESET_KINDS}")
+  if not os.path.isdir(preset):
+    raise FileNotFoundError(f"{preset} is a file: from_preset takes {PRESET_KINDS}")
+  if not os.path.isfile(os.path.join(preset, CONFIG_FILE)):
+    raise FileNotFoundError(f"{preset} holds no {CONFIG_FILE}: from_preset takes {PRESET_KINDS}")
 
 
 def _trained_masked_lm_head(model_dir: ModelDir, settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -117,6 +145,7 @@ def model_dir_loader() -> type:
     def load_preprocessor(self, cls: Any, config_file: str | None = None, **kwargs: Any) -> Any:
       kwargs.setdefault("tokenizer", self.load_tokenizer(cls.tokenizer_cls))
       kwargs.setdefault("sequence_length", self.encoder_config["seq_length"])
+      kwargs.setdefault("truncate", tokenizer_as_written(self.config)["truncator"])   # the run's pairs
       if issubclass(cls, MaskedLMPreprocessor) and self.config.get("max_predictions_per_seq"):
         kwargs.setdefault("mask_selection_length", int(self.config["max_predictions_per_seq"]))
       return cls(**kwargs)
@@ -162,7 +191,8 @@ def model_dir_loader() -> type:
 
 def install() -> None:
   """Makes keras-hub's `from_preset` (backbones, tokenizers, preprocessors, tasks) read zoo model
-  directories with `model_dir_loader()`'s loader; every other preset keeps keras-hub's loader. Once."""
+  directories with `model_dir_loader()`'s loader; every other preset keeps keras-hub's loader, and a
+  local path that holds no preset fails with one line naming it (`check_preset_path`). Once."""
   import keras_hub.src.models.backbone
   import keras_hub.src.models.preprocessor
   import keras_hub.src.models.task
@@ -174,6 +204,7 @@ def install() -> None:
   loader_class = model_dir_loader()
 
   def get_preset_loader(preset: Any) -> Any:
+    check_preset_path(preset)
     config = model_dir_config(preset)
     return keras_hub_loader(preset) if config is None else loader_class(preset, config)
 

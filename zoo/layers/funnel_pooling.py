@@ -13,7 +13,9 @@ Padding (`semantics`, `zoo.choices.POOLING_SEMANTICS`):
 
 - "zoo" (the default): a pooled token is real when **any** token of its window is
   real, and mean/max pooling read only the real tokens of a window. Outputs at real
-  positions therefore never depend on padding.
+  positions therefore do not depend on padding, except where `truncate_seq` drops a real
+  token at one padded length that another length pools (a text that nearly fills the
+  shorter one; DESIGN.md, "Masks", gives the figure).
 - "huggingface": a pooled token is real only when **every** token of its window is
   (the minimum of a mask that is 1 for real tokens), and mean/max run over the whole
   window, padding included: Hugging Face's port, and what its Funnel checkpoints compute.

@@ -42,7 +42,8 @@ class FunnelEncoder(FunnelEncoderSpec, EncoderModel):
 
   Padding (`pooling_semantics`, `zoo.choices`): with the zoo's (the default) a pooled
   token is real when any token of its window is, and mean and max pooling read only the
-  real tokens, so outputs at real positions do not depend on padding. With Hugging
+  real tokens, so outputs at real positions do not depend on padding (but for a text that
+  nearly fills one length and not another, with `truncate_seq`: DESIGN.md, "Masks"). With Hugging
   Face's ("huggingface": its port, its Funnel checkpoints, the presets) a pooled token is
   real only when every token of its window is, and pooling runs over the whole window.
   With the authors' ("funnel_authors": their TensorFlow and PyTorch code, the paper's

@@ -22,8 +22,9 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
   the checkpoints it hosts compute, so a Funnel trained here exports to `transformers`
   unchanged (`python -m zoo.convert to-hf`) and a hosted checkpoint fine-tunes with the
   semantics it has. The authors' release converts with their own semantics
-  (`zoo.convert funnel-tf`: `"funnel_authors"`), and `"zoo"` is the one whose outputs do not
-  depend on padding; both are an override away.
+  (`zoo.convert funnel-tf`: `"funnel_authors"`), and `"zoo"` is the one whose outputs depend on
+  padding least (only where `truncate_seq` cuts a text that nearly fills the length); both are an
+  override away.
 
 Model directories (`zoo.model_dir`) record a preset and its overrides. A setting whose
 default changed is always recorded by whoever writes a directory (`recorded`), and a

@@ -5,6 +5,7 @@ import sys
 from collections.abc import Sequence
 
 from zoo import presets
+from zoo.logs import command_name
 from zoo.presets import cost
 
 # The relative-attention Transformer of each width the papers compare against.
@@ -31,7 +32,7 @@ def table(seq_length: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
-      prog="python -m zoo.presets",
+      prog=command_name("zoo.presets"),
       description="List the encoder presets with parameter counts and the FLOPs ratio to the "
                   "relative-attention Transformer of the same width (rel_transformer_base for "
                   "H768, rel_transformer_large for H1024).")

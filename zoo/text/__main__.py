@@ -4,9 +4,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from zoo.logs import command_name
+
 
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="python -m zoo.text", description=__doc__.split(":")[0] + ".")
+  parser = argparse.ArgumentParser(prog=command_name("zoo.text"), description=__doc__.split(":")[0] + ".")
   commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
   build = commands.add_parser(
       "build-vocab", help="learn a WordPiece vocabulary from text files (one text per line)",

@@ -2,11 +2,22 @@
 
 Axes: B batch, T sequence length.
 
-`trimmed_lengths` gives what `tensorflow_text.RoundRobinTrimmer` (one token at a time
-to each segment that still has some, the first segment first) or
-`WaterfallTrimmer` (the first segment keeps as much as fits) keep; `pack` lays out
-`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` and pads with `[PAD]`, as Model Garden's
-`BertPackInputs`. Only core TensorFlow ops are used: the trimmer ops of
+`trimmed_lengths` gives how many tokens of each of two segments a truncator keeps:
+
+- `"longest_first"` (the default): transformers' fast tokenizers' `truncation="longest_first"`.
+  When the pair is too long, the shorter segment stays whole if it fits in half the budget
+  (the longer one takes the rest); otherwise the shorter one keeps `budget // 2` and the
+  longer one the rest, so the odd token goes to the longer segment, and to the second one
+  when they are equally long.
+- `"round_robin"`: `tensorflow_text.RoundRobinTrimmer` (one token at a time to each segment
+  that still has some, the first segment first): as `"longest_first"` but that the odd
+  token goes to the first segment when both are long. The zoo's rule before
+  `"longest_first"`; model directories that record no truncator used it
+  (`zoo.model_dir.truncator`).
+- `"waterfall"`: `WaterfallTrimmer` (the first segment keeps as much as fits).
+
+`pack` lays out `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` and pads with `[PAD]`, as Model
+Garden's `BertPackInputs`. Only core TensorFlow ops are used: the trimmer ops of
 tensorflow-text (`TFText>RoundRobinTrim`, ...) are not linked by TF Serving.
 
 Example:
@@ -26,17 +37,19 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-TRUNCATORS = ("round_robin", "waterfall")
+TRUNCATORS = ("longest_first", "round_robin", "waterfall")
+# The truncator of text pairs: transformers' (its fast tokenizers' `truncation="longest_first"`).
+DEFAULT_TRUNCATOR = "longest_first"
 
 
 def trimmed_lengths(lengths: Sequence[tf.Tensor], budget: int | tf.Tensor,
-                    truncator: str = "round_robin") -> list[tf.Tensor]:
+                    truncator: str = DEFAULT_TRUNCATOR) -> list[tf.Tensor]:
   """How many tokens of each of one or two segments fit in `budget` tokens together.
 
   Args:
     lengths: one or two int `[B]` segment lengths.
     budget: the number of tokens the segments share (scalar).
-    truncator: `"round_robin"` or `"waterfall"`.
+    truncator: one of `TRUNCATORS` (see the module docstring).
 
   Returns:
     The kept lengths, one int `[B]` per segment (the dtype of `lengths`).
@@ -53,13 +66,17 @@ def trimmed_lengths(lengths: Sequence[tf.Tensor], budget: int | tf.Tensor,
   if truncator == "waterfall":
     keep_a = tf.minimum(a, budget)
   else:
-    # Round robin gives a ceil(budget / 2) unless b needs less than floor(budget / 2).
-    keep_a = tf.minimum(a, tf.maximum(budget - budget // 2, budget - b))
+    # Both give a half of the budget unless b needs less than the other half: round robin
+    # ceil(budget / 2), longest first floor(budget / 2) when a is not the longer segment.
+    half = budget - budget // 2
+    if truncator == "longest_first":
+      half = tf.where(a <= b, budget // 2, half)
+    keep_a = tf.minimum(a, tf.maximum(half, budget - b))
   return [keep_a, tf.minimum(b, budget - keep_a)]
 
 
 def pack(segments: Sequence[tf.RaggedTensor], seq_length: int, *, cls_id: int, sep_id: int, pad_id: int,
-         truncator: str = "round_robin", cls_type_id: int = 0) -> dict[str, tf.Tensor]:
+         truncator: str = DEFAULT_TRUNCATOR, cls_type_id: int = 0) -> dict[str, tf.Tensor]:
   """Trims one or two int `[B, (tokens)]` segments together and packs them into int32 `[B, T]` inputs.
 
   Returns:

@@ -46,6 +46,7 @@ import tensorflow_text as text
 
 from zoo.text.normalize import Strings
 from zoo.text.normalize import valid_utf8
+from zoo.text.packing import DEFAULT_TRUNCATOR
 from zoo.text.tokenizer import PackingEncoder
 from zoo.text.tokenizer import TextEncoder
 from zoo.text.vocab import SPECIAL_ROLES
@@ -141,7 +142,7 @@ class SentencePieceEncoder(PackingEncoder):
     seq_length: T, the length of the packed inputs (at least 3).
     lower_case: lower-case the text first (ALBERT's `do_lower_case`).
     keep_accents: keep accents (ALBERT's `keep_accents`; False: NFKD and marks dropped).
-    truncator: `"round_robin"` or `"waterfall"`, as `TextEncoder`'s.
+    truncator: `"longest_first"` (the default), `"round_robin"` or `"waterfall"`, as `TextEncoder`'s.
     special_tokens: `{"pad": ..., "unk": ..., "cls": ..., "sep": ..., "mask": ...}`, the
       model's pieces of the five roles; roles left out keep ALBERT's names.
     cls_type_id: the token type of [CLS].
@@ -152,7 +153,7 @@ class SentencePieceEncoder(PackingEncoder):
   """
 
   def __init__(self, model: bytes | str, *, seq_length: int = 128, lower_case: bool = True,
-               keep_accents: bool = False, truncator: str = "round_robin",
+               keep_accents: bool = False, truncator: str = DEFAULT_TRUNCATOR,
                special_tokens: dict[str, str] | None = None, cls_type_id: int = 0,
                name: str | None = None) -> None:
     super().__init__(name=name)

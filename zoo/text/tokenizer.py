@@ -20,9 +20,10 @@ character classes are in `zoo.text.normalize`):
 4. WordPiece on each word (`FastWordpieceTokenizer`: greedy longest match first, `##`
    marks a suffix). A word of more than `max_chars_per_word` characters, or without a
    WordPiece split, is one `[UNK]`.
-5. Packing (`zoo.text.packing`): `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, trimmed to
-   `seq_length` round robin (one token at a time to each segment that still has some:
-   the longer segment loses tokens first) and padded with `[PAD]`.
+5. Packing (`zoo.text.packing`): `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, a pair trimmed to
+   `seq_length` longest first as transformers' fast tokenizers trim it (the longer segment
+   loses tokens first; when both are long the odd token goes to the longer one, to b on a
+   tie), and padded with `[PAD]`.
 
 The special tokens are BERT's names by default; a checkpoint whose tokenizer calls them
 otherwise (Hugging Face Funnel: `<pad> <unk> <cls> <sep> <mask>`) passes its own with
@@ -47,6 +48,7 @@ from zoo.text.normalize import Strings
 from zoo.text.normalize import normalize
 from zoo.text.normalize import split_words
 from zoo.text.normalize import split_words_with_offsets
+from zoo.text.packing import DEFAULT_TRUNCATOR
 from zoo.text.packing import TRUNCATORS
 from zoo.text.packing import pack
 from zoo.text.vocab import SPECIAL_ROLES
@@ -90,6 +92,18 @@ def word_ids_from_starts(starts: tf.RaggedTensor) -> tf.RaggedTensor:
   counts = tf.cumsum(tf.cast(starts.flat_values, tf.int32))   # running word count over all rows
   before_row = tf.gather(tf.concat([[0], counts], 0), starts.row_splits[:-1])   # [B]
   return starts.with_flat_values(counts - tf.repeat(before_row, starts.row_lengths()) - 1)
+
+
+def wordpiece_pieces(wordpiece: text.FastWordpieceTokenizer, words: tf.Tensor, max_chars_per_word: int,
+                     unknown: int | str) -> tf.RaggedTensor:
+  """string `[W]` -> `[W, (pieces)]`: each word's pieces from `wordpiece` (built with `no_pretokenization`
+  and room for `max_chars_per_word` characters), and one `unknown` (the unknown token's id, or the token
+  when `wordpiece` gives strings) for a word of more than `max_chars_per_word` characters."""
+  too_long = tf.strings.length(words, unit="UTF8_CHAR") > max_chars_per_word
+  # A long word gives no pieces, then one unknown token is appended to it.
+  pieces = wordpiece.tokenize(tf.where(too_long, "", words))   # [words, (pieces)]
+  unknowns = tf.fill([tf.reduce_sum(tf.cast(too_long, tf.int32))], tf.constant(unknown, pieces.dtype))
+  return tf.concat([pieces, tf.RaggedTensor.from_row_lengths(unknowns, tf.cast(too_long, tf.int64))], axis=1)
 
 
 class PackingEncoder(tf.Module):
@@ -198,8 +212,10 @@ class TextEncoder(PackingEncoder):
     seq_length: T, the length of the packed inputs (at least 3).
     lower_case: BERT uncased: lower-cased, NFD, accents stripped. Build the
       vocabulary with the same setting.
-    truncator: `"round_robin"` (BERT's longest-first trimming of pairs) or
-      `"waterfall"` (the first segment keeps as much as fits).
+    truncator: how a pair is trimmed (`zoo.text.packing`): `"longest_first"` (transformers'
+      fast tokenizers' rule, the default), `"round_robin"` (tensorflow-text's `RoundRobinTrimmer`:
+      the odd token to a when both segments are long; the zoo's rule before) or `"waterfall"`
+      (the first segment keeps as much as fits).
     max_chars_per_word: words of more characters (code points) become one `[UNK]`
       (Hugging Face's BERT tokenizers: 100).
     special_tokens: `{"pad": ..., "unk": ..., "cls": ..., "sep": ..., "mask": ...}`,
@@ -220,7 +236,7 @@ class TextEncoder(PackingEncoder):
   """
 
   def __init__(self, vocab: str | Sequence[str], *, seq_length: int = 128, lower_case: bool = True,
-               truncator: str = "round_robin", max_chars_per_word: int = MAX_CHARS_PER_WORD,
+               truncator: str = DEFAULT_TRUNCATOR, max_chars_per_word: int = MAX_CHARS_PER_WORD,
                special_tokens: dict[str, str] | None = None, cls_type_id: int = 0,
                name: str | None = None) -> None:
     super().__init__(name=name)
@@ -310,10 +326,4 @@ class TextEncoder(PackingEncoder):
 
   def _pieces(self, words: tf.Tensor) -> tf.RaggedTensor:
     """string `[W]` -> int32 `[W, (pieces)]`: each word's WordPiece ids (one [UNK] for a long word)."""
-    too_long = tf.strings.length(words, unit="UTF8_CHAR") > self.max_chars_per_word
-    # A long word gives no pieces, then one [UNK] is appended to it.
-    pieces = self._wordpiece.tokenize(tf.where(too_long, "", words))   # [words, (pieces)]
-    unknown = tf.RaggedTensor.from_row_lengths(
-        tf.fill([tf.reduce_sum(tf.cast(too_long, tf.int32))], tf.constant(self.unk_id, tf.int32)),
-        tf.cast(too_long, tf.int64))
-    return tf.concat([pieces, unknown], axis=1)
+    return wordpiece_pieces(self._wordpiece, words, self.max_chars_per_word, self.unk_id)

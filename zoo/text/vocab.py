@@ -92,8 +92,10 @@ def corpus_files(patterns: str | Sequence[str]) -> list[str]:
   """Expands glob patterns (local or `gs://`) into a sorted list of files, without duplicates.
 
   Raises:
-    FileNotFoundError: when a pattern matches nothing; the message names the pattern.
+    FileNotFoundError: when a pattern matches nothing, or a match is a symbolic link whose target does
+      not exist; the message names the pattern or the link.
   """
+  import os
   if isinstance(patterns, str):
     patterns = [patterns]
   files = []
@@ -101,6 +103,9 @@ def corpus_files(patterns: str | Sequence[str]) -> list[str]:
     matches = [path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path)]
     if not matches:
       raise FileNotFoundError(f"no corpus files match {pattern!r}")
+    for path in matches:
+      if "://" not in path and os.path.islink(path) and not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
     files.extend(matches)
   return sorted(set(files))
 

@@ -1,5 +1,5 @@
 """Multiple-choice sources in the layouts users download: RACE's folders, SWAG's CSV, JSON lines;
-each example against the file it came from, and malformed files named by file and line."""
+each example against the file it came from, and malformed files named by file, line and field."""
 
 import json
 
@@ -70,6 +70,24 @@ def test_swag_csv(tmp_path):
     data.load(f"swag:{path}")
   path.write_text("sent1,ending0,ending1,label\nA,c,d,1\n", encoding="utf-8")
   with pytest.raises(DataError, match=r"val.csv:1: SWAG's columns are .*missing \['sent2'\]"):
+    data.load(f"swag:{path}")
+
+
+@pytest.mark.parametrize("rows, message", [
+    ("A,b,c,d,1\nA,b,c,,1\n", r"val.csv:3: ending1 is empty"),                    # an empty ending
+    ("A,b,c,d,1\nA,b,c,  ,0\n", r"val.csv:3: ending1 is empty"),                  # only spaces
+    ('A,b,"",d,0\n', r"val.csv:2: ending0 is empty"),
+    (",b,c,d,0\n", r"val.csv:2: sent1 is empty"),
+    ("A,,c,d,0\n", r"val.csv:2: sent2 is empty"),
+    ("A,b,c,d,\n", r"val.csv:2: label is empty"),
+    ("A,b,c,d\n", r"val.csv:2: no label: the row has 4 of the header's 5 columns"),   # a missing field
+    ("A,b,c\n", r"val.csv:2: no ending1: the row has 3 of the header's 5 columns"),
+    ("A,b,c,d,0,extra\n", r"val.csv:2: 6 values, but the header has 5 columns"),
+])
+def test_swag_rows_with_an_empty_or_missing_field_are_named(tmp_path, rows, message):
+  path = tmp_path / "val.csv"
+  path.write_text("sent1,sent2,ending0,ending1,label\n" + rows, encoding="utf-8")
+  with pytest.raises(DataError, match=message):
     data.load(f"swag:{path}")
 
 

@@ -1,6 +1,9 @@
-"""The synthetic demo dataset: deterministic, balanced, learnable by a bag of words, not by one cue word."""
+"""The synthetic demo dataset: deterministic, balanced, partly learnable by a bag of words, not by one cue
+word; negations common enough for the demo's classifier to learn."""
 
 import doctest
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -70,9 +73,22 @@ def test_a_bag_of_words_learns_it_but_one_cue_word_does_not(splits):
   bag_of_words = np.mean(((_bag_of_words(texts, vocabulary) @ weights + bias) > 0) == labels)
   first_cue = np.mean(np.array([_first_cue_word(text) for text in texts]) == labels)
   no_negation = np.mean(np.array([_ignoring_negation(text) for text in texts]) == labels)
-  assert bag_of_words > 0.85
-  assert first_cue < 0.80 and first_cue < bag_of_words - 0.1
-  assert no_negation < 0.97   # negation decides some examples: word order matters
+  assert bag_of_words > 0.72
+  assert first_cue < 0.70 and first_cue < bag_of_words - 0.1
+  assert no_negation < 0.85   # negation decides about one example in five: word order matters
+  negated = [text for text in train_texts if set(text.split()) & set(demo_data.NEGATIONS)]
+  assert len(negated) > 0.4 * len(train_texts)   # enough for the demo's classifier to learn negation
+
+
+def test_the_sentences_make_demo_classifies_are_in_the_language_and_labelled_by_its_rule():
+  makefile = (pathlib.Path(__file__).resolve().parents[3] / "Makefile").read_text()
+  recipe = makefile.split("export.predict", 1)[1].split("\n\n", 1)[0]
+  sentences = re.findall(r'"([^"]+)"', recipe)
+  assert len(sentences) == 4 and "the soundtrack was not bad" in sentences
+  words = set(demo_data.demo_words())
+  assert all(set(sentence.split()) <= words for sentence in sentences)
+  assert [demo_data.LABEL_NAMES[demo_data.sentiment(sentence)] for sentence in sentences] == [
+      "positive", "negative", "positive", "positive"]
 
 
 def test_docstring_example_runs():

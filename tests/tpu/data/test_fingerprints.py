@@ -4,6 +4,9 @@
 import hashlib
 import json
 import os
+import re
+
+import pytest
 
 from tpu import data
 from tpu.data import fingerprints
@@ -36,6 +39,19 @@ def test_a_file_is_the_same_by_its_bytes_where_hashed_else_by_its_time(tmp_path,
   os.utime(path, ns=(2, 2))
   assert fingerprints.changes([big], [fingerprints.of_file(str(path))]) == (
       f"1 file(s) changed: {path} (the same size, modified since)")
+
+
+def test_a_file_gone_since_it_was_listed_is_named(tmp_path):
+  """A training file removed after its data was listed, or a symbolic link to nothing, is one `DataError`
+  naming it (the training job prints it as one line), never a traceback."""
+  (tmp_path / "a.txt").write_bytes(b"the film\n")
+  (tmp_path / "b.txt").symlink_to(tmp_path / "nowhere.txt")
+  with pytest.raises(data.DataError, match="^" + re.escape(f"{tmp_path}/b.txt: a symbolic link to "
+                                                           f"{tmp_path}/nowhere.txt, which does not exist")):
+    fingerprints.of_files([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
+  gone = f"{tmp_path}/c.txt: no such file (removed since it was listed)"
+  with pytest.raises(data.DataError, match="^" + re.escape(gone)):
+    fingerprints.of_file(str(tmp_path / "c.txt"))
 
 
 def test_each_file_spec_resolves_to_the_files_it_reads(tmp_path):

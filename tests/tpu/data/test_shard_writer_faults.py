@@ -210,7 +210,7 @@ def test_transient_read_errors_are_retried_and_exhausted_retries_keep_the_work(c
       storage.failures = 10**6
     return real_pack(plan, index, bar)
   monkeypatch.setattr(shard_writer, "pack_chunk", pack_then_storage_goes_down)
-  with pytest.raises(StorageUnavailable, match=r"packing chunk 2 \(\S+a.txt\[40000:60000\]\): "
+  with pytest.raises(StorageUnavailable, match=r"packing chunk 2 \(a.txt\[40000:60000\]\): "
                                                r"UnavailableError.*still failing after \d+ attempts over 0 s;"
                                                r" --retry-seconds 0.05\).*the work done so far is kept"):
     _write(corpus, tmp_path / "down", inputs=inputs, chunk_mb=0.02, retry_seconds=0.05)
@@ -252,8 +252,9 @@ def test_beam_steps_retry_storage_errors_and_a_lasting_outage_ends_in_one_messag
   stderr = capsys.readouterr().err
   errors = [line for line in stderr.splitlines() if line.startswith("tpu.pretraining_data: error:")]
   assert code == 1 and len(errors) == 1 and "Traceback" not in stderr, stderr
-  assert re.match(r"tpu.pretraining_data: error: packing chunk \d+ \(.*d.txt\[\d+:\d+\]\): UnavailableError: "
-                  r"\S+d.txt: connection reset.*the work done so far is kept", errors[0]), errors[0]
+  assert re.match(r"tpu.pretraining_data: error: packing chunk \d+ \([ad].txt\[\d+:\d+\]"
+                  r"( \+ 1 more file\(s\))?\): UnavailableError: \S+/d.txt: connection reset.*the work done "
+                  r"so far is kept", errors[0]), errors[0]
   work = tmp_path / "down" / chunk_plan.WORK_FOLDER
   kept = sorted(name for name in os.listdir(work) if name.startswith("chunk") and name.endswith(".json"))
   size_a = (corpus / "a.txt").stat().st_size
@@ -289,6 +290,71 @@ def test_a_corpus_error_names_file_and_line_and_keeps_the_chunks_before_it(corpu
   with pytest.raises(CorpusError, match=r"z_bad.txt:4: not UTF-8"):
     run()   # the rerun keeps them and meets the same line
   assert f"keeping {kept} of" in capsys.readouterr().err
+
+
+def test_a_dangling_link_or_a_file_removed_once_listed_is_named_in_one_line(corpus, tmp_path, capsys,
+                                                                            monkeypatch):
+  """A corpus file that is a symbolic link to nothing is named, with its target, by one line on stderr and
+  status 2 (the single process and Beam alike: before any pipeline runs); a file removed after the corpus
+  was listed is named when its chunk is read, the chunks before it kept."""
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  (folder / "a.txt").write_bytes((corpus / "a.txt").read_bytes())
+  (folder / "b.txt").symlink_to(tmp_path / "nowhere.txt")
+  vocab = str(corpus / "wordpiece.vocab")
+  args = ["--input", str(folder / "*.txt"), "--vocab", vocab, "--seq-length", str(T), "--out",
+          str(tmp_path / "out"), "--chunk-mb", "0.02", "--no-progress"]
+  for runner in ([], ["--runner", "DirectRunner"]):
+    capsys.readouterr()
+    assert pretraining_data.main(args + runner) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"tpu.pretraining_data: error: {folder}/b.txt: cannot be read: a symbolic link to "
+        f"{tmp_path}/nowhere.txt, which does not exist"]
+
+  (folder / "b.txt").unlink()
+  (folder / "z.txt").write_bytes((corpus / "d.txt").read_bytes())
+  real = shard_writer.report_kept
+
+  def listed_then_removed(plan):
+    (folder / "z.txt").unlink()
+    return real(plan)
+  monkeypatch.setattr(shard_writer, "report_kept", listed_then_removed)
+  capsys.readouterr()
+  assert pretraining_data.main(args) == 2
+  errors = capsys.readouterr().err.splitlines()
+  assert len(errors) == 1 and re.fullmatch(
+      rf"tpu.pretraining_data: error: {re.escape(str(folder))}/z.txt: cannot be read: no such file \(removed "
+      r"since it was listed\) \([1-9]\d* chunk\(s\) packed before it are kept in .*", errors[0]), errors
+  # On Beam, the worker's step leaves that message for the launcher, which raises it as the one error.
+  (folder / "z.txt").write_bytes((corpus / "d.txt").read_bytes())
+  plan, _ = chunk_plan.plan_run([str(folder / "*.txt")], vocab, T, str(tmp_path / "beam"), 2, chunk_mb=0.02)
+  (folder / "z.txt").unlink()
+  index = next(index for index, pieces in enumerate(plan.chunks) if pieces[-1][0].endswith("z.txt"))
+  assert beam_writer._pack(index, plan) is None
+  with pytest.raises(CorpusError, match=rf"^{re.escape(str(folder))}/z.txt: cannot be read: no such file "
+                                        r"\(removed since it was listed\) \(0 of \d+ chunks packed are kept"):
+    beam_writer.raise_failures(plan)
+
+
+def test_a_retry_line_names_the_chunk_and_the_failing_file_not_every_piece(corpus, tmp_path, capsys,
+                                                                            monkeypatch):
+  """A chunk of many small files: a retry of its packing names the chunk by its index and first piece and
+  the file that failed, in a short line, never every piece of the chunk."""
+  monkeypatch.chdir(tmp_path)   # the corpus as `corpus/part-*.txt`: paths of a usual length
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  text = (corpus / "a.txt").read_text(encoding="utf-8")
+  for index in range(40):
+    (folder / f"part-{index:03d}.txt").write_text(text[index * 300:(index + 1) * 300], encoding="utf-8")
+  _FlakyStorage(monkeypatch, failures=1, match="part-017")
+  shard_writer.write_pretraining_data(["corpus/*.txt"], str(corpus / "wordpiece.vocab"), T, "out", 1,
+                                      progress=False)
+  retries = [line for line in capsys.readouterr().err.splitlines() if "retrying in" in line]
+  assert len(retries) == 1 and len(retries[0]) < 200, retries
+  assert retries[0].startswith("tpu.pretraining_data: packing chunk 0 (part-000.txt[0:300] + 39 more "
+                               "file(s)): UnavailableError: corpus/part-017.txt: connection reset by peer; "
+                               "retrying in")
+  assert "part-001" not in retries[0]
 
 
 def test_beam_options_need_a_runner(capsys):

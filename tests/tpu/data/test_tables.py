@@ -117,6 +117,16 @@ def test_missing_files_and_globs_matching_nothing(tmp_path):
   pattern = str(tmp_path / "*.txt")
   with pytest.raises(DataError, match="^" + re.escape(f"{pattern}: no file matches this pattern")):
     data.load(f"text:{pattern}")
+  # A symbolic link to nothing, named with its target, whether named or among a glob's files.
+  (tmp_path / "train.tsv").symlink_to(tmp_path / "moved.tsv")
+  with pytest.raises(DataError, match="^" + re.escape(f"{tmp_path}/train.tsv: a symbolic link to "
+                                                      f"{tmp_path}/moved.tsv, which does not exist") + "$"):
+    data.load(f"tsv:{tmp_path}/train.tsv")
+  _write(tmp_path, "a.txt", "a document\n")
+  (tmp_path / "b.txt").symlink_to(tmp_path / "gone.txt")
+  dangling = f"{tmp_path}/b.txt: a symbolic link to {tmp_path}/gone.txt"
+  with pytest.raises(DataError, match="^" + re.escape(dangling)):
+    data.load(f"text:{pattern}")
 
 
 # Pre-training text.

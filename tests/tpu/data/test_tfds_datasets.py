@@ -133,10 +133,49 @@ def test_a_dataset_that_is_not_prepared_offline_is_one_message_and_the_job_exits
   assert message.startswith(f"tfds:glue/sst2: not prepared in {builder.data_dir} and could not be "
                             "downloaded and prepared here (ConnectionError: HTTPSConnectionPool")
   assert "\n" not in message and "tfds build glue/sst2 --data_dir DIR" in message
-  assert message.endswith("pass --data-dir DIR")
+  assert message.endswith("set TFDS_DATA_DIR=DIR or pass --data-dir DIR")
   monkeypatch.setattr(tfds_datasets, "tfds_builder", _unreachable_builder)
   code = train.main(["--model", "bert_small", "--task", "classify", "--data", "tfds:glue/sst2", "--data-dir",
                      str(tmp_path), "--model-dir", str(tmp_path / "run"), "--steps", "1"])
   err = capsys.readouterr().err
   assert code == 2 and "Traceback" not in err
   assert err.strip().splitlines()[-1] == f"tpu.train: error: {message}"
+
+
+def test_a_dataset_out_of_reach_fails_within_seconds_naming_its_hosts_directory_and_the_fix(
+    monkeypatch, tmp_path):
+  """Offline, TFDS' downloader retries for about 4 minutes; one connection attempt per download host
+  (refused here as a machine without network refuses it) ends it before any download starts."""
+  import socket
+  import time
+
+  from tpu.data import tfds_datasets
+  hosts = []
+
+  def no_network(address, timeout=None):
+    hosts.append(address)
+    raise socket.gaierror(-2, "Name or service not known")
+
+  def no_download(*args, **kwargs):
+    raise AssertionError("a download started")
+
+  monkeypatch.setattr(socket, "create_connection", no_network)
+  monkeypatch.setattr(tfds.download.DownloadManager, "download", no_download)
+  monkeypatch.setattr("urllib.request.getproxies", lambda: {})
+  builder = tfds_builder("glue/sst2", str(tmp_path))
+  started = time.monotonic()
+  with pytest.raises(data.DataError) as error:
+    tfds_datasets.read(builder, "train", download=True, shuffle_files=False)
+  assert time.monotonic() - started < 10
+  glue_hosts = ("bit.ly", "dl.fbaipublicfiles.com", "firebasestorage.googleapis.com")
+  assert hosts == [(host, 443) for host in glue_hosts]
+  assert str(error.value) == (
+      f"tfds:glue/sst2: not prepared in {builder.data_dir} and could not be downloaded and prepared here "
+      "(DownloadUnreachable: none of its download hosts answers (bit.ly, dl.fbaipublicfiles.com, "
+      "firebasestorage.googleapis.com: [Errno -2] Name or service not known): no network access). Prepare "
+      "it where there is network access (`tfds build glue/sst2 --data_dir DIR`, after `pip install "
+      "tensorflow-datasets`), copy DIR here and set TFDS_DATA_DIR=DIR or pass --data-dir DIR")
+  # Through a proxy the downloader decides; so it does for a dataset whose hosts are not known.
+  monkeypatch.setattr("urllib.request.getproxies", lambda: {"https": "http://proxy:3128"})
+  tfds_datasets.check_download_hosts(builder)
+  assert tfds_datasets.download_hosts(tfds_builder("conll2003", str(tmp_path))) == ["www.aclweb.org"]

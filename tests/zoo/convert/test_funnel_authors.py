@@ -130,6 +130,52 @@ def test_the_command_converts_the_release_as_shipped_and_to_hf_refuses_their_sem
   card = (tmp_path / "hf" / "README.md").read_text()
   assert "Computed otherwise than the zoo model" in card and "--change-pooling" in card
   assert 'padding="max_length", max_length=16' in card
+  # The release's own size (net_config.json: block_size 2_1_1, d_model 16, n_head 2, decoder_size 2), not
+  # the preset's it was built from.
+  assert "| size | Funnel-Transformer B2-1-1-H16/A2 with a 2-layer decoder, " in card, card
+  _check_the_cards_measurement(card, str(tmp_path / "hf"), read_checkpoint(
+      "funnel-tf", release, seq_length=16).encoder, recorded)
+
+
+def _check_the_cards_measurement(card, exported, encoder, recorded):
+  """The card's figures against transformers: the counts of real tokens it says compute otherwise are
+  those on which transformers' model of the export and the authors' code (their recorded outputs, one row
+  per count) differ, and its largest difference is that between transformers and the release on the
+  inputs it describes (random tokens, one per count, padded to 16)."""
+  import re
+
+  import torch
+  import transformers
+
+  listed = re.search(r"(\d+) counts compute otherwise \(real tokens after \[cls\]: ([\d, .]+)\), the final "
+                     r"states at the real positions moving by up to ([\d.e+-]+)", card)
+  assert listed, card
+  said = [int(count) for count in listed.group(2).replace(".", "").split(",") if count.strip()]
+  model = transformers.AutoModel.from_pretrained(exported).eval()
+
+  def theirs(ids, real, types):
+    with torch.no_grad():
+      return model(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(real),
+                   token_type_ids=torch.tensor(types, dtype=torch.long)).last_hidden_state.numpy()
+
+  real = 1 - recorded["input_mask"]
+  gaps = np.abs(theirs(recorded["input_ids"], real, recorded["seg_id"]) - recorded["decoder"])
+  gaps = np.where(real[:, :, None] == 1, gaps, 0).max(axis=(1, 2))
+  assert [int(count) - 1 for count, gap in zip(real.sum(1), gaps, strict=True) if gap > TOLERANCE] == said
+  assert int(listed.group(1)) == len(said) > 0
+  # The figure: transformers on the card's inputs against the release (the converted encoder, which
+  # computes what their code does: test_a_release_computes_what_the_authors_code_computes).
+  counts = np.arange(1, 17)
+  vocab_size = encoder.get_config()["vocab_size"]
+  ids = np.random.default_rng(0).integers(1, vocab_size, size=(16, 16), dtype=np.int32)
+  mask = (np.arange(16)[None, :] < counts[:, None]).astype(np.int32)
+  ids = ids * mask
+  ours = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=np.zeros_like(ids)),
+                 training=False)["sequence_output"].numpy()
+  types = np.zeros_like(ids)
+  types[:, 0] = 2   # transformers' Funnel knows [cls] by its token type
+  gaps = np.where(mask[:, :, None] == 1, np.abs(theirs(ids, mask, types) - ours), 0).max(axis=(1, 2))
+  np.testing.assert_allclose(gaps.max(), float(listed.group(3)), rtol=5e-3, atol=TOLERANCE)   # 3 digits
 
 
 def test_a_release_without_its_vocabulary_names_the_files_it_looks_for(tmp_path):

@@ -129,7 +129,7 @@ def test_the_command_writes_a_model_directory_with_its_sentencepiece_model(hf_al
   settings = TrainConfig.from_model_dir(out)
   assert settings.tokenizer == dict(kind="sentencepiece", keep_accents=False, cls_type_id=0,
                                     special_tokens=dict(pad="<pad>", unk="<unk>", cls="[CLS]", sep="[SEP]",
-                                                        mask="[MASK]"))
+                                                        mask="[MASK]"), truncator="longest_first")
   assert settings.lower_case is True and settings.vocab_size == 400
   assert model_dir.read_vocab()[:5] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
   # The encoder the directory's config.json rebuilds is the converted one (a preset and overrides).

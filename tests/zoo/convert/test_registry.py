@@ -1,5 +1,6 @@
 """zoo.convert.registry: a format is one module; the command line and its errors come from declarations."""
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from zoo.convert import formats
 from zoo.convert import registry
 from zoo.convert.__main__ import main
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOY = '''
 from zoo.convert import registry
 
@@ -77,3 +79,39 @@ def test_help_lists_every_format_without_loading_tensorflow():
   assert loaded == "False"
   for name in registry.names():
     assert name in text
+
+
+def test_a_source_that_is_not_there_fails_at_once_naming_it_and_what_the_format_reads(tmp_path):
+  """A missing SRC, or a directory without the format's files, is refused before TensorFlow, torch or
+  transformers is imported and before any download (in well under a second, not the 10-20 s of the
+  imports)."""
+  (tmp_path / "empty").mkdir()
+  probe = "\n".join([
+      "import contextlib, io, json, sys",
+      "from zoo.convert import registry",
+      "from zoo.convert.__main__ import main",
+      "errors = {}",
+      "for name in registry.names('in'):",
+      "  for src in (sys.argv[1] + '/missing/path', sys.argv[1] + '/empty'):",
+      "    with contextlib.redirect_stderr(io.StringIO()) as err:",
+      "      code = main([name, src, '--out', sys.argv[1] + '/out'])",
+      "    errors[name + ' ' + src.rsplit('/', 1)[1]] = [code, err.getvalue()]",
+      "print(json.dumps(dict(errors=errors, loaded=sorted({'tensorflow', 'torch', 'transformers'}",
+      "                                                   & set(sys.modules)))))"])
+  result = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)
+  printed = json.loads(result.stdout)
+  assert printed["loaded"] == []
+  errors = printed["errors"]
+  missing = f"zoo.convert: error: {tmp_path}/missing/path: no such directory"
+  assert errors["hf-bert path"] == [1, (
+      f"{missing} (and not a Hugging Face hub id, which is `name` or `owner/name`): hf-bert converts a "
+      "Hugging Face BERT checkpoint directory (config.json, model.safetensors or pytorch_model.bin, "
+      "vocab.txt) or a hub id such as bert-base-uncased\n")]
+  assert errors["tf1-bert path"][1].startswith(f"{missing} or checkpoint prefix: tf1-bert converts Google's")
+  empty = f"zoo.convert: error: {tmp_path}/empty: the directory has no"
+  assert errors["hf-funnel empty"][1].startswith(f"{empty} config.json: hf-funnel converts a Hugging Face")
+  assert errors["sentence-transformers empty"][1].startswith(f"{empty} modules.json")
+  for name in registry.names("in"):
+    assert errors[f"{name} path"][0] == 1 and errors[f"{name} path"][1].startswith(missing), name
+  assert not (tmp_path / "out").exists()

@@ -103,8 +103,11 @@ def _entry_points(keras_hub, run_dir, expected):
   tokenizer = keras_hub.models.Tokenizer.from_preset(run_dir)
   result["tokenizer"] = type(tokenizer).__name__
   encoder = _text_encoder(load_model_dir(run_dir))
-  ids = [np.asarray(row).tolist() for row in tokenizer(TEXTS)]
-  result["tokenizer_ids_equal"] = ids == encoder.tokenize(tf.constant(TEXTS)).to_list()
+  # Also every class of edge text (test_tokenizer_layouts.TEXTS: typed [CLS], long words, ...).
+  from tests.zoo.keras3.test_tokenizer_layouts import TEXTS as EDGE_TEXTS
+  texts = TEXTS + EDGE_TEXTS
+  ids = [np.asarray(row).tolist() for row in tokenizer(texts)]
+  result["tokenizer_ids_equal"] = ids == encoder.tokenize(tf.constant(texts)).to_list()
   classifier = keras_hub.models.TextClassifier.from_preset(run_dir)
   result.update(classifier=type(classifier).__name__, classes=classifier.num_classes,
                 sequence_length=classifier.preprocessor.sequence_length)

@@ -4,7 +4,8 @@ With the tf_keras weights moved over by name, every layer and encoder of `cases.
 give the tf_keras outputs (themselves pinned to Hugging Face's and to numpy references
 in tests/zoo/layers and tests/zoo/convert) to 1e-5 in float32, on inputs padded to every
 length. Each backend runs all cases in one process of its own (`twins.py`), shared by the
-tests here.
+tests here; under JAX, where each eager operation compiles a program, the layers are checked
+inside the encoders, which run compiled by XLA.
 """
 
 import numpy as np
@@ -22,8 +23,9 @@ def _failures(differences, names):
           for name in names if max(differences[name].values()) > TOLERANCE}
 
 
+# Under JAX the layers are checked inside the encoders, compiled whole (see `backend_report`).
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [backend for backend in BACKENDS if backend != "jax"])
 def test_layers_equal_their_tf_keras_twins(backend_report, backend):
   report = backend_report(backend)
   assert report["backend"] == backend

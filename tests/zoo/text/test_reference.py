@@ -1,4 +1,6 @@
-"""TextEncoder against BERT's reference tokenizer (Model Garden's `official.nlp.tools.tokenization`).
+"""TextEncoder against BERT's reference tokenizer (Model Garden's `official.nlp.tools.tokenization`), and
+`normalize.transformers_words` against transformers' (the `tokenizers` library's `BertNormalizer` and
+`BertPreTokenizer`, what its BERT and Funnel tokenizers run).
 
 Real English prose: the docstrings of Python's standard library on this machine (about
 19,000 lines). Unicode edge cases: accents, CJK, ß, ligatures, full-width letters,
@@ -177,3 +179,52 @@ def test_offsets_give_the_ids_of_tokenize_and_the_words_they_come_from(tmp_path,
       else:   # the one known difference: characters newer than TensorFlow's Unicode tables
         assert text not in EDGE_CASES, (text, span, row_words[word])
   assert checked >= 0.995 * sum(len(row) for row in ids.to_list())
+
+
+# (lowercase, strip_accents, split_on_cjk, clean_text) of transformers' BERT and Funnel tokenizers.
+TRANSFORMERS_SETTINGS = [(True, None, True, True), (False, None, True, True), (False, True, True, True),
+                         (True, False, True, True), (True, None, False, True), (True, None, True, False)]
+
+
+def transformers_words(texts, lowercase, strip_accents, split_on_cjk, clean_text):
+  """The words of `texts` by transformers' normaliser and pre-tokenizer (`tokenizers`)."""
+  from tokenizers import normalizers
+  from tokenizers import pre_tokenizers
+  normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=strip_accents,
+                                          handle_chinese_chars=split_on_cjk, clean_text=clean_text)
+  split = pre_tokenizers.BertPreTokenizer()
+  return [[word for word, _ in split.pre_tokenize_str(normalizer.normalize_str(text))] for text in texts]
+
+
+@pytest.mark.parametrize("settings", TRANSFORMERS_SETTINGS)
+def test_transformers_words_match_transformers(settings):
+  """Every edge case exactly (but NUL kept by `clean_text=False`, which the splitter stops at), and
+  nearly every fuzz string: the rest hold characters newer than TensorFlow's case tables."""
+  texts = EDGE_CASES + fuzz_strings()
+  ours = normalize.transformers_words(tf.constant(texts), *settings).to_list()
+  theirs = transformers_words(texts, *settings)
+  different = [text for text, words, want in zip(texts, ours, theirs, strict=True)
+               if [word.decode() for word in words] != want]
+  assert not [text for text in different if text in EDGE_CASES and (settings[3] or "\x00" not in text)]
+  assert len(different) / len(texts) < 0.005, [ascii(text) for text in different[:5]]
+
+
+@pytest.mark.slow
+def test_transformers_words_match_transformers_on_every_code_point():
+  """Each code point between two letters: cased, no difference; uncased, only the capital letters
+  (of scripts encoded since Unicode 14) that transformers lower-cases and `tf.strings.lower` does not."""
+  texts = [f"x{chr(cp)}y" for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+  for lowercase in (False, True):
+    ours = []
+    for start in range(0, len(texts), 100_000):
+      batch = tf.constant(texts[start:start + 100_000])
+      ours.extend(normalize.transformers_words(batch, lowercase).to_list())
+    theirs = transformers_words(texts, lowercase, None, True, True)
+    different = [text[1] for text, words, want in zip(texts, ours, theirs, strict=True)
+                 if [word.decode() for word in words] != want]
+    if not lowercase:
+      assert not different, [hex(ord(char)) for char in different[:10]]
+      continue
+    unlowered = tf.strings.lower(tf.constant(different), encoding="utf-8").numpy()
+    assert all(char.encode() == lowered for char, lowered in zip(different, unlowered, strict=True))
+    assert len(different) < 120, [hex(ord(char)) for char in different[:10]]

@@ -98,8 +98,9 @@ def test_encode_single_segment(encoder):
     assert value.dtype == tf.int32 and value.shape == (3, 8)
 
 
-def test_encode_pairs_trims_round_robin(encoder):
-  # Room for 5 tokens. 4 + 2 tokens -> 3 + 2; 1 + 5 -> 1 + 4; 0 + 3 -> 0 + 3.
+def test_encode_pairs_trims_longest_first(encoder):
+  # Room for 5 tokens. 4 + 2 tokens -> 3 + 2; 1 + 5 -> 1 + 4; 0 + 3 -> 0 + 3 (zoo.text.packing's tests
+  # compare every length with transformers').
   features = encoder.encode(tf.constant(["the dogs run", "a", ""]),
                             tf.constant(["a dog", "the dogs run the", "the the the"]))
   np.testing.assert_array_equal(features["input_word_ids"], [
@@ -173,7 +174,7 @@ def test_a_checkpoints_own_special_tokens_and_cls_type():
   assert features["input_type_ids"].numpy().tolist() == [[2, 0, 0, 0, 0, 0, 1, 1, 0]]
   assert encoder.special_ids == {"<pad>": 0, "<unk>": 1, "<cls>": 2, "<sep>": 3, "<mask>": 4}
   settings = encoder.settings()
-  assert settings == dict(lower_case=True, truncator="round_robin", max_chars_per_word=100,
+  assert settings == dict(lower_case=True, truncator="longest_first", max_chars_per_word=100,
                           special_tokens=names, cls_type_id=2)
   again = TextEncoder(vocab, seq_length=9, **json.loads(json.dumps(settings)))
   assert again.encode(tf.constant(["The dogs."]))["input_type_ids"].numpy().tolist()[0][0] == 2

@@ -82,6 +82,10 @@ def test_write_and_load_round_trip(tmp_path):
 def test_errors_name_the_problem(tmp_path):
   with pytest.raises(FileNotFoundError, match="no corpus files match '.*nothing-\\*.txt'"):
     corpus_files([str(tmp_path / "nothing-*.txt")])
+  (tmp_path / "moved.txt").symlink_to(tmp_path / "elsewhere.txt")
+  with pytest.raises(FileNotFoundError, match=r"moved.txt: a symbolic link to .*elsewhere.txt, which does"):
+    corpus_files([str(tmp_path / "*.txt")])
+  (tmp_path / "moved.txt").unlink()
   (tmp_path / "empty.txt").write_text("\n  \n\n", encoding="utf-8")
   with pytest.raises(ValueError, match="the corpus holds no words.*empty.txt"):
     build_vocab([str(tmp_path / "empty.txt")], 100)

@@ -66,7 +66,9 @@ def read(src, *, seq_length=512, config=None, lower_case=None, truncate_seq=True
 
 
 FORMAT = registry.Format(
-    name="funnel-tf", direction="in", order=4,
+    name="funnel-tf", direction="in", order=4, prefix=True, src_files=("*.index",),
+    expects="the Funnel authors' release: its directory (model.ckpt.*, net_config.json, vocab.uncased.txt) "
+            "or its checkpoint prefix (DIR/model.ckpt)",
     help="the Funnel-Transformer authors' TensorFlow checkpoint (model.ckpt, net_config.json)",
     description="Convert a Funnel-Transformer checkpoint as the paper's authors released it (their "
                 "TensorFlow code's model.ckpt.*, net_config.json and vocab.uncased.txt) into a zoo "

@@ -49,7 +49,9 @@ def read(src, *, seq_length=512):
 
 
 FORMAT = registry.Format(
-    name="hf-albert", direction="in", order=3, hub=True,
+    name="hf-albert", direction="in", order=3, hub=True, src_files=("config.json",),
+    expects="a Hugging Face ALBERT checkpoint directory (config.json, model.safetensors or "
+            "pytorch_model.bin, spiece.model or tokenizer.json) or a hub id such as albert/albert-base-v2",
     help="a Hugging Face AlbertModel, AlbertForMaskedLM or AlbertForMultipleChoice checkpoint",
     description="Convert a Hugging Face ALBERT checkpoint directory (config.json and model.safetensors or "
                 "pytorch_model.bin, its tokenizer files and spiece.model, or without it the tokenizer.json "

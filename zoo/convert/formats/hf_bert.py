@@ -50,7 +50,9 @@ def read(src, *, seq_length=512, residual_attention=False, running_mean=False):
 
 
 FORMAT = registry.Format(
-    name="hf-bert", direction="in", order=2, hub=True,
+    name="hf-bert", direction="in", order=2, hub=True, src_files=("config.json",),
+    expects="a Hugging Face BERT checkpoint directory (config.json, model.safetensors or pytorch_model.bin, "
+            "vocab.txt) or a hub id such as bert-base-uncased",
     help="a Hugging Face BertModel, BertForPreTraining or BertForMultipleChoice checkpoint",
     description="Convert a Hugging Face BERT checkpoint directory (config.json and model.safetensors or "
                 "pytorch_model.bin, with its vocab.txt and tokenizer files) into a zoo TransformerEncoder "

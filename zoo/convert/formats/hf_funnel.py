@@ -28,7 +28,9 @@ def read(src, *, seq_length=512, with_decoder=None):
 
 
 FORMAT = registry.Format(
-    name="hf-funnel", direction="in", order=1, hub=True,
+    name="hf-funnel", direction="in", order=1, hub=True, src_files=("config.json",),
+    expects="a Hugging Face Funnel checkpoint directory (config.json, model.safetensors or "
+            "pytorch_model.bin, vocab.txt) or a hub id such as funnel-transformer/small",
     help="a Hugging Face FunnelModel, FunnelBaseModel, FunnelForMaskedLM, FunnelForPreTraining or "
          "FunnelForMultipleChoice checkpoint",
     description="Convert a Hugging Face Funnel checkpoint directory (config.json and model.safetensors or "

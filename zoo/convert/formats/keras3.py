@@ -217,7 +217,9 @@ def _assign_head(head, table, arrays, root, source):
 
 
 FORMAT = registry.Format(
-    name="keras3", direction="in", order=5,
+    name="keras3", direction="in", order=5, src_files=(CONFIG_FILE,),
+    expects=f"a directory written by zoo.keras3.weights_dir.save_weights_dir ({CONFIG_FILE}, {WEIGHTS_FILE}, "
+            "vocab.txt)",
     help="a model trained in the Keras 3 edition (zoo.keras3.weights_dir.save_weights_dir)",
     description="Convert a directory written by zoo.keras3.weights_dir.save_weights_dir (config.json, "
                 "model.safetensors, vocab.txt) into a zoo model directory: the tf_keras encoder and, by "

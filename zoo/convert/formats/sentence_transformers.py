@@ -114,6 +114,10 @@ def _download(repo_id, revision):
 
 FORMAT = registry.Format(
     name="sentence-transformers", direction="in", order=6, hub=True, download=_download,
+    src_files=("modules.json",),
+    expects="a sentence-transformers model folder (modules.json, the Transformer's config.json, weights and "
+            "tokenizer files, 1_Pooling/config.json) or a hub id such as "
+            "sentence-transformers/all-MiniLM-L6-v2",
     help="a sentence-transformers model (modules.json: a BERT, ALBERT or Funnel, cls/mean/max pooling, "
          "Normalize) as an embed model directory",
     description="Convert a sentence-transformers model folder (modules.json; a Transformer whose "

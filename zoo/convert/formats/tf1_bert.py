@@ -41,7 +41,9 @@ def read(src, *, seq_length=512, residual_attention=False, running_mean=False, l
 
 
 FORMAT = registry.Format(
-    name="tf1-bert", direction="in", order=3,
+    name="tf1-bert", direction="in", order=3, src_files=("bert_config.json",), prefix=True,
+    expects="Google's TF1 BERT release: its directory (bert_config.json, bert_model.ckpt.*, vocab.txt) or "
+            "its checkpoint prefix (DIR/bert_model.ckpt)",
     help="Google's TF1 BERT or RealFormer checkpoint (bert_model.ckpt)",
     description="Convert Google's TF1 BERT release (bert_config.json, bert_model.ckpt.*, vocab.txt) into a "
                 "zoo TransformerEncoder model directory.",

@@ -27,7 +27,8 @@ Modules, one step each:
 - `configs.py`: the config.json of each family (Funnel, BERT and ELECTRA, ALBERT) and the one written;
 - `weights.py`: the model restored from its checkpoint, its tensors under transformers' names;
 - `tokenizer.py`: the WordPiece and SentencePiece tokenizer files written;
-- `card.py`: the model card;
+- `card.py`: the model card (with the model's real size and parameter count);
+- `pooling_change.py`: what a `--change-pooling` export computes otherwise, measured for the card;
 - `export.py`: `to_hf`, which runs the steps and writes the directory at once.
 """
 

@@ -12,7 +12,11 @@ import datetime
 import json
 import os
 
+import numpy as np
+
 from zoo import presets
+from zoo.convert.to_hf.plan import counts_in_words
+from zoo.convert.to_hf.pooling_change import SAME
 
 PIPELINE_TAGS = dict(encoder="feature-extraction", base="feature-extraction", masked_lm="fill-mask",
                      discriminator="feature-extraction", sequence="text-classification",
@@ -24,7 +28,27 @@ AUTO_CLASSES = {"encoder": "AutoModel", "base": "AutoModel", "masked_lm": "AutoM
                 "choice": "AutoModelForMultipleChoice"}
 
 
-def _summary(model_dir, settings, plan_, dtype):
+def model_size(family, encoder):
+  """The size of an encoder (constructor arguments) in the papers' notation: `B6-3x2-3x2-H768` (a
+  Funnel's blocks, repeats and width, and its decoder), `L12/H768/A12` (a Transformer's layers, width and
+  heads, and ALBERT's savings)."""
+  width, heads = encoder["hidden_size"], encoder["num_heads"]
+  if family == "funnel":
+    repeats = encoder.get("block_repeats") or (1,) * len(encoder["block_sizes"])
+    blocks = "-".join(f"{size}x{repeat}" if repeat > 1 else str(size)
+                      for size, repeat in zip(encoder["block_sizes"], repeats, strict=True))
+    decoder = int(encoder.get("num_decoder_layers") or 0)
+    return (f"Funnel-Transformer B{blocks}-H{width}/A{heads}"
+            + (f" with a {decoder}-layer decoder" if decoder else ", encoder only"))
+  size = f"L{encoder['num_layers']}/H{width}/A{heads}"
+  if encoder.get("embedding_width") not in (None, width):
+    size += f", E{encoder['embedding_width']}"
+  if encoder.get("layer_sharing", "none") != "none":
+    size += f", layer_sharing={encoder['layer_sharing']}"
+  return size
+
+
+def _summary(model_dir, settings, plan_, dtype, parameters=None):
   """The front matter, the title and the table of what the model is and where it comes from."""
   task = settings.get("task")
   source = model_dir.read_source() if os.path.exists(model_dir.source_path) else None
@@ -37,14 +61,18 @@ def _summary(model_dir, settings, plan_, dtype):
            f"# {os.path.basename(os.path.normpath(model_dir.path))}", ""]
   preset = presets.get(settings["model"])
   overrides = settings.get("model_overrides") or {}
-  changed = " with the overrides below" if overrides else ""
+  size = model_size(plan_.family, plan_.encoder)
+  as_preset = size == model_size(preset.family, preset.config)
+  built = (f"the preset `{settings['model']}` ({preset.description})"
+           + ("" if not overrides else " with the overrides below" if as_preset
+              else " with the overrides below, which make it another size"))
   what = (f"A sentence-transformers model (a `{plan_.architecture}`, then its pooling)" if plan_.embedding
           else f"A `{plan_.architecture}`")
-  lines += [f"{what} exported from a zoo model directory: the preset `{settings['model']}` "
-            f"({preset.description}){changed}.", "",
+  lines += [f"{what} exported from a zoo model directory: {size}, built from {built}.", "",
             "| | |", "|---|---|",
             f"| preset | `{settings['model']}`"
             + (f" with `{json.dumps(overrides, sort_keys=True)}`" if overrides else "") + " |",
+            f"| size | {size}" + (f", {parameters:,} parameters" if parameters else "") + " |",
             f"| task | {task or 'none (a converted checkpoint)'} |",
             f"| sequence length | {settings.get('seq_length')} tokens |"]
   if task and not source:   # a converted directory's checkpoint counts no training steps
@@ -72,7 +100,7 @@ def _evaluation(model_dir, task):
   return []
 
 
-def _use_embedding(settings, plan_):
+def _use_embedding(settings, plan_, change=None):
   """How to load a sentence-transformers export and what its vectors are."""
   length = settings.get("seq_length")
   pooling = dict(cls="the first token's ([CLS]'s) hidden state", mean="the mean of the hidden states of the "
@@ -90,14 +118,36 @@ def _use_embedding(settings, plan_):
   if plan_.family == "funnel":
     lines += [f"A Funnel's outputs depend on how far a batch is padded (transformers' Funnel treats a pooled "
               f"pair of tokens that holds a pad as padding): `sentence_bert_config.json` pads every text to "
-              f"{length} tokens (`processing_kwargs`), which gives the run's vectors whatever the batch.", ""]
-  return lines
+              f"{length} tokens (`processing_kwargs`), which gives "
+              + ("the same vectors" if change else "the run's vectors") + " whatever the batch.", ""]
+  return lines + _pooling_change(change)
 
 
-def _use(settings, plan_):
-  """How to load and call the model, with what each kind of head takes and gives."""
+def _pooling_change(change):
+  """What a Funnel exported with other pooling semantics than it trained with computes otherwise, as
+  measured (`zoo.convert.to_hf.pooling_change`)."""
+  if change is None:
+    return []
+  differing = change.differing
+  after = [count - 1 for count in differing]
+  agree = len(change.counts) - len(differing)
+  return [f"**Not the zoo model's outputs on every padded input.** The run trained with the "
+          f"{change.semantics!r} pooling semantics; this export computes Hugging Face's "
+          "(`--change-pooling`). "
+          f"Measured at conversion, the same weights under both, on random tokens, one input for each of "
+          f"{len(change.counts)} counts of real tokens padded to {change.seq_length}: {len(differing)} "
+          f"counts compute otherwise (real tokens after [cls]: {counts_in_words(after, 12) or 'none'}), "
+          f"{change.output} moving by up to {change.largest:.3g} (median "
+          f"{change.median_differing():.3g} over those), and the other {agree} agree within {SAME:g} "
+          "(inputs that fill the length, or whose pooling windows are wholly real or wholly padding). "
+          "The zoo model's SavedModel computes the trained semantics.", ""]
+
+
+def _use(settings, plan_, change=None):
+  """How to load and call the model, with what each kind of head takes and gives (and what it computes
+  otherwise than the zoo model, `change`)."""
   if plan_.embedding:
-    return _use_embedding(settings, plan_)
+    return _use_embedding(settings, plan_, change)
   auto = AUTO_CLASSES[plan_.head or ("encoder" if plan_.with_decoder or plan_.family != "funnel" else "base")]
   length = settings.get("seq_length")
   lines = ["## Use", "", "```python", f"from transformers import AutoTokenizer, {auto}",
@@ -115,18 +165,20 @@ def _use(settings, plan_):
     lines += ["transformers 5 has no `question-answering` pipeline: the answer is the span between the "
               "argmax of `outputs.start_logits` and of `outputs.end_logits` over the context's tokens.", ""]
   if plan_.family == "funnel":
+    same = ("they are the zoo model's (and its SavedModel's, which runs every call at "
+            f"{length}, or, exported with --padding-dependent-buckets, at shorter lengths that keep the "
+            "pooling windows of the real tokens whole, with the same outputs)" if change is None else
+            "they are the same whatever the batch (and the zoo model's where the measurement below says)")
     lines += [f"Pad to {length} tokens, as above. A Funnel pools pairs of tokens, and transformers' Funnel "
               "treats a pooled pair that holds a pad as padding, so its outputs depend on how far a batch "
-              f"is padded: padded to {length} they are the zoo model's (and its SavedModel's, which runs "
-              f"every call at {length}, or, exported with --padding-dependent-buckets, at shorter lengths "
-              "that keep the pooling windows of the real tokens whole, with the same outputs). Pipelines pad "
+              f"is padded: padded to {length} {same}. Pipelines pad "
               "to the longest text of a batch and compute other outputs, which can change a short text's "
               "label; give them the same padding:", ""]
     if plan_.head == "sequence":
       lines += ["```python", "from transformers import pipeline",
                 'classifier = pipeline("text-classification", model=PATH)',
                 f'classifier(["..."], padding="max_length", max_length={length}, truncation=True)', "```", ""]
-  return lines
+  return lines + _pooling_change(change)
 
 
 def _conversion(plan_, command):
@@ -139,11 +191,14 @@ def _conversion(plan_, command):
   return lines
 
 
-def model_card(model_dir, settings, plan_, dtype, command):
+def model_card(model_dir, settings, plan_, dtype, command, arrays=None, change=None):
   """The text of the export's `README.md` (`model_dir` a `zoo.model_dir.ModelDir`, `plan_` the export's
-  `Plan`, `command` the command line that wrote it)."""
-  lines = _summary(model_dir, settings, plan_, dtype)
+  `Plan`, `command` the command line that wrote it, `arrays` the exported tensors, whose sizes it counts,
+  `change` a `zoo.convert.to_hf.pooling_change.PoolingChange` measured for a Funnel exported with other
+  pooling semantics than it trained with)."""
+  parameters = sum(int(np.prod(array.shape)) for array in arrays.values()) if arrays else None
+  lines = _summary(model_dir, settings, plan_, dtype, parameters)
   lines += _evaluation(model_dir, settings.get("task"))
-  lines += _use(settings, plan_)
+  lines += _use(settings, plan_, change)
   lines += _conversion(plan_, command)
   return "\n".join(lines)

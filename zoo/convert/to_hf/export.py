@@ -10,11 +10,14 @@ sentence-transformers modules around the transformer (`zoo.convert.sentence_tran
 import os
 
 from zoo.atomic_files import atomic_path
+from zoo.choices import HF_POOLING
 from zoo.convert.errors import ConversionError
 from zoo.convert.sentence_transformers import module_files
 from zoo.convert.to_hf.card import model_card
 from zoo.convert.to_hf.configs import config_json
+from zoo.convert.to_hf.plan import POOLED_HEADS
 from zoo.convert.to_hf.plan import plan
+from zoo.convert.to_hf.pooling_change import measure
 from zoo.convert.to_hf.tokenizer import sentencepiece_tokenizer_files
 from zoo.convert.to_hf.tokenizer import tokenizer_settings
 from zoo.convert.to_hf.tokenizer import wordpiece_tokenizer_files
@@ -45,13 +48,18 @@ def _read_vocab(directory, plan_):
 
 
 def _weights(plan_, settings, prefix, dtype):
-  """`{transformers name: array}` of the checkpoint `prefix`, in `dtype`."""
+  """`({transformers name: array}, the pooling change or None)` of the checkpoint `prefix`, in `dtype`:
+  a Funnel exported with other pooling semantics than it trained with (`plan_.changed`) is measured
+  (`zoo.convert.to_hf.pooling_change`)."""
   encoder, layers = restore(plan_, settings, prefix)
   arrays = tensors(plan_, encoder, layers)
+  change = None
+  if plan_.family == "funnel" and encoder.get_config()["pooling_semantics"] != HF_POOLING:
+    change = measure(encoder, pooled_head=plan_.head in POOLED_HEADS or not plan_.with_decoder)
   if dtype == "bfloat16":
     import ml_dtypes
     arrays = {name: value.astype(ml_dtypes.bfloat16) for name, value in arrays.items()}
-  return arrays
+  return arrays, change
 
 
 def _write(out, arrays, files):
@@ -94,7 +102,7 @@ def to_hf(model_dir, out, dtype="float32", command=None, change_pooling=False):
   vocab = _read_vocab(directory, plan_)
   sentencepiece = directory.read_sentencepiece()
   text = tokenizer_settings(settings, vocab, sentencepiece)
-  arrays = _weights(plan_, settings, prefix, dtype)
+  arrays, change = _weights(plan_, settings, prefix, dtype)
   config = config_json(directory, plan_, dtype, vocab, text["special_tokens"])
   seq_length = settings.get("seq_length") or 512
   if text.get("kind") == "sentencepiece":
@@ -107,6 +115,6 @@ def to_hf(model_dir, out, dtype="float32", command=None, change_pooling=False):
     files.update(module_files(plan_.embedding["pooling"], plan_.embedding["normalize"], width, seq_length,
                               pad_to_max_length=plan_.family == "funnel"))
   command = command or f"python -m zoo.convert to-hf {model_dir} --out {out} --dtype {dtype}"
-  files["README.md"] = model_card(directory, settings, plan_, dtype, command)
+  files["README.md"] = model_card(directory, settings, plan_, dtype, command, arrays, change)
   _write(out, arrays, files)
   return plan_

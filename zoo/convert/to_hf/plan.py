@@ -156,20 +156,52 @@ def _is_albert(family, encoder):
 
 
 # What transformers' Funnel (Hugging Face's pooling semantics) computes otherwise than a Funnel with other
-# pooling semantics, and on which inputs.
-_MIXED_WINDOWS = ("padded inputs whose last real token shares a pooling window with padding (with "
-                  "separate_cls and truncate_seq: an odd number of real tokens after [cls]), while inputs "
-                  "without padding, or padded in whole windows, compute the same")
-POOLING_DIFFERENCES = {
+# pooling semantics.
+_SEMANTICS = {
     ZOO_POOLING: "the zoo's pooling semantics (pooling_semantics='zoo': a pooled window is real when any of "
                  "its tokens is, and pools its real tokens only): transformers' Funnel makes such a window "
-                 "padding (all its tokens must be real) and pools the padding with it, so outputs differ on "
-                 + _MIXED_WINDOWS,
+                 "padding (all its tokens must be real) and pools the padding with it",
     AUTHORS_POOLING: "the Funnel authors' pooling semantics (pooling_semantics='funnel_authors', what their "
                      "code and the paper's checkpoints compute: a pooled window is real when any of its "
                      "tokens is): transformers' Funnel makes such a window padding (all its tokens must be "
-                     "real), so outputs differ on " + _MIXED_WINDOWS,
+                     "real)",
 }
+
+
+def counts_in_words(counts, limit=8):
+  """`[1, 2, 3, 5, ...]` as "1, 2, 3, 5, 6, ...": the first `limit`."""
+  return ", ".join(str(count) for count in counts[:limit]) + (", ..." if len(counts) > limit else "")
+
+
+def mixed_inputs(encoder):
+  """The inputs on which the pooling semantics differ, in words, for the encoder arguments `encoder`
+  (with `seq_length`): the counts of real tokens whose last one shares a pooling window with padding
+  (`zoo.length_buckets.mixed_window_counts`)."""
+  from zoo.length_buckets import mixed_window_counts
+  length = int(encoder.get("seq_length") or 512)
+  blocks = len(encoder["block_sizes"])
+  separate_cls, truncate_seq = encoder.get("separate_cls", True), encoder.get("truncate_seq", True)
+  counts = mixed_window_counts(length, blocks, separate_cls, truncate_seq)
+  after = " after [cls]" if separate_cls else ""
+  counts = [count - 1 for count in counts] if separate_cls else counts
+  stride = 2 ** (blocks - 1)
+  unaligned = [count for count in range(1, length) if count % stride]
+  if counts and counts == [count for count in unaligned if count <= counts[-1]]:
+    rule = f"every count not a multiple of {stride} up to {counts[-1]}"
+  elif set(counts) <= set(unaligned):
+    rule = f"counts not a multiple of {stride}, not all of them (truncate_seq cuts some windows)"
+  else:
+    rule = "these"
+  return (f"padded inputs whose last real token shares a pooling window with padding: at {length} tokens "
+          f"with {blocks} blocks, {len(counts)} of the {length - 1} counts of real tokens{after} that leave "
+          f"padding, {rule} ({counts_in_words(counts)}), while inputs that fill the length, or are padded in "
+          "whole windows, compute the same")
+
+
+def pooling_differences(semantics, encoder):
+  """What transformers' Funnel computes otherwise than `encoder` (arguments with `seq_length`) trained
+  with the pooling `semantics`, and on which inputs."""
+  return _SEMANTICS[semantics] + ", so outputs can differ on " + mixed_inputs(encoder)
 
 
 def _funnel_problems(encoder, head, settings, change_pooling=False):
@@ -179,7 +211,7 @@ def _funnel_problems(encoder, head, settings, change_pooling=False):
                     "previous layer's scores to the attention")
   semantics = encoder.get("pooling_semantics", HF_POOLING)
   if semantics != HF_POOLING and not change_pooling:
-    problems.append(POOLING_DIFFERENCES[semantics] + " (pass --change-pooling to export it with "
+    problems.append(pooling_differences(semantics, encoder) + " (pass --change-pooling to export it with "
                     "transformers' semantics anyway, and the model card says so)")
   if encoder.get("position_rules") == AUTHORS_TF_POSITIONS and not encoder["separate_cls"]:
     shifted = ", pooled queries at 1 - 2^b + 2^b·i" if encoder.get("position_encoding") == SHIFT else ""
@@ -291,7 +323,7 @@ def plan(settings, roots=(), change_pooling=False):
     architecture = ARCHITECTURES["funnel"][kind]
     hf_config = funnel_config(encoder)
     if encoder.get("pooling_semantics", HF_POOLING) != HF_POOLING:
-      changed.append("pooling: trained with " + POOLING_DIFFERENCES[encoder["pooling_semantics"]]
+      changed.append("pooling: trained with " + pooling_differences(encoder["pooling_semantics"], encoder)
                      + ". Exported as asked (--change-pooling).")
     if decoder_layers and not with_decoder:   # AutoModel (FunnelModel) then builds no untrained decoder
       hf_config["num_decoder_layers"] = 0

@@ -14,6 +14,7 @@ from zoo.keras3.base import ZooLayer
 from zoo.keras3.encoders import PerLengthFunctions
 from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
 from zoo.keras3.models.masked_lm import MaskedLMHead
+from zoo.keras3.models.packing import PairTruncation
 from zoo.keras3.models.task import TrainsWhatItReads
 from zoo.keras3.models.task import apply_sequence_length
 from zoo.keras3.transformer_block import ACTIVATIONS
@@ -186,7 +187,7 @@ class ZooElectra(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Task):
     return config
 
 
-class ZooElectraPreprocessor(keras_hub.models.MaskedLMPreprocessor):
+class ZooElectraPreprocessor(PairTruncation, keras_hub.models.MaskedLMPreprocessor):
   """keras-hub's masked-LM preprocessing (15% selected; 80% `[MASK]`, 10% random, 10% kept) for ELECTRA:
   the features go in `x` (`mask_ids` and `mask_weights` too: the sampler needs them), `y` and the
   sample weights stay keras-hub's (`mask_ids`, `mask_weights`)."""

@@ -24,6 +24,7 @@ import keras_hub
 from keras import ops
 
 from zoo.keras3.encoders import PerLengthFunctions
+from zoo.keras3.models.packing import PairTruncation
 from zoo.keras3.models.task import TrainsWhatItReads
 from zoo.keras3.models.task import apply_sequence_length
 
@@ -82,7 +83,7 @@ class TextPooling(keras.layers.Layer):
     return (sequence_output_shape[0], sequence_output_shape[-1])
 
 
-class ZooTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
+class ZooTextEmbedderPreprocessor(PairTruncation, keras_hub.models.TextEmbedderPreprocessor):
   """keras-hub's `TextEmbedderPreprocessor` (texts, or tuples of segments, packed with [cls] and
   [sep] to `sequence_length`) with BERT's `padding_mask`: the inputs of the zoo's backbones."""
 

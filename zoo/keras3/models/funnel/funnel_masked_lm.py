@@ -6,10 +6,11 @@ import keras_hub
 from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
 from zoo.keras3.models.funnel.funnel_tokenizer import FunnelTokenizer
 from zoo.keras3.models.masked_lm import ZooMaskedLM
+from zoo.keras3.models.packing import PairTruncation
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
+class FunnelMaskedLMPreprocessor(PairTruncation, keras_hub.models.MaskedLMPreprocessor):
   backbone_cls = FunnelBackbone
   tokenizer_cls = FunnelTokenizer
 

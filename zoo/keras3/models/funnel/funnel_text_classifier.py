@@ -5,11 +5,12 @@ import keras_hub
 
 from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
 from zoo.keras3.models.funnel.funnel_tokenizer import FunnelTokenizer
+from zoo.keras3.models.packing import PairTruncation
 from zoo.keras3.models.text_classifier import ZooTextClassifier
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelTextClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
+class FunnelTextClassifierPreprocessor(PairTruncation, keras_hub.models.TextClassifierPreprocessor):
   backbone_cls = FunnelBackbone
   tokenizer_cls = FunnelTokenizer
 
