@@ -318,10 +318,19 @@ def _batches(examples: Iterable[Example], batch_size: int) -> Iterator[list[Exam
     yield batch
 
 
-def parser() -> argparse.ArgumentParser:
-  # The command's name as it was run (`zoo.logs.command_name`'s rule, written out: see `resolve`).
+def _program() -> str:
+  """The console script's name when run as one (`zoo-predict`), else "" (`zoo.logs.command_name`'s rule,
+  written out: see `resolve`)."""
   program = os.path.basename(sys.argv[0]) if sys.argv else ""
-  p = argparse.ArgumentParser(prog=program if program.startswith("zoo-") else "python -m export.predict",
+  return program if program.startswith("zoo-") else ""
+
+
+def _error_prefix() -> str:
+  return _program() or "export.predict"
+
+
+def parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog=_program() or "python -m export.predict",
                               description=__doc__.split("\n\n")[0],
                               epilog="Without TEXT, reads one example per line from stdin.")
   p.add_argument("--saved-model", required=True, metavar="DIR",
@@ -374,10 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result))
       sys.stdout.flush()
   except (FileNotFoundError, ValueError) as error:
-    print(f"export.predict: error: {error}", file=sys.stderr)
+    print(f"{_error_prefix()}: error: {error}", file=sys.stderr)
     return 2
   except tf.errors.OpError as error:
-    print(f"export.predict: error: {error.message}", file=sys.stderr)
+    print(f"{_error_prefix()}: error: {error.message}", file=sys.stderr)
     return 1
   return 0
 

@@ -110,3 +110,10 @@ def test_every_command_names_itself_in_its_usage_and_answers_help_without_tensor
     result = subprocess.run([str(script), "hf-bert", "--help"], env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0 and result.stdout.startswith("usage: zoo-convert hf-bert "), result.stderr
+    # Its errors are named after it too, and a missing path is one line within seconds (no TensorFlow).
+    missing = str(tmp_path / "missing")
+    result = subprocess.run([str(script), "hf-bert", missing, "--out", str(tmp_path / "out")], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"zoo-convert: error: {missing}"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -71,6 +71,7 @@ from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
 from zoo.logs import command_name
+from zoo.logs import error_prefix
 
 
 def parser():
@@ -144,10 +145,10 @@ def main(argv=None):
                                         documents=args.documents, overwrite=args.overwrite,
                                         retry_seconds=args.retry_seconds)
   except CorpusError as error:
-    print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
+    print(f"{error_prefix('tpu.pretraining_data')}: error: {error}", file=sys.stderr)
     return 2
   except StorageUnavailable as error:
-    print(f"tpu.pretraining_data: error: {error}", file=sys.stderr)
+    print(f"{error_prefix('tpu.pretraining_data')}: error: {error}", file=sys.stderr)
     return 1
   summary = {key: metadata[key] for key in ("seq_length", "documents", "tokens", "examples", "full_examples")}
   print(json.dumps(dict(out=args.out, **summary)))

@@ -60,6 +60,7 @@ from tpu.config import MIXED_PRECISIONS
 from tpu.config import TrainConfig
 from zoo import presets
 from zoo.logs import command_name
+from zoo.logs import error_prefix
 
 log = logging.getLogger("tpu.train")
 
@@ -509,10 +510,10 @@ def main(argv=None):
   try:
     results = run(config_from_args(args), reset_input=args.reset_input)
   except Preempted as error:
-    print(f"tpu.train: {error}", file=sys.stderr)
+    print(f"{error_prefix('tpu.train')}: {error}", file=sys.stderr)
     return PREEMPTED_EXIT_CODE
   except (ValueError, FileNotFoundError, TrainingError, data.DataError, RuntimeError) as error:
-    print(f"tpu.train: error: {error}", file=sys.stderr)
+    print(f"{error_prefix('tpu.train')}: error: {error}", file=sys.stderr)
     return 2 if isinstance(error, (ValueError, FileNotFoundError)) else 1
   json.dump(results, sys.stdout, indent=2)
   print()

@@ -42,3 +42,14 @@ def command_name(module, program=None):
     program = sys.argv[0] if sys.argv else ""
   name = os.path.basename(program)
   return name if name.startswith("zoo-") else f"python -m {module}"
+
+
+def error_prefix(module, program=None):
+  """What a command's error lines start with: the console script's name (`zoo-train: error: ...`), or
+  the module's (`tpu.train: error: ...`).
+
+  >>> error_prefix("tpu.train", "/venv/bin/zoo-train"), error_prefix("tpu.train", "/zoo/tpu/train.py")
+  ('zoo-train', 'tpu.train')
+  """
+  name = command_name(module, program)
+  return name if name.startswith("zoo-") else module

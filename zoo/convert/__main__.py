@@ -47,12 +47,13 @@ def parser():
 def main(argv=None):
   args = parser().parse_args(argv)
   args.argv = argv
+  from zoo.logs import error_prefix
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow(args.verbose)
   try:
     message = registry.get(args.format).run(args)
   except (ValueError, FileNotFoundError) as e:   # ConversionError, a seq_length too short, a bad vocabulary
-    print(f"zoo.convert: error: {e}", file=sys.stderr)
+    print(f"{error_prefix('zoo.convert')}: error: {e}", file=sys.stderr)
     return 1
   print(message)
   return 0
