@@ -101,6 +101,8 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
   """
   from zoo.convert import registry
   format_ = registry.get(source_format, "in")
+  if revision is not None and os.path.exists(src):
+    raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
   registry.check_source(format_, src)   # a missing SRC fails here, before any import or download
   if revision is not None and not (format_.hub and is_hub_id(src)):
     raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
