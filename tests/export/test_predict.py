@@ -50,6 +50,7 @@ def _stdin(monkeypatch, data):
   monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
 
 
+@pytest.mark.slow
 def test_stdin_lines_in_batches(classify_dir, classify_export, monkeypatch, capsys):
   _stdin(monkeypatch, "\n".join(TEXTS[:3]).encode() + b"\n\n")
   assert predict.main(["--saved-model", classify_export, "--batch-size", "2"]) == 0
@@ -58,6 +59,7 @@ def test_stdin_lines_in_batches(classify_dir, classify_export, monkeypatch, caps
   _check_classified(results, classify_dir, [*TEXTS[:3], ""])
 
 
+@pytest.mark.slow
 def test_stdin_sentence_pairs(regress_pair_dir, regress_pair_export, monkeypatch, capsys):
   texts, texts_b = PAIRS[0][:2] + ["<bad utf-8>"], PAIRS[1]
   lines = [b"\t".join(strings([a, b]).numpy()) for a, b in zip(texts, texts_b, strict=True)]

@@ -25,11 +25,13 @@ from tpu import serving
 from zoo.model_dir import ModelDir
 
 
+@pytest.mark.slow   # the exports loaded in a process of their own (`loaded`)
 def test_loads_with_tensorflow_and_tensorflow_text_only(loaded):
   assert loaded["modules_after_loading"] == []
   assert loaded["signatures"] == ["encode", "from_token_ids", "serving_default"]
 
 
+@pytest.mark.slow   # the exports loaded in a process of their own (`loaded`)
 def test_classify_matches_the_keras_model(classify_dir, loaded):
   logits = keras_logits(classify_dir, TEXTS)
   outputs = loaded["texts"]
@@ -46,6 +48,7 @@ def test_classify_matches_the_keras_model(classify_dir, loaded):
   assert loaded["encode"]["sequence_output"]["shape"] == [len(TEXTS), 4, 32]   # encoder-only Funnel: T/4
 
 
+@pytest.mark.slow   # the exports loaded in a process of their own (`loaded`)
 @pytest.mark.parametrize("name", sorted(ODD_BATCHES))
 def test_odd_inputs_give_well_formed_outputs(classify_dir, loaded, name):
   texts = ODD_BATCHES[name]
@@ -59,6 +62,7 @@ def test_odd_inputs_give_well_formed_outputs(classify_dir, loaded, name):
     np.testing.assert_allclose(probabilities, tf.nn.softmax(keras_logits(classify_dir, texts)), atol=1e-5)
 
 
+@pytest.mark.slow   # the exports loaded in a process of their own (`loaded`)
 def test_sentence_pair_regression(regress_pair_dir, loaded):
   pair = loaded["pair"]
   assert pair["inputs"] == ["text", "text_b"]
@@ -69,6 +73,7 @@ def test_sentence_pair_regression(regress_pair_dir, loaded):
                              atol=1e-6)
 
 
+@pytest.mark.slow   # the exports loaded in a process of their own (`loaded`)
 def test_mlm_exports_the_encoder(mlm_dir, loaded):
   outputs = loaded["mlm"]["serving_default"]
   assert sorted(outputs) == ["pooled_output", "sequence_output"]

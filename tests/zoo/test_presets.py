@@ -155,7 +155,9 @@ def _depth_override(preset, depth):
 FAST_PRESETS = ("bert_small", "funnel_b4_4_4", "realformer_base")
 
 
-@pytest.mark.parametrize("name", fast_or_slow(presets.names(), FAST_PRESETS))
+# A process of its own builds them (`built`): the full suite only.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", presets.names())
 def test_every_preset_builds_at_full_width_with_the_counted_parameters(name, built):
   """Parameters are linear in depth, so two full-width depths fix the full-size count."""
   preset = presets.get(name)

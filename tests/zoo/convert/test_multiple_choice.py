@@ -234,7 +234,8 @@ def perturbed(run, scale=0.1):
   return chooser
 
 
-@pytest.mark.parametrize("family", fast_or_slow(["funnel", "bert", "albert"], fast=("funnel",)))
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["funnel", "bert", "albert"])
 def test_a_multiple_choice_run_goes_to_transformers(family, race, tmp_path):
   from tests.tpu.tasks.losses import tiny_config
   from tpu import train

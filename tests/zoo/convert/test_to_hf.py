@@ -372,7 +372,8 @@ def test_funnel_presets_pool_as_hugging_face_and_old_directories_keep_what_they_
   assert (bert.mlm_transform, bert.head_activation, bert.recorded().model_overrides) == (True, "gelu", {})
 
 
-@pytest.mark.parametrize("embedding_width", [None, pytest.param(16, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("embedding_width", [None, 16])
 def test_a_zoo_albert_with_a_wordpiece_vocabulary_loads_as_albert_in_transformers(
     prose_vocab, tmp_path, embedding_width):
   """ALBERT's savings export as transformers' ALBERT: every layer shared at the model width (E = D: ALBERT's
