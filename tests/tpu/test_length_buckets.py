@@ -113,9 +113,14 @@ def test_a_bucketed_step_equals_the_step_at_seq_length(prose, prose_tags, tmp_pa
   config = prepared.config
   encoder = TextEncoder(prepared.vocab, seq_length=SEQ_LENGTH)
   task = Trainer(config, tf.distribute.get_strategy()).task
-  batches = list(pipeline.train_dataset(prepared.train, task, encoder, 8, capacities=[8, 16, 32]).take(4))
-  lengths = [int(batch["input_mask"].numpy().sum(-1).max()) for batch in batches]
-  assert min(lengths) <= 16 < max(lengths), lengths   # batches at a short length and at the full one
+  # Two batches at a short length and two at the full one, whatever the shuffle's order (its seed is the
+  # op's and the global one, which other tests of the process may have set).
+  stream = pipeline.train_dataset(prepared.train, task, encoder, 8, capacities=[8, 16, 32]).take(40)
+  lengths = [(int(batch["input_mask"].numpy().sum(-1).max()), batch) for batch in stream]
+  short = [batch for length, batch in lengths if length <= 16][:2]
+  full = [batch for length, batch in lengths if length > 16][:2]
+  assert len(short) == len(full) == 2, [length for length, _ in lengths]
+  batches = [short[0], full[0], short[1], full[1]]
   _step_losses.weights = Trainer(config, tf.distribute.get_strategy()).model.get_weights()
   bucketed, trained = _step_losses(config, batches, 4)
   plain, reference = _step_losses(config.replace(length_buckets=None), batches, 4)

@@ -105,7 +105,9 @@ def directories(tmp_path_factory):
 
 
 def _load_in_every_backend(cases, cache, root):
-  """`(inputs, {backend: the runner's outputs})`, one process per backend."""
+  """`(inputs, {backend: the runner's outputs})`, one process per backend: JAX (the TPU path) and PyTorch,
+  whose compiled steps differ most from tf_keras's (the encoders' numerics under TensorFlow's backend
+  too are `test_twins.py`'s)."""
   inputs = make_inputs(separate_cls=True)
   np.savez(root / "inputs.npz", **inputs)
   spec = dict(inputs=str(root / "inputs.npz"), texts=TEXTS, labels=LABELS, short=SHORT_LENGTH,
@@ -117,14 +119,14 @@ def _load_in_every_backend(cases, cache, root):
   with pytest.MonkeyPatch.context() as patch:
     for key, value in offline.items():
       patch.setenv(key, value)
-    for backend in BACKENDS:
+    for backend in [backend for backend in BACKENDS if backend != "tensorflow"]:
       out = root / f"{backend}.npz"
       run_in_backend(backend, "tests.zoo.keras3.hf_preset_run", str(root / "spec.json"), str(out))
       results[backend] = dict(np.load(out))
   return inputs, results
 
 
-# One test: the three backends' processes are its cost, run once whichever worker takes it.
+# One test: the backends' processes are its cost, run once whichever worker takes it.
 @pytest.mark.slow
 def test_hugging_face_directories_load_through_keras_hub_entry_points(directories, tmp_path):
   cases, cache, hf_classifier = directories
