@@ -1,11 +1,11 @@
 """Hugging Face Funnel and BERT directories through keras-hub's own `from_preset` (zoo.keras3.hf_presets).
 
 The directories are written here as transformers writes them (random weights, config.json,
-safetensors, single and sharded, tokenizer files); a process per Keras backend loads each with
-`keras_hub.models.Backbone`, `Tokenizer` and `TextClassifier.from_preset` after `import zoo.keras3`,
-one of them as an `hf://` handle from an offline Hugging Face cache. The backbones' outputs must
-equal transformers' at every real position of inputs padded to every length, and the tokenizers'
-ids transformers' tokenizers' ids.
+safetensors, single and sharded, tokenizer files); a process per Keras backend (JAX and PyTorch)
+loads each with `keras_hub.models.Backbone`, `Tokenizer` and `TextClassifier.from_preset` after
+`import zoo.keras3`, one of them as an `hf://` handle from an offline Hugging Face cache. The
+backbones' outputs must equal transformers' at every real position of inputs padded to every
+length, and the tokenizers' ids transformers' tokenizers' ids.
 """
 
 import json
