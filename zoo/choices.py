@@ -59,6 +59,11 @@ LAYER_SHARING = ("none", "all", "attention", "ffn")
 
 # What a Funnel encoder does with the residual-attention carry at a block boundary.
 CARRY_AT_POOLING = ("pool", "reset")
+# How text pairs are trimmed to a sequence length (`zoo.text.packing`): transformers' rule (its fast
+# tokenizers' `truncation="longest_first"`, the default), tensorflow-text's round robin, or the first
+# segment first.
+TRUNCATORS = ("longest_first", "round_robin", "waterfall")
+DEFAULT_TRUNCATOR = "longest_first"
 
 
 def recorded_pooling_semantics(value: str) -> str:

@@ -37,9 +37,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-TRUNCATORS = ("longest_first", "round_robin", "waterfall")
-# The truncator of text pairs: transformers' (its fast tokenizers' `truncation="longest_first"`).
-DEFAULT_TRUNCATOR = "longest_first"
+from zoo.choices import DEFAULT_TRUNCATOR
+from zoo.choices import TRUNCATORS
 
 
 def trimmed_lengths(lengths: Sequence[tf.Tensor], budget: int | tf.Tensor,

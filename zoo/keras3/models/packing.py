@@ -11,11 +11,15 @@ Preprocessors saved before keep the rule their config names (keras-hub's default
 """
 
 import keras_hub
-import tensorflow as tf
 
-from zoo.text.packing import DEFAULT_TRUNCATOR
-from zoo.text.packing import TRUNCATORS
-from zoo.text.packing import trimmed_lengths
+from zoo.choices import DEFAULT_TRUNCATOR
+from zoo.choices import TRUNCATORS
+from zoo.lazy import lazy_module
+
+# Packing runs on TensorFlow's ragged ops whatever Keras' backend (in `tf.data`, as keras-hub's packers do);
+# imported on first use, so `import zoo.keras3` loads no TensorFlow for it.
+tf = lazy_module("tensorflow")
+text_packing = lazy_module("zoo.text.packing")
 
 
 def longest_first(lengths, budget):
@@ -55,7 +59,8 @@ class SegmentPacker(keras_hub.layers.MultiSegmentPacker):
     if self.truncate != "longest_first":
       return super()._trim_inputs_tf(inputs, sequence_length, add_start_value, add_end_value)
     budget = self._budget(inputs, sequence_length, add_start_value, add_end_value)
-    kept = trimmed_lengths([segment.row_lengths() for segment in inputs], budget, "longest_first")
+    lengths = [segment.row_lengths() for segment in inputs]
+    kept = text_packing.trimmed_lengths(lengths, budget, "longest_first")
     return [tf.ragged.boolean_mask(segment, tf.ragged.range(segment.row_lengths()) < keep[:, tf.newaxis])
             for segment, keep in zip(inputs, kept, strict=True)]
 

@@ -20,17 +20,20 @@ path), returning what that path returns (lists, or arrays with `sequence_length`
 
 import keras_hub
 import numpy as np
-import tensorflow as tf
-import tensorflow_text as tf_text
 from keras_hub.src.utils.tensor_utils import canonicalize_python_string_inputs
 from keras_hub.src.utils.tensor_utils import is_int_dtype
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 from keras_hub.src.utils.tensor_utils import restore_outer_shape
 
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
-from zoo.text import normalize
-from zoo.text.tokenizer import MAX_CHARS_PER_WORD
-from zoo.text.tokenizer import wordpiece_pieces
+from zoo.lazy import lazy_module
+
+# keras-hub's tokenizers run on TensorFlow's string ops whatever Keras' backend (in `tf.data`, as keras-hub's
+# own do); imported when a text is first tokenized, so `import zoo.keras3` loads no TensorFlow for it.
+tf = lazy_module("tensorflow")
+tf_text = lazy_module("tensorflow_text")
+normalize = lazy_module("zoo.text.normalize")
+text_tokenizer = lazy_module("zoo.text.tokenizer")
 
 RULES = ("bert", "transformers")
 # Longest word (characters) transformers' WordPiece splits.
@@ -86,7 +89,8 @@ class ZooWordPiece:
                  added_tokens, normalized_added_tokens):
     self.rules = resolved_rules(rules, lowercase, strip_accents, split_on_cjk)
     if max_chars_per_word is None:
-      max_chars_per_word = MAX_CHARS_PER_WORD if self.rules == "bert" else TRANSFORMERS_MAX_CHARS_PER_WORD
+      max_chars_per_word = (text_tokenizer.MAX_CHARS_PER_WORD if self.rules == "bert"
+                            else TRANSFORMERS_MAX_CHARS_PER_WORD)
     if int(max_chars_per_word) < 1:
       raise ValueError(f"max_chars_per_word must be positive, got {max_chars_per_word}")
     self.max_chars_per_word = int(max_chars_per_word)
@@ -130,7 +134,7 @@ class ZooWordPiece:
   def _wordpiece(self, words):
     """string `[N, (W)]` -> `[N, (T)]`: the words' pieces, one unknown token for a long word."""
     unknown = self.token_to_id(self.oov_token) if is_int_dtype(self.compute_dtype) else self.oov_token
-    return words.with_flat_values(wordpiece_pieces(self._fast_word_piece, words.flat_values,
+    return words.with_flat_values(text_tokenizer.wordpiece_pieces(self._fast_word_piece, words.flat_values,
                                                    self.max_chars_per_word, unknown)).merge_dims(1, 2)
 
   def _with_whole(self, texts, pattern, tokenize):
