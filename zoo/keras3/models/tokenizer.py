@@ -134,8 +134,9 @@ class ZooWordPiece:
   def _wordpiece(self, words):
     """string `[N, (W)]` -> `[N, (T)]`: the words' pieces, one unknown token for a long word."""
     unknown = self.token_to_id(self.oov_token) if is_int_dtype(self.compute_dtype) else self.oov_token
-    return words.with_flat_values(text_tokenizer.wordpiece_pieces(self._fast_word_piece, words.flat_values,
-                                                   self.max_chars_per_word, unknown)).merge_dims(1, 2)
+    pieces = text_tokenizer.wordpiece_pieces(self._fast_word_piece, words.flat_values,
+                                             self.max_chars_per_word, unknown)
+    return words.with_flat_values(pieces).merge_dims(1, 2)
 
   def _with_whole(self, texts, pattern, tokenize):
     """string `[N]` -> `[N, (T)]`: `tokenize` (string `[M]` -> `[M, (T)]`) on the text between the matches
