@@ -66,16 +66,17 @@ def keras3_step(preset, seq_length, batch_size, overrides=None):
 
   import zoo.keras3
   from zoo import presets
+  from zoo.graphs.kit import encoder_inputs
   chosen = presets.get(preset)
-  config = {**chosen.config, **(overrides or {}), "seq_length": seq_length}
+  config = chosen.encoder_config(**{**(overrides or {}), "seq_length": seq_length})
   encoder_class = {"funnel": zoo.keras3.FunnelEncoder, "transformer": zoo.keras3.TransformerEncoder}
-  encoder = encoder_class[chosen.family](**config)
-  inputs = zoo.keras3.encoders.encoder_inputs(seq_length)
+  encoder = encoder_class[chosen.family](config)
+  inputs = encoder_inputs(keras, seq_length)
   logits = keras.layers.Dense(2, dtype="float32", name="classifier")(encoder(inputs)["pooled_output"])
   model = keras.Model(inputs, logits)
   model.compile(optimizer=keras.optimizers.AdamW(1e-5),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-  features, labels = _inputs(batch_size, seq_length, config["vocab_size"])
+  features, labels = _inputs(batch_size, seq_length, config.vocab_size)
 
   def step():
     loss = model.train_on_batch(features, labels)

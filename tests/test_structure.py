@@ -22,15 +22,104 @@ CLIS = ("tpu.train", "tpu.pretraining_data", "export.saved_model", "export.predi
 CYCLE_PACKAGES = ("zoo", "tpu", "export", "benchmarks")
 
 
-def imported_packages(path):
-  """The top-level names a module imports anywhere (module level or inside functions), with line numbers."""
+def _module_name(path, root):
+  """The module a .py file under `root` is: `a/b/c.py` is `a.b.c`, a package's `__init__.py` the package."""
+  parts = path.relative_to(root).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+# The calls that import the module they name: `importlib.import_module`, the built-in `__import__` and
+# `zoo.lazy.lazy_module` (which imports on first use, as an import inside a function does).
+IMPORT_CALLS = ("import_module", "__import__", "lazy_module")
+
+
+def module_imports(path, root=ROOT):
+  """(module, names, line) of every import of the module at `path`, at module level or inside functions.
+
+  `import a.b` is ("a.b", (), line) and `from a.b import c, d` ("a.b", ("c", "d"), line); relative
+  imports resolve against the module's package (those beyond its top-level package are left out).
+  A call of `importlib.import_module`, `__import__` or `lazy_module` imports its first argument:
+  - a string literal "a.b" is ("a.b", (), line);
+  - `D[key]`, where `D` is a dict literal of module names assigned at module level (the packages'
+    `__getattr__` over `_EXPORTS`), is every value of `D`, each at its own line;
+  - `f"{__name__}.{name}"` or `f"{package.__name__}.{name}"`, `package` a name an import of the module
+    binds, is ("package", None, line): every submodule of that package. It is the form of the loops
+    over `pkgutil.iter_modules` of a package's `__path__`, which import each of its modules.
+  A name the call computes otherwise is not seen.
+  """
   tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+  module = _module_name(path, root)
+  package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+  def source(node):
+    """The absolute name of the module a `from` import takes from, None beyond the top-level package."""
+    if not node.level:
+      return node.module
+    parts = package.split(".")
+    if node.level - 1 >= len(parts):
+      return None
+    return ".".join(parts[:len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+
+  bound = {}   # {name: the module an import binds it to}, for `name.__name__`
+  dicts = {}   # {name: [(module, line)]} of the dict literals of strings assigned at module level
   for node in ast.walk(tree):
     if isinstance(node, ast.Import):
       for alias in node.names:
-        yield alias.name.split(".")[0], node.lineno
-    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      yield node.module.split(".")[0], node.lineno
+        name = alias.name if alias.asname else alias.name.split(".")[0]   # `import a.b` binds `a`
+        bound[alias.asname or name] = name
+    elif isinstance(node, ast.ImportFrom) and source(node):
+      bound.update({alias.asname or alias.name: f"{source(node)}.{alias.name}" for alias in node.names})
+  for node in tree.body:
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and all(
+        isinstance(value, ast.Constant) and isinstance(value.value, str) for value in node.value.values):
+      for target in node.targets:
+        if isinstance(target, ast.Name):
+          dicts[target.id] = [(value.value, value.lineno) for value in node.value.values]
+
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        yield alias.name, (), node.lineno
+    elif isinstance(node, ast.ImportFrom):
+      if source(node):
+        yield source(node), tuple(alias.name for alias in node.names), node.lineno
+    elif isinstance(node, ast.Call) and node.args and _function_name(node.func) in IMPORT_CALLS:
+      argument = node.args[0]
+      if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        yield argument.value, (), node.lineno
+      elif isinstance(argument, ast.Subscript) and isinstance(argument.value, ast.Name) and \
+          argument.value.id in dicts:
+        for name, line in dicts[argument.value.id]:
+          yield name, (), line
+      elif (parent := _submodule_parent(argument, module, bound)) is not None:
+        yield parent, None, node.lineno
+
+
+def _function_name(function):
+  """`f` of a call `f(...)` or `a.f(...)`."""
+  return function.id if isinstance(function, ast.Name) else getattr(function, "attr", None)
+
+
+def _submodule_parent(argument, module, bound):
+  """The module `m` of an f-string `f"{m.__name__}.{...}"`, `module` of `f"{__name__}.{...}"`, else None."""
+  if not isinstance(argument, ast.JoinedStr) or len(argument.values) != 3:
+    return None
+  head, dot, _ = argument.values
+  if not (isinstance(head, ast.FormattedValue) and isinstance(dot, ast.Constant) and dot.value == "."):
+    return None
+  if isinstance(head.value, ast.Name) and head.value.id == "__name__":
+    return module
+  if isinstance(head.value, ast.Attribute) and head.value.attr == "__name__" and \
+      isinstance(head.value.value, ast.Name):
+    return bound.get(head.value.value.id)
+  return None
+
+
+def imported_packages(path, root=ROOT):
+  """The top-level names a module imports anywhere (module level or inside functions, by any of the ways
+  `module_imports` sees), with line numbers."""
+  for name, _, line in module_imports(path, root):
+    yield name.split(".")[0], line
 
 
 def direction_violations(root=ROOT):
@@ -38,7 +127,7 @@ def direction_violations(root=ROOT):
   for rank, package in enumerate(LAYERS):
     forbidden = set(LAYERS[rank + 1:])
     for path in sorted((root / package).rglob("*.py")):
-      for name, line in imported_packages(path):
+      for name, line in imported_packages(path, root):
         if name in forbidden:
           violations.append(f"{path.relative_to(root)}:{line}: {package} imports {name}")
   return violations
@@ -55,7 +144,12 @@ def test_the_direction_check_catches_a_local_import(tmp_path):
     (tmp_path / package).mkdir()
   (tmp_path / "tpu" / "job.py").write_text("def run():\n  from export import saved_model\n")
   (tmp_path / "zoo" / "layer.py").write_text("import tpu.train\nfrom zoo import models\n")
+  (tmp_path / "zoo" / "names.py").write_text('import importlib\n\nfrom zoo.lazy import lazy_module\n\n'
+                                             'train = lazy_module("tpu.train")\n\n\ndef load():\n'
+                                             '  return importlib.import_module("export.predict")\n')
   assert direction_violations(tmp_path) == ["zoo/layer.py:1: zoo imports tpu",
+                                            "zoo/names.py:5: zoo imports tpu",
+                                            "zoo/names.py:9: zoo imports export",
                                             "tpu/job.py:2: tpu imports export"]
 
 
@@ -69,7 +163,7 @@ def keras_edition_violations(root=ROOT):
   violations = []
   for path in sorted((root / "zoo").rglob("*.py")):
     inside = path.relative_to(root).parts[:2] == KERAS3_PACKAGE
-    for name, line in imported_packages(path):
+    for name, line in imported_packages(path, root):
       if inside and name == "tf_keras":
         violations.append(f"{path.relative_to(root)}:{line}: zoo.keras3 imports tf_keras")
       elif not inside and name in KERAS3_ONLY:
@@ -173,8 +267,7 @@ def module_paths(root=ROOT, packages=CYCLE_PACKAGES):
   modules = {}
   for package in packages:
     for path in sorted((root / package).rglob("*.py")):
-      parts = path.relative_to(root).with_suffix("").parts
-      modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+      modules[_module_name(path, root)] = path
   return modules
 
 
@@ -187,12 +280,14 @@ def _prefixes(name):
 def import_graph(root=ROOT, packages=CYCLE_PACKAGES):
   """{module: {imported module: "path:line" of the first such import}} over the packages' modules.
 
-  Every import counts, at module level or inside a function. `import a.b.c` and `from a.b.c import x`
-  are edges to `a.b.c` (or, where that is no module, the longest prefix that is) and to the packages
-  `a` and `a.b` whose `__init__.py` Python runs first, but for the importer's own packages, which are
-  initialised (or being initialised) before it runs. `from a.b import c` is an edge to `a.b.c` where
-  that is a module (`a/b/c.py`, `a/b/c/__init__.py`), else to `a.b`. Relative imports resolve
-  against the importer's package. Imports of modules outside the packages are left out.
+  Every import `module_imports` sees counts, at module level or inside a function: the statements and the
+  calls that import a module they name (`importlib.import_module`, `__import__`, `lazy_module`).
+  `import a.b.c` and `from a.b.c import x` are edges to `a.b.c` (or, where that is no module, the
+  longest prefix that is) and to the packages `a` and `a.b` whose `__init__.py` Python runs first, but
+  for the importer's own packages, which are initialised (or being initialised) before it runs.
+  `from a.b import c` is an edge to `a.b.c` where that is a module (`a/b/c.py`, `a/b/c/__init__.py`),
+  else to `a.b`. A package's loop that imports each of its modules (`f"{__name__}.{name}"`) is an edge to
+  every module and subpackage directly in it. Imports of modules outside the packages are left out.
   """
   modules = module_paths(root, packages)
 
@@ -201,8 +296,6 @@ def import_graph(root=ROOT, packages=CYCLE_PACKAGES):
 
   graph = {}
   for module, path in modules.items():
-    is_package = path.name == "__init__.py"
-    package = module if is_package else module.rpartition(".")[0]
     initialised = {*_prefixes(module), module}   # running when this module's imports run
     where = f"{path.relative_to(root)}"
     edges = graph[module] = {}
@@ -216,21 +309,17 @@ def import_graph(root=ROOT, packages=CYCLE_PACKAGES):
           edges.setdefault(prefix, f"{where}:{line}")
       edges.setdefault(target, f"{where}:{line}")
 
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-      if isinstance(node, ast.Import):
-        for alias in node.names:
-          add(alias.name, node.lineno)
-      elif isinstance(node, ast.ImportFrom):
-        if node.level:
-          parts = package.split(".")
-          if node.level - 1 >= len(parts):
-            continue   # beyond the top-level package: not one of ours
-          base = ".".join(parts[:len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
-        else:
-          base = node.module
-        for alias in node.names:
-          submodule = f"{base}.{alias.name}"
-          add(submodule if alias.name != "*" and submodule in modules else base, node.lineno)
+    for name, names, line in module_imports(path, root):
+      if names is None:   # every submodule of `name`
+        for submodule in modules:
+          if submodule.rpartition(".")[0] == name:
+            add(submodule, line)
+      elif not names:
+        add(name, line)
+      else:
+        for alias in names:
+          submodule = f"{name}.{alias}"
+          add(submodule if alias != "*" and submodule in modules else name, line)
   return graph
 
 
@@ -368,6 +457,58 @@ def test_importing_a_submodule_runs_the_package_inits_on_its_way(tmp_path):
   assert import_cycles(root, ("p", "q")) == []   # importing q.x runs q/__init__.py, not q.y
   (root / "q" / "__init__.py").write_text("from . import y\n")
   assert import_cycles(root, ("p", "q")) == ["p -> q -> q.y -> p"]
+
+
+def test_the_cycle_check_catches_a_cycle_through_importlib_and_lazy_module(tmp_path):
+  files = {"pkg/__init__.py": "",
+           "pkg/a.py": 'import importlib\n\n\ndef later():\n  return importlib.import_module("pkg.b")\n',
+           "pkg/b.py": 'from zoo.lazy import lazy_module\n\na = lazy_module("pkg.a")\n',
+           "pkg/c.py": 'import importlib\n\nname = "pkg." + "a"\nmodule = importlib.import_module(name)\n'
+                       'builtin = __import__("pkg.b")\n'}
+  root = _tree(tmp_path, files)
+  graph = import_graph(root, ("pkg",))
+  assert graph["pkg.a"] == {"pkg.b": "pkg/a.py:5"}
+  assert graph["pkg.b"] == {"pkg.a": "pkg/b.py:3"}   # zoo.lazy is no module of the packages
+  assert graph["pkg.c"] == {"pkg.b": "pkg/c.py:5"}   # a name computed otherwise is not seen
+  assert import_cycles(root, ("pkg",)) == ["pkg.a -> pkg.b -> pkg.a"]
+
+
+# A package whose __init__.py imports each of its modules (as tpu/tasks and tpu/data do).
+IMPORT_EACH_MODULE = ("import importlib\nimport pkgutil\n\n"
+                      "for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):\n"
+                      '  importlib.import_module(f"{__name__}.{_module}")\n')
+
+
+def test_the_cycle_check_catches_a_cycle_through_a_package_importing_each_of_its_modules(tmp_path):
+  files = {"pkg/__init__.py": "", "pkg/checkpoints.py": "from pkg import tasks\n",
+           "pkg/tasks/__init__.py": IMPORT_EACH_MODULE, "pkg/tasks/one.py": "",
+           "pkg/tasks/two.py": "def restore():\n  from pkg.checkpoints import restore_encoder\n",
+           "pkg/tasks/sub/__init__.py": "", "pkg/tasks/sub/deep.py": "",
+           "pkg/formats.py": "import importlib\nimport pkgutil\n\n\ndef found():\n"
+                             "  from pkg import tasks as package\n"
+                             '  return [importlib.import_module(f"{package.__name__}.{info.name}")\n'
+                             "          for info in pkgutil.iter_modules(package.__path__)]\n"}
+  root = _tree(tmp_path, files)
+  graph = import_graph(root, ("pkg",))
+  # Every module and subpackage directly in the package, not the subpackage's own modules.
+  assert graph["pkg.tasks"] == {name: "pkg/tasks/__init__.py:5"
+                                for name in ("pkg.tasks.one", "pkg.tasks.sub", "pkg.tasks.two")}
+  assert graph["pkg.formats"] == {"pkg.tasks": "pkg/formats.py:6", "pkg.tasks.one": "pkg/formats.py:7",
+                                  "pkg.tasks.sub": "pkg/formats.py:7", "pkg.tasks.two": "pkg/formats.py:7"}
+  assert import_cycles(root, ("pkg",)) == ["pkg.checkpoints -> pkg.tasks -> pkg.tasks.two -> pkg.checkpoints"]
+
+
+def test_the_cycle_check_catches_a_cycle_through_a_module_getattr_over_a_dict_of_modules(tmp_path):
+  getattr_over_exports = ('_EXPORTS = {\n    "thing": "pkg.a",\n    "other": "pkg.b",\n}\n\n\n'
+                          "def __getattr__(name):\n  import importlib\n"
+                          "  return getattr(importlib.import_module(_EXPORTS[name]), name)\n")
+  files = {"pkg/__init__.py": getattr_over_exports, "pkg/a.py": "",
+           "pkg/b.py": "def f():\n  from app import run\n", "app/__init__.py": "",
+           "app/run.py": "from pkg import thing\n"}
+  root = _tree(tmp_path, files)
+  graph = import_graph(root, ("pkg", "app"))
+  assert graph["pkg"] == {"pkg.a": "pkg/__init__.py:2", "pkg.b": "pkg/__init__.py:3"}
+  assert import_cycles(root, ("pkg", "app")) == ["app.run -> pkg -> pkg.b -> app.run"]
 
 
 def test_export_holds_no_task_name():

@@ -57,10 +57,7 @@ from tpu.strategy import Worker
 from zoo.atomic_files import is_temporary
 from zoo.atomic_files import write_atomically
 from zoo.logs import error_reason
-from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
-from zoo.model_dir import GENERATOR_ROOT
 from zoo.model_dir import HEAD_ROOTS
-from zoo.model_dir import MASKED_LM_ROOT
 from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
 from zoo.model_dir import find_checkpoint
@@ -166,24 +163,6 @@ def restore_heads(model, path):
                        f"settings, mlm_transform and head_activation, come from its config.json): "
                        f"{error}") from None
   return roots
-
-
-def restore_generator(model, path):
-  """Restores an ELECTRA model's generator (its encoder and masked-LM head) from the encoder and
-  the masked-LM head of a checkpoint (a masked-LM run or a converted masked-LM model of the
-  generator's size); returns the checkpoint prefix."""
-  items = dict(model.checkpoint_items)
-  prefix = find_checkpoint(path)
-  roots = checkpoint_roots(prefix)
-  objects = {encoder_root(prefix): items[GENERATOR_ROOT]}
-  if MASKED_LM_ROOT in roots:
-    objects[MASKED_LM_ROOT] = items[GENERATOR_MASKED_LM_ROOT]
-  try:
-    tf.train.Checkpoint(**objects).read(prefix).assert_existing_objects_matched().expect_partial()
-  except (AssertionError, ValueError) as error:
-    raise ValueError(f"generator_checkpoint {prefix} does not fit this run's generator (its size comes "
-                     f"from generator_overrides): {error}") from None
-  return prefix
 
 
 def stream_path(prefix):

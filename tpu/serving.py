@@ -25,12 +25,12 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from tpu.config import TrainConfig
 from tpu.tasks import get_task
+from zoo.graphs.kit import INPUT_NAMES
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import SAVED_MODEL_FILE
 from zoo.model_dir import ModelDir
 from zoo.model_dir import find_checkpoint
 from zoo.model_dir import write_version_atomically
-from zoo.specs.encoder_inputs import INPUT_NAMES
 from zoo.text import text_encoder as make_text_encoder
 
 MODEL_INFO_FILE = "model_info.json"

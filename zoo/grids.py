@@ -64,3 +64,11 @@ def position_grid(positions: np.ndarray, name: str) -> tuple[float, float | None
         f"{name} must be evenly spaced for position_encoding='shift' (got {positions}); "
         "use position_encoding='factorized' for arbitrary positions")
   return start, stride
+
+
+def static_vector(value: ArrayLike, length: int, name: str) -> np.ndarray:
+  """A known position vector as 1-D float64 numpy, checked against `length`."""
+  value = np.asarray(value, dtype=np.float64)
+  if value.ndim != 1 or value.shape[0] != length:
+    raise ValueError(f"{name} must be a vector of length {length}, got shape {value.shape}")
+  return value

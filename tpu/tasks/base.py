@@ -6,8 +6,9 @@ from zoo.lazy import lazy_module
 tf = lazy_module("tensorflow")
 
 
-def build_encoder(config, **extra_overrides):
-  """The encoder of `config.model` with the config's overrides, vocabulary and static length."""
+def encoder_config(config, **extra_overrides):
+  """The encoder configuration (`zoo.configs`) of `config.model` with the config's overrides, vocabulary
+  and static length."""
   from zoo import presets
   overrides = dict(config.model_overrides)
   if config.dropout is not None:
@@ -15,7 +16,13 @@ def build_encoder(config, **extra_overrides):
     overrides.setdefault("attention_dropout", config.dropout)
   overrides.update(extra_overrides)
   overrides.update(vocab_size=config.vocab_size, seq_length=config.seq_length)
-  return presets.build(config.model, **overrides)
+  return presets.get(config.model).encoder_config(**overrides)
+
+
+def build_encoder(config, **extra_overrides):
+  """The tf_keras encoder of `encoder_config(config, **extra_overrides)`."""
+  from zoo import presets
+  return presets.get(config.model).encoder_class()(encoder_config(config, **extra_overrides))
 
 
 def length_ladder(config):
@@ -30,28 +37,29 @@ def length_ladder(config):
   lengths = parse_ladder(config.length_buckets, config.seq_length)
   if len(lengths) <= 1:
     return []
-  _, arguments = presets.resolve(config.model, dict(config.model_overrides, seq_length=config.seq_length))
-  encoder_class = presets.get(config.model).encoder_class()
-  dependence = encoder_class.config_padding_dependence(arguments)
+  encoder = presets.get(config.model).encoder_config(**dict(config.model_overrides, seq_length=config.seq_length))
+  dependence = encoder.padding_dependence()
   if dependence and not config.padding_dependent_buckets:
     raise ValueError(f"--length-buckets {config.length_buckets}: length buckets for an encoder whose pooling "
                      f"reads padding are taken only when asked for: {dependence} (add "
                      "--padding-dependent-buckets)")
   try:
-    return encoder_class.length_ladder(arguments, lengths, config.padding_dependent_buckets)
+    return encoder.length_ladder(lengths, config.padding_dependent_buckets)
   except ValueError as error:
     raise ValueError(f"--length-buckets {config.length_buckets}: {error}") from None
 
 
 def check_full_length(config, what):
-  """Token-level tasks predict every position: an encoder-only Funnel pools the sequence away."""
+  """Token-level tasks predict every position: the encoder must have a full-length sequence output
+  (`EncoderConfig.full_length_output`; an encoder-only Funnel pools the sequence away)."""
   from zoo import presets
-  config_values = {**presets.get(config.model).config, **config.model_overrides}
-  if presets.get(config.model).family == "funnel" and not config_values.get("num_decoder_layers"):
-    choices = [name for name in presets.names() if name.endswith("_decoder")]
+  preset = presets.get(config.model)
+  if not preset.encoder_config(**config.model_overrides).full_length_output:
+    choices = [name for name in presets.names()
+               if preset.family == presets.get(name).family and presets.get(name).encoder_config().full_length_output]
     raise ValueError(f"task {config.task!r} needs {what} with a full-length sequence output; "
-                     f"{config.model} is an encoder-only Funnel. Use a preset with the decoder: "
-                     f"{', '.join(choices)}, or set model_overrides num_decoder_layers")
+                     f"{config.model} pools its sequence output below the input length. Use a preset with a "
+                     f"full-length output: {', '.join(choices)}, or set model_overrides num_decoder_layers")
 
 
 def encoder_serving_outputs(encoder, features):

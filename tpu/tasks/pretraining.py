@@ -10,6 +10,12 @@ from tpu.tasks.base import weighted_sum
 from tpu.tasks.task_registry import Setting
 from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
+from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
+from zoo.model_dir import GENERATOR_ROOT
+from zoo.model_dir import MASKED_LM_ROOT
+from zoo.model_dir import checkpoint_roots
+from zoo.model_dir import encoder_root
+from zoo.model_dir import find_checkpoint
 
 tf = lazy_module("tensorflow")
 
@@ -27,6 +33,24 @@ def generator_overrides(config):
   defaults = dict(hidden_size=max(1, base["hidden_size"] // 4), num_heads=max(1, base["num_heads"] // 4),
                   intermediate_size=max(1, base["intermediate_size"] // 4), embedding_width=embedding_width)
   return {**defaults, **(config.generator_overrides or {})}
+
+
+def restore_generator(model, path):
+  """Restores an ELECTRA model's generator (its encoder and masked-LM head) from the encoder and
+  the masked-LM head of a checkpoint (a masked-LM run or a converted masked-LM model of the
+  generator's size); returns the checkpoint prefix."""
+  items = dict(model.checkpoint_items)
+  prefix = find_checkpoint(path)
+  roots = checkpoint_roots(prefix)
+  objects = {encoder_root(prefix): items[GENERATOR_ROOT]}
+  if MASKED_LM_ROOT in roots:
+    objects[MASKED_LM_ROOT] = items[GENERATOR_MASKED_LM_ROOT]
+  try:
+    tf.train.Checkpoint(**objects).read(prefix).assert_existing_objects_matched().expect_partial()
+  except (AssertionError, ValueError) as error:
+    raise ValueError(f"generator_checkpoint {prefix} does not fit this run's generator (its size comes "
+                     f"from generator_overrides): {error}") from None
+  return prefix
 
 
 @register
@@ -57,12 +81,12 @@ class MaskedLMTask(Task):
     predictions = config.max_predictions_per_seq or math.ceil(0.15 * config.seq_length)
     derived = dict(max_predictions_per_seq=predictions)
     if config.model:   # the heads' defaults follow the encoder
-      family, encoder = presets.resolve(config.model, config.model_overrides)
-      # A Funnel's masked-LM head is Funnel's (no transform); ELECTRA's generator is narrower than the
-      # embeddings it shares, so its head keeps the transform to the embedding width.
-      transform = family != "funnel" or cls.name != "mlm"
+      encoder = presets.get(config.model).encoder_config(**config.model_overrides)
+      # The family's masked-LM head (`EncoderConfig.masked_lm_transform`); ELECTRA's generator is narrower
+      # than the embeddings it shares, so its head keeps the transform to the embedding width.
+      transform = encoder.masked_lm_transform or cls.name != "mlm"
       derived.update(mlm_transform=transform if config.mlm_transform is None else config.mlm_transform,
-                     head_activation=config.head_activation or encoder["activation"])
+                     head_activation=config.head_activation or encoder.activation)
     return derived
 
   def build(self):
@@ -128,7 +152,6 @@ class ElectraTask(MaskedLMTask):
     """The generator from `generator_checkpoint`, when given; returns what was restored, for the log."""
     if not self.config.generator_checkpoint:
       return None
-    from tpu.checkpointing import restore_generator
     return restore_generator(model, self.config.generator_checkpoint)
 
   def denominators(self, features):

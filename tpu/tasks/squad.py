@@ -518,7 +518,7 @@ class SquadTask(Task):
   def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
     """Per question: `answer`, its characters `start` and `end` in the context (-1: none), `score`
     (v2.0 also `no_answer` and `null_score_diff`), over all windows of its context."""
-    from zoo.specs.encoder_inputs import INPUT_NAMES
+    from zoo.graphs.kit import INPUT_NAMES
     features = self._windows(text_encoder, texts["question"], texts["context"])
     logits = from_token_ids(**{name: features[name] for name in INPUT_NAMES})
     return answers_of(features, logits["start_logits"], logits["end_logits"], texts["context"],

@@ -395,7 +395,7 @@ class TagTask(Task):
     of a text of the batch; shorter texts are padded with "" (offsets -1, tags "", id
     -1, probability 0). A word with no WordPiece has tag "" and id -1.
     """
-    from zoo.specs.encoder_inputs import INPUT_NAMES
+    from zoo.graphs.kit import INPUT_NAMES
     from zoo.text.normalize import valid_utf8
     text = valid_utf8(texts["text"])
     words, byte_starts, byte_ends = text_encoder.split_words_with_offsets(text)

@@ -21,6 +21,8 @@ transformers' Auto classes load. Names are imported on first use and
 load TensorFlow only when they convert, so `python -m zoo.convert --help` answers at once.
 """
 
+from typing import Any
+
 _EXPORTS = {
     "ConversionError": "zoo.convert.errors",
     "load_hf_funnel": "zoo.convert.hf_funnel",
@@ -36,7 +38,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
   if name in _EXPORTS:
     import importlib
     return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -26,12 +26,13 @@ transformers cannot express) go to stderr and the exit status is 1.
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from zoo.convert import registry
 from zoo.logs import command_name
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(
       prog=command_name("zoo.convert"),
       description="Convert a published checkpoint into a zoo model directory (the 'in' formats), or a zoo "
@@ -44,7 +45,7 @@ def parser():
   return p
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   args = parser().parse_args(argv)
   args.argv = argv
   from zoo.logs import error_prefix

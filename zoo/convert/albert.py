@@ -33,9 +33,12 @@ inner layer and E = 128.
 """
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
+from zoo.configs import TransformerConfig
 from zoo.convert import bert
 from zoo.convert import releases
 from zoo.convert.errors import ConversionError
@@ -44,6 +47,7 @@ from zoo.convert.hf_funnel import check_weights
 from zoo.convert.hf_funnel import is_multiple_choice
 from zoo.convert.hf_funnel import read_hf_weights
 from zoo.convert.hf_funnel import weights_source
+from zoo.convert.rules import Rule
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import torch_linear
@@ -57,8 +61,9 @@ REQUIRED_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_la
 HEAD_LAYER_NORM_EPSILON = 1e-12
 
 
-def zoo_config(config, seq_length=512, source=CONFIG_FILE):
-  """`TransformerEncoder` arguments of an ALBERT `config.json`.
+def zoo_config(config: Mapping[str, Any], seq_length: int | None = 512, source: str = CONFIG_FILE
+               ) -> TransformerConfig:
+  """The `TransformerConfig` of an ALBERT `config.json`.
 
   Raises:
     ConversionError: a missing field or a value the zoo cannot reproduce.
@@ -82,16 +87,16 @@ def zoo_config(config, seq_length=512, source=CONFIG_FILE):
   dropout = config.get("hidden_dropout_prob", 0.0)
   attention_dropout = config.get("attention_probs_dropout_prob", 0.0)
   sharing = "all" if groups == 1 and config["num_hidden_layers"] > 1 else "none"
-  return dict(arguments, embedding_width=config["embedding_size"], layer_sharing=sharing,
-              dropout=float(dropout), attention_dropout=float(attention_dropout))
+  return arguments.replace(embedding_width=config["embedding_size"], layer_sharing=sharing,
+                           dropout=float(dropout), attention_dropout=float(attention_dropout))
 
 
-def groups_of(encoder_config):
+def groups_of(encoder_config: Mapping[str, Any]) -> int:
   """ALBERT's `num_hidden_groups` of a zoo encoder: 1 when every layer is shared, else one per layer."""
   return 1 if encoder_config.get("layer_sharing", "none") == "all" else encoder_config["num_layers"]
 
 
-def encoder_entries(model):
+def encoder_entries(model: Any) -> list[tuple[str, Any, Rule]]:
   """(checkpoint name, zoo variable, rule) for every encoder weight but the pooler's: one layer group
   (every layer shared) or one per layer."""
   def norm(prefix, layer):
@@ -127,7 +132,7 @@ def encoder_entries(model):
   return entries
 
 
-def pooler_entries(model):
+def pooler_entries(model: Any) -> list[tuple[str, Any, Rule]]:
   pooler = model.get_layer("pooler")
   return [("pooler.weight", pooler.kernel, torch_linear(1)), ("pooler.bias", pooler.bias, same())]
 
@@ -140,7 +145,7 @@ def _unexpected_hint(names):
   return ""
 
 
-def convert_hf_albert(path, seq_length=512):
+def convert_hf_albert(path: str, seq_length: int | None = 512) -> bert.Converted:
   """A `zoo.convert.bert.Converted` of a Hugging Face ALBERT directory (see the module docstring).
 
   `sequence_output` equals Hugging Face's `last_hidden_state`, `pooled_output` its
@@ -164,7 +169,7 @@ def convert_hf_albert(path, seq_length=512):
   weights = {name[len(PREFIX):] if name.startswith(PREFIX) else name: value
              for name, value in weights.items()}
   source = weights_source(path)
-  model = TransformerEncoder(**arguments)
+  model = TransformerEncoder(arguments)
   entries = encoder_entries(model)
   has_pooler = any(name.startswith("pooler.") for name in weights)
   if has_pooler:
@@ -177,12 +182,13 @@ def convert_hf_albert(path, seq_length=512):
                 unexpected_hint=_unexpected_hint)
   for name, variable, rule in entries:
     variable.assign(rule.to_zoo(np.asarray(weights[name], np.float32), tuple(variable.shape)))
+  used: list[str]
   head, used = None, []
   if any(name.startswith("predictions.") for name in weights):
     if float(config.get("layer_norm_eps", HEAD_LAYER_NORM_EPSILON)) != HEAD_LAYER_NORM_EPSILON:
       raise ConversionError(f"{config_path}: layer_norm_eps={config['layer_norm_eps']} with a masked-LM "
                             f"head: the zoo's MaskedLMHead normalizes with {HEAD_LAYER_NORM_EPSILON}")
-    head, used = bert.masked_lm_head(model, weights, "albert", arguments["activation"], source)
+    head, used = bert.masked_lm_head(model, weights, "albert", arguments.activation, source)
   scorer = None
   if multiple_choice:
     scorer, choice_names = bert.multiple_choice_head(model, weights, has_pooler, config_path, source)

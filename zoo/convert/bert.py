@@ -34,9 +34,15 @@ Model Garden's TF1 converter reads it).
 """
 
 import os
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
+from typing import NoReturn
 
 import numpy as np
 
+from zoo.configs import TransformerConfig
 from zoo.convert import releases
 from zoo.convert.errors import ConversionError
 from zoo.convert.hf_funnel import ACTIVATIONS as HF_ACTIVATIONS
@@ -45,6 +51,7 @@ from zoo.convert.hf_funnel import choice_head
 from zoo.convert.hf_funnel import is_multiple_choice
 from zoo.convert.hf_funnel import read_hf_weights
 from zoo.convert.hf_funnel import weights_source
+from zoo.convert.rules import Rule
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import tf1_kernel
@@ -68,23 +75,24 @@ TF1_OPTIMIZER_NAMES = ("global_step", "good_steps", "loss_scale", "current_loss_
 CLASSIFIER = ("classifier.weight", "classifier.bias")
 
 
-def config_failure(config, source):
+def config_failure(config: Mapping[str, Any], source: str) -> Callable[[str, str], NoReturn]:
   """`fail(field, message)`: raises a ConversionError naming the config file, the field and its value."""
   def fail(field, message):
     raise ConversionError(f"{source}: {field}={config.get(field)!r} {message}")
   return fail
 
 
-def require_fields(config, fields, source):
+def require_fields(config: Mapping[str, Any], fields: Iterable[str], source: str) -> None:
   """Raises a ConversionError listing the `fields` the config lacks."""
   missing = [name for name in fields if name not in config]
   if missing:
     raise ConversionError(f"{source}: missing config field(s) {', '.join(missing)}")
 
 
-def zoo_config(config, activations, seq_length=512, residual_attention=False, running_mean=False,
-               source=HF_CONFIG_FILE):
-  """`TransformerEncoder` arguments of a BERT config (Hugging Face's or Google's `bert_config.json`).
+def zoo_config(config: Mapping[str, Any], activations: Mapping[str, str], seq_length: int | None = 512,
+               residual_attention: bool = False, running_mean: bool = False,
+               source: str = HF_CONFIG_FILE) -> TransformerConfig:
+  """The `TransformerConfig` of a BERT config (Hugging Face's or Google's `bert_config.json`).
 
   Raises:
     ConversionError: a missing field or a value the zoo cannot reproduce.
@@ -109,7 +117,7 @@ def zoo_config(config, activations, seq_length=512, residual_attention=False, ru
   if seq_length is not None and seq_length > config["max_position_embeddings"]:
     raise ConversionError(f"seq_length {seq_length} exceeds the checkpoint's max_position_embeddings="
                           f"{config['max_position_embeddings']}")
-  return dict(
+  return TransformerConfig(
       vocab_size=config["vocab_size"],
       hidden_size=config["hidden_size"],
       num_layers=config["num_hidden_layers"],
@@ -128,7 +136,7 @@ def zoo_config(config, activations, seq_length=512, residual_attention=False, ru
   )
 
 
-def encoder_entries(model, layout):
+def encoder_entries(model: Any, layout: str) -> list[tuple[str, Any, Rule]]:
   """(source name, zoo variable, rule) for every encoder weight, in `layout` "hf" or "tf1"."""
   hf = layout == "hf"
   kernel = torch_linear if hf else tf1_kernel
@@ -172,7 +180,7 @@ def encoder_entries(model, layout):
   return entries
 
 
-def pooler_entries(model, layout):
+def pooler_entries(model: Any, layout: str) -> list[tuple[str, Any, Rule]]:
   pooler = model.get_layer("pooler")
   if layout == "hf":
     return [("pooler.dense.weight", pooler.kernel, torch_linear(1)),
@@ -181,7 +189,7 @@ def pooler_entries(model, layout):
           ("bert/pooler/dense/bias", pooler.bias, same())]
 
 
-def task_head_hint(model_type):
+def task_head_hint(model_type: str) -> Callable[[list[str]], str]:
   """`unexpected_hint` of `check_weights`: what to do with the head of a task model it does not convert."""
   family = {"bert": "Bert", "albert": "Albert"}[model_type]
 
@@ -193,7 +201,9 @@ def task_head_hint(model_type):
   return hint
 
 
-def assign_weights(model, weights, layout, source, dropped=(), unexpected_hint=lambda names: ""):
+def assign_weights(model: Any, weights: Mapping[str, np.ndarray], layout: str, source: str,
+                   dropped: Iterable[str] = (),
+                   unexpected_hint: Callable[[list[str]], str] = lambda names: "") -> bool:
   """Copies `weights` (`{name: array}` in `layout` "hf" or "tf1") into a `TransformerEncoder`.
 
   Every weight but those in `dropped` must be used exactly once, and every zoo
@@ -226,7 +236,8 @@ class Converted:
   """A converted encoder, its heads (`{"masked_lm": MaskedLMHead}`, `{"choice_head": Dense}` or `{}`) and
   the names left out."""
 
-  def __init__(self, encoder, dropped, has_pooler, heads=None):
+  def __init__(self, encoder: Any, dropped: Iterable[str], has_pooler: bool,
+               heads: Mapping[str, Any] | None = None) -> None:
     self.encoder, self.dropped, self.has_pooler = encoder, sorted(dropped), has_pooler
     self.heads = dict(heads or {})
 
@@ -248,7 +259,8 @@ def _mlm_names(layout):
               output_bias=f"{p}output_bias")
 
 
-def masked_lm_head(encoder, weights, layout, activation, source):
+def masked_lm_head(encoder: Any, weights: Mapping[str, np.ndarray], layout: str, activation: str,
+                   source: str) -> tuple[Any, list[str]]:
   """The zoo `MaskedLMHead` of a checkpoint's masked-LM weights, or None when it has none.
 
   `layout`: "hf" and "tf1" (BERT's names), "albert" (Hugging Face ALBERT's).
@@ -308,7 +320,8 @@ def _renamed(name):
   return name
 
 
-def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
+def convert_hf_bert(path: str, seq_length: int | None = 512, residual_attention: bool = False,
+                    running_mean: bool = False) -> Converted:
   """A `Converted` of a Hugging Face BERT directory (see `load_hf_bert`)."""
   config_path = os.path.join(path, HF_CONFIG_FILE)
   config = releases.read_json(config_path,
@@ -326,10 +339,10 @@ def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean
   multiple_choice = is_multiple_choice(config)
   if multiple_choice:
     heads += [name for name in CLASSIFIER if name in weights]
-  model = TransformerEncoder(**arguments)
+  model = TransformerEncoder(arguments)
   source = weights_source(path)
   has_pooler = assign_weights(model, weights, "hf", source, heads, task_head_hint("bert"))
-  head, used = masked_lm_head(model, weights, "hf", arguments["activation"], source)
+  head, used = masked_lm_head(model, weights, "hf", arguments.activation, source)
   scorer = None
   if multiple_choice:
     scorer, choice_names = multiple_choice_head(model, weights, has_pooler, config_path, source)
@@ -337,7 +350,8 @@ def convert_hf_bert(path, seq_length=512, residual_attention=False, running_mean
   return _with_heads(model, heads, used, has_pooler, head, source, scorer)
 
 
-def multiple_choice_head(model, weights, has_pooler, config_path, source):
+def multiple_choice_head(model: Any, weights: Mapping[str, np.ndarray], has_pooler: bool, config_path: str,
+                         source: str) -> tuple[Any, list[str]]:
   """`(scorer, names)` of a Hugging Face BERT or ALBERT `...ForMultipleChoice`: its `classifier`, which
   scores the pooled output (the encoder's pooler, converted with the encoder)."""
   if not has_pooler:
@@ -346,7 +360,7 @@ def multiple_choice_head(model, weights, has_pooler, config_path, source):
   return choice_head(weights, model.get_layer("pooler"), (), CLASSIFIER, source)
 
 
-def heads_of(masked_lm=None, scorer=None):
+def heads_of(masked_lm: Any = None, scorer: Any = None) -> dict[str, Any]:
   """`Converted.heads`: `{checkpoint root: head}` of the heads converted."""
   heads = {MASKED_LM_ROOT: masked_lm, CHOICE_HEAD_ROOT: scorer}
   return {root: head for root, head in heads.items() if head is not None}
@@ -361,7 +375,8 @@ def _with_heads(model, heads, used, has_pooler, head, source, scorer=None):
   return Converted(model, left, has_pooler, heads=heads_of(head, scorer))
 
 
-def load_hf_bert(path, seq_length=512, residual_attention=False, running_mean=False):
+def load_hf_bert(path: str, seq_length: int | None = 512, residual_attention: bool = False,
+                 running_mean: bool = False) -> TransformerEncoder:
   """Loads a Hugging Face `BertModel` / `BertForPreTraining` directory as a zoo `TransformerEncoder`.
 
   `sequence_output` equals Hugging Face's `last_hidden_state` (float32, ~1e-6) and
@@ -375,12 +390,12 @@ def load_hf_bert(path, seq_length=512, residual_attention=False, running_mean=Fa
   return convert_hf_bert(path, seq_length, residual_attention, running_mean).encoder
 
 
-def tf1_paths(src):
+def tf1_paths(src: str) -> tuple[str, str]:
   """`(bert_config.json, checkpoint prefix)` of a TF1 release: a directory or a checkpoint prefix."""
   return releases.paths(src, TF1_CHECKPOINT, TF1_CONFIG_FILE)
 
 
-def read_tf1_weights(prefix):
+def read_tf1_weights(prefix: str) -> tuple[dict[str, np.ndarray], list[str]]:
   """`{name: float32 array}` of a TF1 checkpoint, and the optimizer names it leaves out."""
   reader = releases.checkpoint_reader(prefix, f"Google's {TF1_CHECKPOINT}.* files")
   weights, optimizer = {}, []
@@ -395,22 +410,24 @@ def read_tf1_weights(prefix):
   return weights, optimizer
 
 
-def convert_tf1_bert(src, seq_length=512, residual_attention=False, running_mean=False):
+def convert_tf1_bert(src: str, seq_length: int | None = 512, residual_attention: bool = False,
+                     running_mean: bool = False) -> Converted:
   """A `Converted` of Google's TF1 BERT layout (see `load_tf1_bert`)."""
   config_path, prefix = tf1_paths(src)
   config = releases.read_json(config_path, f"Google's {TF1_CONFIG_FILE} beside the checkpoint")
   arguments = zoo_config(config, TF1_ACTIVATIONS, seq_length, residual_attention, running_mean, config_path)
   weights, optimizer = read_tf1_weights(prefix)
   heads = [name for name in weights if name.startswith("cls/")]
-  model = TransformerEncoder(**arguments)
+  model = TransformerEncoder(arguments)
   has_pooler = assign_weights(model, weights, "tf1", prefix, heads)
-  head, used = masked_lm_head(model, weights, "tf1", arguments["activation"], prefix)
+  head, used = masked_lm_head(model, weights, "tf1", arguments.activation, prefix)
   converted = _with_heads(model, heads, used, has_pooler, head, prefix)
   converted.dropped = sorted(converted.dropped + optimizer)
   return converted
 
 
-def load_tf1_bert(src, seq_length=512, residual_attention=False, running_mean=False):
+def load_tf1_bert(src: str, seq_length: int | None = 512, residual_attention: bool = False,
+                  running_mean: bool = False) -> TransformerEncoder:
   """Loads Google's TF1 BERT (or RealFormer) checkpoint as a zoo `TransformerEncoder`.
 
   Args:

@@ -47,11 +47,14 @@ the converted encoder does too.
 
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from zoo.choices import AUTHORS_POOLING
 from zoo.choices import AUTHORS_TF_POSITIONS
+from zoo.configs import FunnelConfig
 from zoo.convert import releases
 from zoo.convert import tokenizer_files
 from zoo.convert.errors import ConversionError
@@ -122,7 +125,7 @@ def _from_hf(value, how, shape):
   return value.reshape(shape)
 
 
-def parse_blocks(text, field, source):
+def parse_blocks(text: object, field: str, source: str) -> tuple[list[int], list[int]]:
   """`"6_3x2_3x2"` -> `([6, 3, 3], [1, 2, 2])`: layers with parameters and repeats of each block."""
   sizes, repeats = [], []
   for part in str(text).split("_"):
@@ -135,7 +138,8 @@ def parse_blocks(text, field, source):
   return sizes, repeats
 
 
-def hf_config(net_config, source=CONFIG_FILE, truncate_seq=True):
+def hf_config(net_config: Mapping[str, Any], source: str = CONFIG_FILE, truncate_seq: bool = True
+              ) -> dict[str, Any]:
   """Hugging Face's FunnelConfig fields of the authors' `net_config.json`.
 
   Raises:
@@ -181,7 +185,7 @@ def hf_config(net_config, source=CONFIG_FILE, truncate_seq=True):
       pool_q_only=bool(net_config.get("pool_q_only", True)))
 
 
-def tf_names(config):
+def tf_names(config: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
   """`{their name: (Hugging Face's name, how)}` of every weight a model of `config` (Hugging Face's
   fields) has."""
   names = {name: (hf, "same") for name, hf in EMBEDDING_WEIGHTS.items()}
@@ -197,17 +201,18 @@ def tf_names(config):
   return names
 
 
-def paths(src, config=None):
+def paths(src: str, config: str | None = None) -> tuple[str, str]:
   """`(net_config.json, checkpoint prefix)` of a release: its directory or its checkpoint prefix."""
   return releases.paths(src, CHECKPOINT, CONFIG_FILE, config)
 
 
-def read_net_config(path):
+def read_net_config(path: str) -> dict[str, Any]:
   return releases.read_json(path, f"the authors' {CONFIG_FILE} (or pass --config)")
 
 
-def zoo_arguments(hf_config, seq_length, with_decoder, source=CONFIG_FILE):
-  """`FunnelEncoder` arguments that compute what the authors' TensorFlow code computes with a release.
+def zoo_arguments(hf_config: Mapping[str, Any], seq_length: int | None, with_decoder: bool,
+                  source: str = CONFIG_FILE) -> FunnelConfig:
+  """The `FunnelConfig` that computes what the authors' TensorFlow code computes with a release.
 
   Hugging Face's fields map as `hf_funnel.zoo_config` maps them, but for three rules of their code:
   a pooled window is real if any of its tokens is (`pooling_semantics="funnel_authors"`); their TF
@@ -216,13 +221,11 @@ def zoo_arguments(hf_config, seq_length, with_decoder, source=CONFIG_FILE):
   their `bridge_layer`), the zoo's default `decoder_residual_layer`.
   """
   from zoo.convert import hf_funnel
-  arguments = hf_funnel.zoo_config(hf_config, seq_length, with_decoder, source=source)
-  arguments.update(pooling_semantics=AUTHORS_POOLING, position_rules=AUTHORS_TF_POSITIONS,
-                   decoder_residual_layer=None)
-  return arguments
+  return hf_funnel.zoo_config(hf_config, seq_length, with_decoder, source=source).replace(
+      pooling_semantics=AUTHORS_POOLING, position_rules=AUTHORS_TF_POSITIONS, decoder_residual_layer=None)
 
 
-def what_it_computes(hf_config):
+def what_it_computes(hf_config: Mapping[str, Any]) -> str:
   """In words, for `source.json`: which code of the authors the converted encoder follows, and where
   their TensorFlow and PyTorch code (or their TF code on and off TPU) would compute otherwise."""
   form = "factorized" if hf_config["attention_type"] == "factorized" else "rel_shift"
@@ -240,7 +243,7 @@ def what_it_computes(hf_config):
                   "layer's queries 2^(b-1) earlier")
 
 
-def read_vocab(folder):
+def read_vocab(folder: str) -> tuple[str, list[str], dict[str, str]]:
   """`(path, tokens, special token names)` of the release's vocabulary (`VOCAB_FILES`, first found).
 
   Raises:
@@ -258,7 +261,7 @@ def read_vocab(folder):
                           f"{', '.join(VOCAB_FILES)}")
 
 
-def hf_weights(prefix, config):
+def hf_weights(prefix: str, config: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], list[str]]:
   """`({Hugging Face name: float32 array}, [dropped names])` of the authors' checkpoint `prefix`.
 
   Raises:

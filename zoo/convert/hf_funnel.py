@@ -42,18 +42,28 @@ Repeated blocks run each layer's repeats back to back (`L0 L0 L1 L1`) in both.
 import dataclasses
 import json
 import os
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from zoo.choices import HF_POOLING
+from zoo.configs import FunnelConfig
 from zoo.convert import weights as weight_formats
 from zoo.convert.errors import ConversionError
+from zoo.convert.rules import Rule
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import torch_linear
 from zoo.model_dir import CHOICE_HEAD_ROOT
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
+
+if TYPE_CHECKING:
+  from zoo.models import FunnelEncoder
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -82,7 +92,7 @@ REQUIRED_FIELDS = ("vocab_size", "block_sizes", "d_model", "n_head", "d_head", "
 OPTIONAL_FIELDS = dict(block_repeats=None, hidden_dropout=0.1, attention_dropout=0.1, activation_dropout=0.0)
 
 
-def read_hf_config(path):
+def read_hf_config(path: str) -> dict[str, Any]:
   """Reads and checks `config.json` of a Hugging Face Funnel checkpoint directory."""
   config_path = os.path.join(path, CONFIG_FILE)
   if not os.path.isfile(config_path):
@@ -96,7 +106,7 @@ def read_hf_config(path):
   return check_hf_config(config, config_path)
 
 
-def check_hf_config(config, source=CONFIG_FILE):
+def check_hf_config(config: object, source: str = CONFIG_FILE) -> dict[str, Any]:
   """The dict of a Funnel `config.json` with Hugging Face's defaults filled in; raises a
   ConversionError naming `source` when it is no Funnel config or lacks a field."""
   if not isinstance(config, dict):
@@ -110,8 +120,9 @@ def check_hf_config(config, source=CONFIG_FILE):
   return {**OPTIONAL_FIELDS, **config}
 
 
-def zoo_config(hf_config, seq_length=512, with_decoder=False, source=CONFIG_FILE):
-  """`FunnelEncoder` arguments equivalent to a Hugging Face Funnel config.
+def zoo_config(hf_config: Mapping[str, Any], seq_length: int | None = 512, with_decoder: bool = False,
+               source: str = CONFIG_FILE) -> FunnelConfig:
+  """The `FunnelConfig` equivalent to a Hugging Face Funnel config.
 
   Args:
     hf_config: the dict of `config.json` (see `read_hf_config`).
@@ -151,7 +162,7 @@ def zoo_config(hf_config, seq_length=512, with_decoder=False, source=CONFIG_FILE
     fail("num_decoder_layers", "with the decoder: Hugging Face's FunnelModel then returns the upsampled "
          "encoder output, which zoo FunnelEncoder does not; load it without the decoder")
 
-  return dict(
+  return FunnelConfig(
       vocab_size=hf_config["vocab_size"],
       hidden_size=hf_config["d_model"],
       block_sizes=tuple(block_sizes),
@@ -175,11 +186,11 @@ def zoo_config(hf_config, seq_length=512, with_decoder=False, source=CONFIG_FILE
       # Hugging Face feeds `hidden_states[block_sizes[0]]` to the decoder.
       decoder_residual_layer=block_sizes[0] - 1 if with_decoder else None,
       layer_norm_epsilon=float(hf_config["layer_norm_eps"]),
-      seq_length=seq_length,
+      seq_length=seq_length or 0,   # None: refused by FunnelConfig, which needs a static length
   )
 
 
-def read_hf_weights(path):
+def read_hf_weights(path: str) -> dict[str, np.ndarray]:
   """`{name: float32 array}` of a Hugging Face checkpoint directory, in any of its weight formats
   (`zoo.convert.weights`: `model.safetensors` or `pytorch_model.bin`, single or sharded)."""
   try:
@@ -188,7 +199,7 @@ def read_hf_weights(path):
     raise ConversionError(str(error)) from None
 
 
-def weights_source(path):
+def weights_source(path: str) -> str:
   """The weight file (or shard index) of a checkpoint directory, for messages."""
   try:
     weights_format, files = weight_formats.weight_files(path)
@@ -228,26 +239,30 @@ def _block_entries(hf_prefix, block):
   ]
 
 
-def layers(config):
-  """`(HF prefix, zoo layer name)` of every Funnel layer (the decoder's when `config["num_decoder_layers"]`
-  says so), in order."""
-  pairs = [(f"encoder.blocks.{b}.{i}", f"block_{b}_layer_{i}")
-           for b, size in enumerate(config["block_sizes"]) for i in range(size)]
-  return pairs + [(f"decoder.layers.{i}", f"decoder_layer_{i}") for i in range(config["num_decoder_layers"])]
+def layers(block_sizes: Sequence[int], num_decoder_layers: int) -> list[tuple[str, str]]:
+  """`(HF prefix, zoo layer name)` of every Funnel layer of blocks of `block_sizes` layers and
+  `num_decoder_layers` decoder layers, in order."""
+  pairs = [(f"encoder.blocks.{b}.{i}", f"block_{b}_layer_{i}") for b, size in enumerate(block_sizes)
+           for i in range(size)]
+  return pairs + [(f"decoder.layers.{i}", f"decoder_layer_{i}") for i in range(num_decoder_layers)]
 
 
-def encoder_entries(model, config):
-  """(HF name, zoo variable, rule) for every weight of a `FunnelEncoder` (its pooler aside), the
-  decoder's when `config["num_decoder_layers"]` says so."""
+def encoder_entries(model: Any, num_decoder_layers: int | None = None) -> list[tuple[str, Any, Rule]]:
+  """(HF name, zoo variable, rule) for every weight of a `FunnelEncoder` (its pooler aside), its first
+  `num_decoder_layers` decoder layers' included (default all: `model.config`)."""
+  config = model.config
   embeddings = model.get_layer("embeddings")
   entries = [("embeddings.word_embeddings.weight", embeddings.word_embeddings.embeddings, same()),
              *_norm_entries("embeddings.layer_norm", embeddings.norm)]
-  for hf_prefix, name in layers(config):
+  decoder = config.num_decoder_layers if num_decoder_layers is None else num_decoder_layers
+  for hf_prefix, name in layers(config.block_sizes, decoder):
     entries += _block_entries(hf_prefix, model.get_layer(name))
   return entries
 
 
-def check_weights(entries, weights, source, is_dropped=lambda name: False, unexpected_hint=lambda names: ""):
+def check_weights(entries: Sequence[tuple[str, Any, Rule]], weights: Mapping[str, np.ndarray], source: str,
+                  is_dropped: Callable[[str], bool] = lambda name: False,
+                  unexpected_hint: Callable[[list[str]], str] = lambda names: "") -> None:
   """Raises a ConversionError listing missing, unexpected and misshapen weights (every converter's check).
 
   Args:
@@ -282,12 +297,13 @@ def _head_hint(unexpected):
   return ""
 
 
-def is_multiple_choice(hf_config):
+def is_multiple_choice(hf_config: Mapping[str, Any]) -> bool:
   """Whether a Hugging Face config.json is a `...ForMultipleChoice` model's (its `architectures`)."""
   return any(str(name).endswith("ForMultipleChoice") for name in hf_config.get("architectures") or ())
 
 
-def choice_head(weights, pooler, pooler_names, scorer_names, source):
+def choice_head(weights: Mapping[str, np.ndarray], pooler: Any, pooler_names: Sequence[str],
+                scorer_names: Sequence[str], source: str) -> tuple[Any, list[str]]:
   """The scoring layer of a `...ForMultipleChoice` checkpoint, a `Dense(1)` built on `[None, D]`
   (`zoo.models.MultipleChoice.scorer`, checkpoint root `choice_head`); the `pooler` of the zoo
   encoder takes the head's pooler weights when `pooler_names` (weight, bias) are given.
@@ -316,8 +332,10 @@ def choice_head(weights, pooler, pooler_names, scorer_names, source):
   return scorer, names
 
 
-def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes=()):
-  """Copies Hugging Face weights into a `FunnelEncoder` built from `config`.
+def assign_hf_weights(model: Any, weights: Mapping[str, np.ndarray], source: str = WEIGHTS_FILE,
+                      skip_prefixes: tuple[str, ...] = (), initializer_range: float | None = None) -> None:
+  """Copies Hugging Face weights into a `FunnelEncoder` (either edition's); the pooler, which Hugging Face's
+  base model lacks, is initialised deterministically with `initializer_range` (default the encoder's).
 
   Every weight must be used exactly once (those under `skip_prefixes` are dropped on
   purpose) and every zoo variable but the pooler's and the query biases (which Hugging
@@ -326,7 +344,7 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
   Raises:
     ConversionError: missing, unexpected or misshapen weights, listed by name.
   """
-  entries = encoder_entries(model, config)
+  entries = encoder_entries(model)
   check_weights(entries, weights, source, is_dropped=lambda name: name.startswith(skip_prefixes),
                 unexpected_hint=_head_hint)
   for name, variable, rule in entries:
@@ -337,7 +355,7 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
     bias.assign(np.zeros(bias.shape, np.float32))
 
   pooler_layer = model.get_layer("pooler")
-  initialize_deterministically(pooler_layer, float(config.get("initializer_range", 0.1)))
+  initialize_deterministically(pooler_layer, float(initializer_range or model.config.initializer_range))
   assigned = {id(v) for _, v, _ in entries} | {id(v) for v in query_biases}
   pooler = {id(v) for v in pooler_layer.weights}
   left = [v.name for v in model.weights if id(v) not in assigned | pooler]
@@ -345,7 +363,7 @@ def assign_hf_weights(model, weights, config, source=WEIGHTS_FILE, skip_prefixes
     raise ConversionError(f"{source}: no Hugging Face weight for zoo variable(s) {', '.join(left)}")
 
 
-def initialize_deterministically(dense, stddev, seed=0):
+def initialize_deterministically(dense: Any, stddev: float, seed: int = 0) -> None:
   """A dense layer the checkpoint has no weights for, initialised from a fixed seed: a truncated
   normal kernel of `stddev` and a zero bias, so every conversion of a checkpoint writes the
   same bytes."""
@@ -374,13 +392,14 @@ class ConvertedFunnel:
   `choice_head`); `settings`, the config.json settings the heads need (`tpu.tasks` settings of mlm
   and electra); `dropped`, weights left out on purpose."""
 
-  encoder: object
+  encoder: Any
   heads: dict
   settings: dict
   dropped: list
 
 
-def convert_hf_funnel(path, seq_length=512, with_decoder=None):
+def convert_hf_funnel(path: str, seq_length: int | None = 512, with_decoder: bool | None = None
+                      ) -> ConvertedFunnel:
   """A `ConvertedFunnel` of a Hugging Face Funnel directory; see `load_hf_funnel`.
 
   A `FunnelForMaskedLM` or `FunnelForPreTraining` checkpoint converts its `funnel.`
@@ -407,16 +426,16 @@ def convert_hf_funnel(path, seq_length=512, with_decoder=None):
   # Imported here: the rules above serve the Keras 3 edition too, which never loads tf_keras.
   from zoo.models import FunnelEncoder
   config = zoo_config(hf_config, seq_length, with_decoder, source=os.path.join(path, CONFIG_FILE))
-  model = FunnelEncoder(**config)
+  model = FunnelEncoder(config)
   skip = () if with_decoder else ("decoder.",)
   source = weights_source(path)
-  assign_hf_weights(model, weights, config, source=source, skip_prefixes=skip)
+  assign_hf_weights(model, weights, source=source, skip_prefixes=skip)
   heads, settings, dropped = {}, {}, []
   if any(name.startswith(MASKED_LM_HEAD) for name in head_weights):
     heads[MASKED_LM_ROOT], settings = _masked_lm_head(model, head_weights, hf_config, source, with_decoder)
   elif any(name.startswith(DISCRIMINATOR_HEAD) for name in head_weights):
     heads[DISCRIMINATOR_HEAD_ROOT] = _discriminator_head(model, head_weights, config, source, with_decoder)
-    settings = dict(head_activation=config["activation"])
+    settings = dict(head_activation=config.activation)
   if not with_decoder:
     dropped = sorted(name for name in head_weights)   # a head without the full-length output it reads
     heads, settings = {}, {}
@@ -464,8 +483,8 @@ def _discriminator_head(encoder, weights, config, source, with_decoder):
 
   from zoo.models.pretrainers import discriminator_head
   from zoo.models.pretrainers import head_activation
-  width = config["hidden_size"]
-  transform = keras.layers.Dense(width, activation=head_activation(config["activation"]),
+  width = config.hidden_size
+  transform = keras.layers.Dense(width, activation=head_activation(config.activation),
                                  name="discriminator_transform")
   logits = keras.layers.Dense(1, dtype="float32", name="discriminator_logits")
   logits(transform(tf.zeros([1, width])))
@@ -486,7 +505,8 @@ def _discriminator_head(encoder, weights, config, source, with_decoder):
   return discriminator_head(transform, logits)
 
 
-def load_hf_funnel(path, seq_length=512, with_decoder=None):
+def load_hf_funnel(path: str, seq_length: int | None = 512, with_decoder: bool | None = None
+                   ) -> "FunnelEncoder":
   """Loads a Hugging Face Funnel checkpoint directory as a zoo `FunnelEncoder`.
 
   The model's `sequence_output` equals Hugging Face's `last_hidden_state` at real

@@ -9,6 +9,7 @@ folder its transformer is (`zoo.convert.sentence_transformers`).
 
 import os
 import re
+from collections.abc import Iterable
 
 from zoo.convert import weights as weight_formats
 
@@ -22,7 +23,7 @@ SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.jso
                                "sentence_bert_config.json", "*/config.json", "*/sentence_bert_config.json")
 
 
-def is_hub_id(src):
+def is_hub_id(src: str) -> bool:
   """True for `name` or `owner/name` that names no local path."""
   return not os.path.exists(src) and re.fullmatch(r"[\w.-]+(/[\w.-]+)?", src) is not None
 
@@ -48,7 +49,8 @@ def _snapshot(repo_id, revision, patterns):
                      "fill huggingface_hub's cache (HF_HOME) there") from None
 
 
-def download(repo_id, revision=None, folder="", extra=()):
+def download(repo_id: str, revision: str | None = None, folder: str = "", extra: Iterable[str] = ()
+             ) -> tuple[str, dict[str, str]]:
   """The local snapshot of a hub repository's checkpoint files: `(directory, source fields)`.
 
   Only one weight format is fetched: safetensors when the revision has it, else
@@ -60,7 +62,7 @@ def download(repo_id, revision=None, folder="", extra=()):
       a cached copy, an unknown repository, ...).
   """
   prefix = f"{folder.strip('/')}/" if folder.strip("/") else ""
-  path = None
+  path: str
   for weights_format in weight_formats.FORMATS:
     names = list(HUB_FILES) + list(weight_formats.HUB_PATTERNS[weights_format])
     path = _snapshot(repo_id, revision, [prefix + name for name in names] + list(extra))
@@ -72,7 +74,7 @@ def download(repo_id, revision=None, folder="", extra=()):
   return path, dict(hub_id=repo_id, revision=os.path.basename(os.path.normpath(path)))
 
 
-def download_sentence_transformers(repo_id, revision=None):
+def download_sentence_transformers(repo_id: str, revision: str | None = None) -> tuple[str, dict[str, str]]:
   """`download` of a sentence-transformers model: its module files, then the checkpoint files of the
   folder `modules.json` puts its transformer in (the root, or `0_Transformer` in older models), of the
   same commit."""

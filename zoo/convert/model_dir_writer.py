@@ -32,8 +32,12 @@ Each format's own reading is its module's in `zoo.convert.formats` (`zoo.convert
 Nothing here imports TensorFlow before it converts or writes.
 """
 
+import argparse
 import dataclasses
 import os
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
 
 from zoo.convert.hf_hub import download
 from zoo.convert.hf_hub import is_hub_id
@@ -57,17 +61,18 @@ class ConvertedCheckpoint:
   `--init-checkpoint` takes; `sentencepiece`: the serialized SentencePiece model of a
   checkpoint whose tokenizer is one (ALBERT's `spiece.model`), else None.
   """
-  encoder: object
+  encoder: Any
   heads: dict
   lower_case: bool
-  tokenizer: dict
-  vocab: object
+  tokenizer: dict | None
+  vocab: str | list[str] | None
   source: dict
   settings: dict = dataclasses.field(default_factory=dict)
   sentencepiece: bytes | None = None
 
 
-def describe(encoder, seq_length, lower_case, tokenizer=None):
+def describe(encoder: Any, seq_length: int | None, lower_case: bool,
+             tokenizer: Mapping[str, Any] | None = None) -> dict[str, Any]:
   """The `config.json` settings that rebuild `encoder` with `zoo.presets.build` (the `tokenizer` settings
   with the `truncator` of text pairs, the zoo's default: transformers' rule)."""
   from zoo import presets
@@ -78,7 +83,8 @@ def describe(encoder, seq_length, lower_case, tokenizer=None):
               tokenizer={"truncator": DEFAULT_TRUNCATOR, **(tokenizer or {})})
 
 
-def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **options):
+def read_checkpoint(source_format: str, src: str, *, seq_length: int | None = None,
+                    revision: str | None = None, **options: Any) -> ConvertedCheckpoint:
   """Converts the checkpoint `src` of `source_format` (an "in" format of `zoo.convert.registry`);
   returns a `ConvertedCheckpoint`.
 
@@ -106,7 +112,7 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
   registry.check_source(format_, src)   # a missing SRC fails here, before any import or download
   if revision is not None and not (format_.hub and is_hub_id(src)):
     raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
-  source = dict(format=source_format)
+  source: dict[str, Any] = dict(format=source_format)
   if format_.hub and is_hub_id(src):
     src, hub = (format_.download or download)(src, revision)
     source.update(hub)
@@ -114,6 +120,7 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
     source.update(path=os.path.abspath(src))
   if seq_length is not None:
     options["seq_length"] = seq_length
+  assert format_.read is not None   # an "in" format has one (Format.__post_init__)
   converted = format_.read(src, **options)
   if converted.heads:
     source["heads"] = sorted(converted.heads)
@@ -121,8 +128,10 @@ def read_checkpoint(source_format, src, *, seq_length=None, revision=None, **opt
   return converted
 
 
-def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab=None, tokenizer=None,
-                    heads=None, settings=None, sentencepiece=None):
+def write_model_dir(encoder: Any, directory: str | os.PathLike[str], *, seq_length: int | None,
+                    lower_case: bool, source: Mapping[str, Any], vocab: str | Iterable[str] | None = None,
+                    tokenizer: Mapping[str, Any] | None = None, heads: Mapping[str, Any] | None = None,
+                    settings: Mapping[str, Any] | None = None, sentencepiece: bytes | None = None) -> str:
   """Writes a converted encoder as a model directory; returns the checkpoint prefix.
 
   `vocab`: the path of a vocabulary file, or its tokens. `heads`: `{name: layer}` saved
@@ -146,7 +155,7 @@ def write_model_dir(encoder, directory, *, seq_length, lower_case, source, vocab
   return prefix
 
 
-def run_import(args):
+def run_import(args: argparse.Namespace) -> str:
   """The run of every "in" format of `zoo.convert.registry`: convert SRC into the model directory `--out`."""
   from zoo.convert import registry
   options = registry.get(args.format, "in").options(args)
@@ -154,7 +163,8 @@ def run_import(args):
   return f"wrote {args.out} (checkpoint {prefix})"
 
 
-def convert_to_model_dir(source_format, src, out, *, seq_length=None, **options):
+def convert_to_model_dir(source_format: str, src: str, out: str | os.PathLike[str], *,
+                         seq_length: int | None = None, **options: Any) -> str:
   """Converts the checkpoint `src` of `source_format` into the model directory `out`; returns its checkpoint.
 
   `options`: `read_checkpoint`'s. What `python -m zoo.convert FORMAT SRC --out OUT` does.

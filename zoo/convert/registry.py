@@ -23,11 +23,13 @@ Example:
   'out'
 """
 
+import argparse
 import dataclasses
 import functools
 import importlib
 import pkgutil
 import typing
+from collections.abc import Iterable
 
 DIRECTIONS = ("in", "out")
 
@@ -71,7 +73,7 @@ class Format:
   prefix: bool = False
   order: int = 100
 
-  def __post_init__(self):
+  def __post_init__(self) -> None:
     if self.direction not in DIRECTIONS:
       raise ValueError(f"format {self.name}: direction must be one of {DIRECTIONS}, got {self.direction!r}")
     if self.direction == "in" and self.read is None:
@@ -79,7 +81,7 @@ class Format:
 
 
 @functools.cache
-def formats():
+def formats() -> dict[str, Format]:
   """`{name: Format}` of every module of `zoo.convert.formats`, in listing order."""
   from zoo.convert import formats as package
   found = {}
@@ -93,12 +95,12 @@ def formats():
   return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
-def names(direction=None):
+def names(direction: str | None = None) -> list[str]:
   """The format names (of one direction)."""
   return [name for name, format_ in formats().items() if direction in (None, format_.direction)]
 
 
-def get(name, direction=None):
+def get(name: str, direction: str | None = None) -> Format:
   """The `Format` called `name`; a ValueError lists the formats (of `direction`)."""
   format_ = formats().get(name)
   if format_ is None or direction not in (None, format_.direction):
@@ -107,7 +109,7 @@ def get(name, direction=None):
   return format_
 
 
-def check_source(format_, src):
+def check_source(format_: Format, src: str) -> None:
   """Raises at once, before anything is imported or downloaded, where SRC cannot be what the "in" format
   `format_` converts: no such path (and no hub id, or no checkpoint prefix, where the format takes
   them), or a directory without the format's `src_files`.
@@ -134,27 +136,28 @@ def check_source(format_, src):
 HUB_SOURCE = "; or a Hugging Face hub id, downloaded into huggingface_hub's cache"
 
 
-def add_revision_argument(parser):
+def add_revision_argument(parser: argparse.ArgumentParser) -> None:
   """`--revision`, of the formats whose SRC may be a hub id."""
   parser.add_argument("--revision", metavar="REV",
                       help="a hub id's branch, tag or commit (default: main); only that revision's files of "
                            "one weight format are downloaded, model.safetensors before pytorch_model.bin")
 
 
-def hf_source(src, dropped=()):
+def hf_source(src: str, dropped: Iterable[str] = ()) -> dict[str, typing.Any]:
   """The `source.json` fields a Hugging Face format adds: the weights left out on purpose and the
   checkpoint's own `config.json` (`hf_config`, whose fields `to-hf` gives back)."""
   import os
 
   from zoo.convert.tokenizer_files import read_json_object
-  source = dict(hf_config=read_json_object(os.path.join(src, "config.json")))
+  source: dict[str, typing.Any] = dict(hf_config=read_json_object(os.path.join(src, "config.json")))
   if dropped:
     source.update(dropped=list(dropped))
   return source
 
 
-def add_import_arguments(parser, src_help, seq_length_default=512,
-                         seq_length_help="static input length of the zoo model (default: %(default)s)"):
+def add_import_arguments(parser: argparse.ArgumentParser, src_help: str, seq_length_default: int | None = 512,
+                         seq_length_help: str = "static input length of the zoo model (default: %(default)s)"
+                         ) -> None:
   """SRC, `--out` and `--seq-length`: the arguments every "in" format takes."""
   parser.add_argument("src", metavar="SRC", help=src_help)
   parser.add_argument("--out", required=True, metavar="DIR", help="the model directory to write")

@@ -7,11 +7,12 @@ config and the checkpoint, which may also be named by its prefix.
 
 import json
 import os
+from typing import Any
 
 from zoo.convert.errors import ConversionError
 
 
-def paths(src, checkpoint, config_file, config=None):
+def paths(src: str, checkpoint: str, config_file: str, config: str | None = None) -> tuple[str, str]:
   """`(config path, checkpoint prefix)` of a release `src`: its directory (the prefix `checkpoint` in
   it, else its latest checkpoint, else its only one) or its checkpoint prefix (the config beside it).
   `config` names another config file."""
@@ -29,7 +30,7 @@ def paths(src, checkpoint, config_file, config=None):
   return config or os.path.join(folder, config_file), prefix
 
 
-def read_json(path, what, kind=dict):
+def read_json(path: str, what: str, kind: type[dict[Any, Any]] | type[list[Any]] = dict) -> Any:
   """The JSON value in `path`, an object (`kind` dict) or a list; a ConversionError says it is missing
   (expected: `what`), not JSON or not of that kind."""
   if not os.path.isfile(path):
@@ -44,7 +45,7 @@ def read_json(path, what, kind=dict):
   return values
 
 
-def checkpoint_reader(prefix, expected):
+def checkpoint_reader(prefix: str, expected: str) -> Any:
   """TensorFlow's reader of the checkpoint `prefix`; a ConversionError when there is none (`expected`:
   what the release should hold) or it cannot be read."""
   import tensorflow as tf

@@ -21,6 +21,7 @@ Example:
 """
 
 import typing
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -36,33 +37,33 @@ def _split(shape, input_axes):
   return int(np.prod(shape[:input_axes])), int(np.prod(shape[input_axes:]))
 
 
-def torch_linear(input_axes):
+def torch_linear(input_axes: int) -> Rule:
   """A torch `Linear.weight` `[out, in]` <-> a kernel whose first `input_axes` axes are the input."""
   return Rule(lambda shape: _split(shape, input_axes)[::-1],
               lambda value, shape: value.T.reshape(shape),
               lambda value, shape: np.reshape(value, _split(shape, input_axes)).T)
 
 
-def tf1_kernel(input_axes):
+def tf1_kernel(input_axes: int) -> Rule:
   """A TF1 dense kernel `[in, out]` <-> a kernel whose first `input_axes` axes are the input."""
   return Rule(lambda shape: _split(shape, input_axes),
               lambda value, shape: value.reshape(shape),
               lambda value, shape: np.reshape(value, _split(shape, input_axes)))
 
 
-def flat():
+def flat() -> Rule:
   """A vector <-> a variable of any shape with as many elements (biases `[N·H] <-> [N, H]`)."""
   return Rule(lambda shape: (int(np.prod(shape)),),
               lambda value, shape: value.reshape(shape),
               lambda value, shape: np.reshape(value, (-1,)))
 
 
-def same():
+def same() -> Rule:
   """The same shape both ways."""
   return Rule(tuple, lambda value, shape: value, lambda value, shape: value)
 
 
-def exported(entries):
+def exported(entries: Iterable[tuple[str, typing.Any, Rule]]) -> dict[str, np.ndarray]:
   """`{checkpoint name: float32 array}` of the entries' zoo variables (the inverse of assigning them)."""
   return {name: np.ascontiguousarray(rule.to_source(np.asarray(variable.numpy(), np.float32),
                                                     tuple(variable.shape)))

@@ -29,6 +29,8 @@ such as `Dense`), each named with what is supported.
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from zoo.convert.errors import ConversionError
 from zoo.convert.releases import read_json
@@ -95,14 +97,14 @@ def _optional_json(path):
   return read_json(path, "") if os.path.isfile(path) else {}
 
 
-def module_kind(entry):
+def module_kind(entry: Mapping[str, Any]) -> str:
   """The class name of a modules.json entry of sentence-transformers' own ("Transformer", "Pooling",
   ...); "" for a class of other code (a repository's own module, which may compute anything)."""
   kind = str(entry.get("type", ""))
   return kind.rsplit(".", 1)[-1] if kind.startswith("sentence_transformers.") else ""
 
 
-def read_modules(src):
+def read_modules(src: str) -> list[dict[str, Any]]:
   """modules.json's entries of the folder `src`, in order; a ConversionError names the file when it is
   missing or malformed."""
   path = os.path.join(src, MODULES_FILE)
@@ -116,7 +118,7 @@ def read_modules(src):
   return sorted(entries, key=lambda entry: entry.get("idx", 0))
 
 
-def transformer_folder(src):
+def transformer_folder(src: str) -> str:
   """The path (relative to `src`) of the folder's Transformer module: "" (the folder itself) unless
   modules.json names a subfolder; "" also without a modules.json."""
   if not os.path.isfile(os.path.join(src, MODULES_FILE)):
@@ -127,7 +129,7 @@ def transformer_folder(src):
   return ""
 
 
-def pooling_mode(config, path):
+def pooling_mode(config: Mapping[str, Any], path: str) -> str:
   """The mode of a Pooling config (`pooling_mode`, or the boolean keys before sentence-transformers 6,
   "mean" when none is set, as sentence-transformers reads them); a ConversionError for modes the zoo
   does not compute, concatenated modes and `include_prompt` false."""
@@ -173,7 +175,7 @@ def _check_transformer_config(config, path):
                           f"batch's longest text or to max_seq_length ({PAD_TO_MAX_LENGTH!r})")
 
 
-def max_seq_length(transformer_path, transformer_config):
+def max_seq_length(transformer_path: str, transformer_config: Mapping[str, Any]) -> int | None:
   """The length the Transformer module truncates texts to (`EmbeddingFolder.max_seq_length`)."""
   if transformer_config.get("max_seq_length") is not None:
     return int(transformer_config["max_seq_length"])
@@ -184,7 +186,7 @@ def max_seq_length(transformer_path, transformer_config):
   return min(lengths) if lengths else None
 
 
-def read_folder(src):
+def read_folder(src: str) -> EmbeddingFolder:
   """The `EmbeddingFolder` of the sentence-transformers folder `src`.
 
   Raises:
@@ -231,7 +233,8 @@ def _dumps(value, indent):
   return json.dumps(value, indent=indent)
 
 
-def module_files(pooling, normalize, dimension, seq_length, pad_to_max_length=False):
+def module_files(pooling: str, normalize: bool, dimension: int, seq_length: int,
+                 pad_to_max_length: bool = False) -> dict[str, str]:
   """`{path in the folder: text}` of the sentence-transformers files beside a transformer exported at the
   folder's root: modules.json, sentence_bert_config.json (`max_seq_length` `seq_length`,
   `do_lower_case` false: the tokenizer files do the run's casing; with `pad_to_max_length`, a Funnel's,

@@ -46,6 +46,9 @@ vertical tab (U+000B, a word boundary for the zoo, deleted by the map for transf
 
 import base64
 import struct
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
 
 from zoo.convert.errors import ConversionError
 
@@ -99,7 +102,8 @@ def _message(*fields):
   return b"".join(_field(number, value) for number, value in fields)
 
 
-def model_proto(pieces, *, unk_id, pad_id=-1, precompiled_charsmap=b""):
+def model_proto(pieces: Sequence[tuple[str, float, int]], *, unk_id: int, pad_id: int = -1,
+                precompiled_charsmap: bytes = b"") -> bytes:
   """The serialized unigram `ModelProto` of `pieces`, `[(piece, score, type)]` in id order.
 
   `unk_id`: the UNKNOWN piece's id; `pad_id`: the pad piece's (-1: none); `precompiled_charsmap`: the
@@ -116,7 +120,7 @@ def model_proto(pieces, *, unk_id, pad_id=-1, precompiled_charsmap=b""):
              (_EOS_ID, -1), (_PAD_ID, pad_id), (_UNK_PIECE, pieces[unk_id][0])]
   if pad_id >= 0:
     trainer.append((_PAD_PIECE, pieces[pad_id][0]))
-  normalizer = [(_NAME, USER_DEFINED_RULE if precompiled_charsmap else IDENTITY)]
+  normalizer: list[tuple[int, object]] = [(_NAME, USER_DEFINED_RULE if precompiled_charsmap else IDENTITY)]
   if precompiled_charsmap:
     normalizer.append((_CHARSMAP, bytes(precompiled_charsmap)))
   normalizer += [(_ADD_DUMMY_PREFIX, True), (_REMOVE_EXTRA_WHITESPACES, True),
@@ -284,7 +288,8 @@ def _pieces(model, path, fast, config, special_tokens):
   return [(piece, float(score), kind) for (piece, score), kind in zip(vocab, types, strict=True)], unk_id
 
 
-def from_tokenizer_json(fast, *, path, config, lower_case, keep_accents, special_tokens):
+def from_tokenizer_json(fast: Mapping[str, Any], *, path: str, config: Mapping[str, Any], lower_case: bool,
+                        keep_accents: bool, special_tokens: Mapping[str, str]) -> bytes:
   """The serialized SentencePiece model (`spiece.model`'s bytes) of a parsed `tokenizer.json`.
 
   Args:
@@ -301,7 +306,7 @@ def from_tokenizer_json(fast, *, path, config, lower_case, keep_accents, special
     ConversionError: what tokenizer.json holds that the model cannot represent (see the module docstring),
       naming the file and the step.
   """
-  model = fast.get("model") if isinstance(fast.get("model"), dict) else {}
+  model = fast["model"] if isinstance(fast.get("model"), dict) else {}
   if model.get("type") != "Unigram":
     raise ConversionError(f"{path}: a {model.get('type')} model; a SentencePiece model is built from a "
                           "Unigram model (ALBERT's tokenizer) only")

@@ -25,6 +25,7 @@ does (see its docstring).
 
 import json
 import os
+from typing import Any
 
 from zoo.convert import sentencepiece_model
 
@@ -44,7 +45,7 @@ class TokenizerFilesError(ValueError):
   """Tokenizer files the zoo's `TextEncoder` cannot reproduce; the message names the file."""
 
 
-def read_json_object(path):
+def read_json_object(path: str) -> dict[str, Any]:
   """The JSON object in `path`, {} when there is no such file or it holds no object."""
   if not os.path.isfile(path):
     return {}
@@ -89,7 +90,7 @@ def _fast_vocab(src, fast):
   return [token for token, _ in ids]
 
 
-def hf_vocab(src):
+def hf_vocab(src: str) -> list[str] | None:
   """The WordPiece tokens (index = id) of `vocab.txt`, else of the fast tokenizer's `tokenizer.json`.
 
   None when there is neither.
@@ -127,7 +128,7 @@ def _special_names(src, defaults, sources, tokens):
   return names
 
 
-def hf_settings(src, funnel=False):
+def hf_settings(src: str, funnel: bool = False) -> tuple[bool, dict[str, Any]]:
   """`(lower_case, tokenizer)` of a Hugging Face checkpoint directory's tokenizer files.
 
   Args:
@@ -184,7 +185,7 @@ def _flag(config, field, default, path):
   return value
 
 
-def keras_hub_settings(src, funnel=False):
+def keras_hub_settings(src: str, funnel: bool = False) -> dict[str, Any]:
   """The zoo's keras-hub `WordPieceTokenizer` arguments giving transformers 5's ids for a Hugging Face
   directory (`zoo.keras3.models.tokenizer`, with `rules="transformers"`).
 
@@ -304,7 +305,7 @@ def _added_tokens(src, tokens, names, sources, fast, config, funnel):
           [content for content in kept if found[content][0]])
 
 
-def google_settings(lower_case):
+def google_settings(lower_case: bool) -> tuple[bool, dict[str, Any]]:
   """`(lower_case, tokenizer)` of Google's BERT release (`tokenization.FullTokenizer`)."""
   return bool(lower_case), dict(special_tokens=dict(BERT_NAMES), cls_type_id=0,
                                 max_chars_per_word=GOOGLE_MAX_CHARS_PER_WORD)
@@ -315,7 +316,7 @@ SENTENCEPIECE_MODEL = "spiece.model"
 ALBERT_NAMES = dict(pad="<pad>", unk="<unk>", cls="[CLS]", sep="[SEP]", mask="[MASK]")
 
 
-def sentencepiece_settings(src):
+def sentencepiece_settings(src: str) -> tuple[bool, dict[str, Any], bytes]:
   """`(lower_case, tokenizer, model bytes)` of a Hugging Face ALBERT directory's tokenizer files.
 
   The SentencePiece model is `spiece.model`, else the one `zoo.convert.sentencepiece_model` builds
@@ -357,7 +358,7 @@ def sentencepiece_settings(src):
   return bool(lower_case), tokenizer, model
 
 
-def sentencepiece_file(src):
+def sentencepiece_file(src: str) -> str | None:
   """The file of `src` the SentencePiece model comes from: `spiece.model`, else `tokenizer.json` (the model
   is built from it), else None."""
   for name in (SENTENCEPIECE_MODEL, FAST_TOKENIZER):

@@ -31,7 +31,7 @@ class WeightsError(ValueError):
   """The weights cannot be read; the message names the file and what to do."""
 
 
-def weight_files(path):
+def weight_files(path: str) -> tuple[tuple[str, str], list[str]]:
   """`(format, [files])` of the first format `path` holds; WeightsError when it holds none."""
   for weights_format in FORMATS:
     single, index = (os.path.join(path, name) for name in weights_format)
@@ -52,7 +52,7 @@ def weight_files(path):
   raise WeightsError(f"{path}: no checkpoint weights (looked for {names})")
 
 
-def read_weights(path):
+def read_weights(path: str) -> dict[str, np.ndarray]:
   """`{name: float32 array}` of the checkpoint in directory `path` (see the module docstring)."""
   weights_format, files = weight_files(path)
   read = _read_safetensors if weights_format == SAFETENSORS else _read_pytorch

@@ -8,19 +8,19 @@ gives keras-hub's `from_preset` a converter for Hugging Face Funnel directories
 
 import importlib.util
 
-from zoo.keras3.attention import AttentionResult
-from zoo.keras3.attention import MultiHeadAttention
-from zoo.keras3.embeddings import ClsSegmentIds
-from zoo.keras3.embeddings import EncoderEmbeddings
-from zoo.keras3.encoders import FunnelEncoder
-from zoo.keras3.encoders import TransformerEncoder
-from zoo.keras3.funnel_pooling import FunnelPooling
-from zoo.keras3.funnel_pooling import FunnelUpsampling
-from zoo.keras3.funnel_pooling import pool_sequence
+from zoo.keras3.layers.attention import AttentionResult
+from zoo.keras3.layers.attention import MultiHeadAttention
+from zoo.keras3.layers.embeddings import ClsSegmentIds
+from zoo.keras3.layers.embeddings import EncoderEmbeddings
+from zoo.keras3.layers.funnel_pooling import FunnelPooling
+from zoo.keras3.layers.funnel_pooling import FunnelUpsampling
+from zoo.keras3.layers.funnel_pooling import pool_sequence
+from zoo.keras3.layers.relative_attention import RelativeMultiHeadAttention
+from zoo.keras3.layers.transformer_block import TransformerBlock
 from zoo.keras3.loading import LoadedModelDir
 from zoo.keras3.loading import load_model_dir
-from zoo.keras3.relative_attention import RelativeMultiHeadAttention
-from zoo.keras3.transformer_block import TransformerBlock
+from zoo.keras3.models.funnel_encoder import FunnelEncoder
+from zoo.keras3.models.transformer_encoder import TransformerEncoder
 
 __all__ = [
     "AttentionResult",

@@ -20,7 +20,7 @@ BERT does:
   decoder is built for `FunnelModel` and the task models on it (masked LM, pre-training,
   token classification, question answering), not for `FunnelBaseModel` and the sequence
   classification and multiple-choice models on it. The backbone takes any length (see
-  `zoo.keras3.encoders.EncoderModel`); its graph is built first for the config's
+  `zoo.keras3.models.encoder.EncoderModel`); its graph is built first for the config's
   `max_position_embeddings` (512 by default) or `Backbone.from_preset(path, seq_length=128)`.
 - The weights are read from the directory's safetensors files (single or sharded, with
   safetensors' numpy API: no TensorFlow checkpoint reader) and checked by the converter's
@@ -106,9 +106,9 @@ def convert_weights(backbone, loader, transformers_config):
     weights = {name[len("funnel."):]: value for name, value in weights.items() if name.startswith("funnel.")}
   weights = {name: value for name, value in weights.items() if name.startswith(ENCODER_PREFIXES)}
   config = backbone.encoder_config
-  skip = () if config["num_decoder_layers"] else ("decoder.",)
+  skip = () if config.num_decoder_layers else ("decoder.",)
   source = hf_funnel.weights_source(directory)
-  hf_funnel.assign_hf_weights(backbone.encoder, weights, config, source=source, skip_prefixes=skip)
+  hf_funnel.assign_hf_weights(backbone.encoder, weights, source=source, skip_prefixes=skip)
   head = classification_head(all_weights, source)
   if head is not None:   # FunnelForSequenceClassification / ForMultipleChoice: linear_hidden is the pooler
     backbone.encoder.get_layer("pooler").set_weights(head["pooler"])

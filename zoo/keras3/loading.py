@@ -14,14 +14,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from zoo.keras3.encoders import FunnelEncoder
-from zoo.keras3.encoders import TransformerEncoder
+from zoo.configs import EncoderConfig
+from zoo.keras3.models.funnel_encoder import FunnelEncoder
+from zoo.keras3.models.transformer_encoder import TransformerEncoder
 from zoo.model_dir import ModelDir
 from zoo.model_dir import encoder_root
 from zoo.model_dir import tokenizer_as_written
 from zoo.named_weights import assign_named_arrays
 from zoo.named_weights import checkpoint_arrays
-from zoo.presets import encoder_arguments
+from zoo.presets import encoder_config
 
 ENCODER_CLASSES = {"transformer": TransformerEncoder, "funnel": FunnelEncoder}
 # The special tokens of a directory whose config.json names none: BERT's (zoo.text.SPECIAL_TOKENS).
@@ -32,7 +33,7 @@ DEFAULT_SPECIAL_TOKENS = dict(pad="[PAD]", unk="[UNK]", cls="[CLS]", sep="[SEP]"
 class LoadedModelDir:
   """What `load_model_dir` returns: the encoder and the tokenizer settings of the directory.
 
-  `encoder_config` holds the encoder's constructor arguments (`family` says which class),
+  `encoder_config` is the encoder's configuration (`zoo.configs`; `family` says which),
   `vocab` the WordPiece tokens (index = id), `special_tokens` the names of
   `pad`/`unk`/`cls`/`sep`/`mask`, `cls_type_id` the token type of [cls] (2 for Funnel's
   tokenizer), and `num_classes`/`label_names` the task's, when the directory has them;
@@ -42,13 +43,13 @@ class LoadedModelDir:
   """
   encoder: object
   family: str
-  encoder_config: dict
+  encoder_config: EncoderConfig
   vocab: list
   lower_case: bool
   special_tokens: dict
   cls_type_id: int
   max_chars_per_word: int
-  seq_length: int
+  seq_length: int | None
   num_classes: int | None = None
   label_names: list | None = None
   tokenizer_kind: str = "wordpiece"
@@ -70,16 +71,18 @@ def load_model_dir(path: str, **overrides: Any) -> LoadedModelDir:
   """
   model_dir = ModelDir(path)
   settings = model_dir.read_config()
-  family, config = encoder_arguments(settings, **overrides)
+  overrides = dict(overrides)
+  dtype = overrides.pop("dtype", None)
+  config = encoder_config(settings, **overrides)
   prefix = model_dir.latest_checkpoint()
   if prefix is None:
     raise FileNotFoundError(f"{path} holds no checkpoint in {model_dir.checkpoint_dir}")
-  encoder = ENCODER_CLASSES[family](**config)
+  encoder = ENCODER_CLASSES[config.family](config, dtype=dtype)
   assign_named_arrays(encoder, checkpoint_arrays(prefix, encoder_root(prefix)),
                       source=f"the checkpoint {prefix}")
   return LoadedModelDir(
-      encoder=encoder, family=family, encoder_config={k: v for k, v in config.items() if k != "dtype"},
-      seq_length=config["seq_length"], num_classes=settings.get("num_classes"),
+      encoder=encoder, family=config.family, encoder_config=config,
+      seq_length=config.built_length, num_classes=settings.get("num_classes"),
       label_names=settings.get("label_names"), **tokenizer_settings(model_dir, settings))
 
 

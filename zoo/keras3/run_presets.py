@@ -120,7 +120,8 @@ def model_dir_loader() -> type:
     def __init__(self, preset: Any, config: dict[str, Any]) -> None:
       super().__init__(preset, config)
       self.model_dir = ModelDir(str(preset))
-      self.family, self.encoder_config = presets.encoder_arguments(config)
+      self.encoder_config = presets.encoder_config(config)
+      self.family = self.encoder_config.family
 
     def check_backbone_class(self) -> type:
       return hub.FAMILIES[self.family].backbone
@@ -129,9 +130,8 @@ def model_dir_loader() -> type:
       kwargs = {key: value for key, value in kwargs.items() if value is not None}
       if load_weights:
         return hub.backbone_from_model_dir(self.preset, **kwargs)[0]
-      _, config = presets.encoder_arguments(self.config, **kwargs)
-      dtype = config.pop("dtype", None)
-      return cls(config, dtype=dtype)
+      dtype = kwargs.pop("dtype", None)
+      return cls(presets.encoder_config(self.config, **kwargs), dtype=dtype)
 
     def load_tokenizer(self, cls: type, config_file: str | None = None, **kwargs: Any) -> Any:
       from zoo.keras3.loading import tokenizer_settings
@@ -144,7 +144,7 @@ def model_dir_loader() -> type:
 
     def load_preprocessor(self, cls: Any, config_file: str | None = None, **kwargs: Any) -> Any:
       kwargs.setdefault("tokenizer", self.load_tokenizer(cls.tokenizer_cls))
-      kwargs.setdefault("sequence_length", self.encoder_config["seq_length"])
+      kwargs.setdefault("sequence_length", self.encoder_config.built_length)
       kwargs.setdefault("truncate", tokenizer_as_written(self.config)["truncator"])   # the run's pairs
       if issubclass(cls, MaskedLMPreprocessor) and self.config.get("max_predictions_per_seq"):
         kwargs.setdefault("mask_selection_length", int(self.config["max_predictions_per_seq"]))

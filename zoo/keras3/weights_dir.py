@@ -39,13 +39,13 @@ def save_weights_dir(task: Any, directory: str) -> str:
   from safetensors.numpy import save_file
   backbone = getattr(task, "backbone", task)
   arrays = {key: np.asarray(value, np.float32) for key, value in named_arrays(backbone.encoder).items()}
-  config = dict(format=WEIGHTS_DIR_FORMAT, family=family_of(backbone), encoder_config=backbone.encoder_config,
+  config = dict(format=WEIGHTS_DIR_FORMAT, family=family_of(backbone), encoder_config=backbone.encoder_config.to_dict(),
                 heads={})
   head = getattr(task, "masked_lm_head", None)
   head_root = MASKED_LM_ROOT
   if isinstance(task, ZooElectra):   # the generator, its masked-LM head and the discriminator's head
     head_root = GENERATOR_MASKED_LM_ROOT
-    config.update(generator_config=task.generator.encoder_config,
+    config.update(generator_config=task.generator.encoder_config.to_dict(),
                   discriminator_weight=task.discriminator_weight)
     arrays.update({f"{GENERATOR_ROOT}/{key}": np.asarray(value, np.float32)
                    for key, value in named_arrays(task.generator.encoder).items()})

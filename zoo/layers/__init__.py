@@ -6,6 +6,7 @@ from zoo.layers import activations
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import drop_attention_probs
+from zoo.layers.embeddings import ClsSegmentIds
 from zoo.layers.embeddings import EncoderEmbeddings
 from zoo.layers.funnel_pooling import FunnelPooling
 from zoo.layers.funnel_pooling import FunnelUpsampling
@@ -15,6 +16,7 @@ from zoo.layers.transformer_block import TransformerBlock
 
 __all__ = [
     "AttentionResult",
+    "ClsSegmentIds",
     "EncoderEmbeddings",
     "FunnelPooling",
     "FunnelUpsampling",

@@ -2,7 +2,7 @@
 
 The other named choices (position encodings, pooling types and semantics, ...) are
 `zoo.choices`, plain Python both editions read; the Keras 3 edition's activations are
-`zoo.keras3.transformer_block.ACTIVATIONS`.
+`zoo.keras3.layers.transformer_block.ACTIVATIONS`.
 """
 
 import tf_keras as keras

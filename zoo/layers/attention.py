@@ -16,18 +16,23 @@ three named fields whatever the flags.
 """
 
 import math
+import warnings
+from typing import Any
 from typing import TypeAlias
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 from official.modeling.tf_utils import clone_initializer
 
 from zoo.choices import FACTORIZED
+from zoo.configs.encoder import check_local_attention
+from zoo.graphs.kit import AttentionResult
+from zoo.grids import static_vector
 from zoo.layers import seeds
 from zoo.layers.base import ZooLayer
-from zoo.specs.attention import MultiHeadAttentionSpec
-from zoo.specs.base import AttentionResult
 from zoo.windows import LocalGeometry
+from zoo.windows import local_geometry
 
 # Added to the float32 logits of masked positions. Softmax runs in float32, so a
 # fully masked row becomes a uniform distribution, never NaN or Inf.
@@ -77,7 +82,7 @@ def drop_attention_probs(probs: tf.Tensor, rate: float) -> tf.Tensor:
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class MultiHeadAttention(MultiHeadAttentionSpec, ZooLayer):
+class MultiHeadAttention(ZooLayer):
   """Scaled dot-product multi-head attention with optional residual attention.
 
   Computes `softmax(q̂·k + mask_bias) v` per head with `q̂ = q / sqrt(head_size)`, then
@@ -126,6 +131,74 @@ class MultiHeadAttention(MultiHeadAttentionSpec, ZooLayer):
     >>> second.output.shape, second.carry.shape
     (TensorShape([2, 8, 32]), TensorShape([2, 4, 8, 8]))
   """
+
+  def __init__(self,
+               num_heads,
+               head_size,
+               attention_dropout=0.0,
+               residual_attention=False,
+               running_mean=False,
+               kernel_initializer="glorot_uniform",
+               attention_window=None,
+               global_tokens=1,
+               **kwargs):
+    if "dropout" in kwargs:   # the argument's name in configs saved before it was renamed
+      if attention_dropout:
+        raise TypeError(f"{type(self).__name__} got dropout and attention_dropout; "
+                        "pass attention_dropout only")
+      warnings.warn(f"{type(self).__name__}(dropout=...) is deprecated: the attention-probability "
+                    "dropout rate is attention_dropout (re-save the model to update its config)",
+                    FutureWarning, stacklevel=2)
+      attention_dropout = kwargs.pop("dropout")
+    super().__init__(**kwargs)
+    if running_mean and not residual_attention:
+      raise ValueError("running_mean=True needs residual_attention=True")
+    self.num_heads = num_heads
+    self.head_size = head_size
+    self.attention_dropout = attention_dropout
+    self.residual_attention = residual_attention
+    self.running_mean = running_mean
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    check_local_attention(attention_window, global_tokens)
+    self.attention_window = attention_window
+    self.global_tokens = global_tokens
+
+  def _check_carry(self, attention_carry):
+    if attention_carry is not None and not self.residual_attention:
+      raise ValueError(f"{self.name}: attention_carry needs residual_attention=True")
+
+  def _local_geometry(self, query_positions, key_positions, query_length, key_length):
+    """The `zoo.windows.LocalGeometry` of a call with local attention (static lengths and positions)."""
+    if query_length is None or key_length is None:
+      raise ValueError(f"{self.name}: local attention (attention_window) needs static sequence lengths")
+    grids = []
+    for positions, length, name in ((query_positions, query_length, "query_positions"),
+                                    (key_positions, key_length, "key_positions")):
+      values = self._static_positions(positions, length, name)
+      if values is None:
+        raise ValueError(f"{self.name}: local attention (attention_window) needs {name} known when the "
+                         "graph is built (a Python list, NumPy array or constant)")
+      grids.append(values)
+    return local_geometry(self.attention_window, self.global_tokens, *grids)
+
+  @staticmethod
+  def _static_positions(positions: Any, length: int, name: str) -> np.ndarray | None:
+    """Known positions as a float64 vector (None: the default grid `0 .. length - 1`)."""
+    return np.arange(length, dtype=np.float64) if positions is None else static_vector(positions, length, name)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_heads=self.num_heads,
+        head_size=self.head_size,
+        attention_dropout=self.attention_dropout,
+        residual_attention=self.residual_attention,
+        running_mean=self.running_mean,
+        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        attention_window=self.attention_window,
+        global_tokens=self.global_tokens,
+    )
+    return config
 
   def build(self, input_shape):
     width = input_shape[-1]
@@ -242,7 +315,6 @@ class MultiHeadAttention(MultiHeadAttentionSpec, ZooLayer):
     context = tf.reshape(context, [-1, geometry.num_blocks * geometry.query_block, *context.shape[3:]])
     context = tf.concat([tf.einsum("BNGS,BSNH->BGNH", dropped_rows, value_heads), context[:, g:length]], 1)
     return AttentionResult(output=self.output_dense(context), carry=carry, probs=(rows_probs, probs))
-
 
   def _local_scores(self, query_heads, key_heads, geometry, query_segment_ids, key_segment_ids):
     """`(rows [B, N, G, S], blocks [B, K, N, query_block, G + 3·key_block])`: the scaled scores of the

@@ -10,11 +10,10 @@ from official.nlp.modeling import layers as nlp_layers
 
 from zoo.layers import seeds
 from zoo.layers.base import ZooLayer
-from zoo.specs.embeddings import EncoderEmbeddingsSpec
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
+class EncoderEmbeddings(ZooLayer):
   """Word embeddings, plus absolute positions and token types when enabled, then
   layer norm, dropout and an optional projection from width E to the model width D.
 
@@ -44,6 +43,40 @@ class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
     >>> embed(tf.constant([[5, 6, 7]])).shape
     TensorShape([1, 3, 32])
   """
+
+  def __init__(self,
+               vocab_size,
+               embedding_width,
+               hidden_size,
+               max_sequence_length=None,
+               type_vocab_size=0,
+               dropout=0.1,
+               layer_norm_epsilon=1e-12,
+               initializer="glorot_uniform",
+               **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.embedding_width = embedding_width
+    self.hidden_size = hidden_size
+    self.max_sequence_length = max_sequence_length
+    self.type_vocab_size = type_vocab_size
+    self.dropout = dropout
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.initializer = keras.initializers.get(initializer)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        vocab_size=self.vocab_size,
+        embedding_width=self.embedding_width,
+        hidden_size=self.hidden_size,
+        max_sequence_length=self.max_sequence_length,
+        type_vocab_size=self.type_vocab_size,
+        dropout=self.dropout,
+        layer_norm_epsilon=self.layer_norm_epsilon,
+        initializer=keras.initializers.serialize(self.initializer),
+    )
+    return config
 
   def build(self, input_shape):
     self.word_embeddings = nlp_layers.OnDeviceEmbedding(
@@ -83,3 +116,29 @@ class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
     if self.projection is not None:
       embeddings = self.projection(embeddings)
     return embeddings
+
+
+@keras.utils.register_keras_serializable(package="zoo")
+class ClsSegmentIds(ZooLayer):
+  """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`.
+
+  Funnel-Transformer's relative segment term treats [cls] (type id 2 in the authors'
+  and Hugging Face's tokenizers) as belonging to every segment. Pipelines that give
+  [cls] type 0, as Model Garden's do, get the same behaviour through this layer.
+
+  Example:
+    >>> ClsSegmentIds()(tf.constant([[0, 0, 1, 1]])).numpy().tolist()
+    [[2, 0, 1, 1]]
+  """
+
+  def __init__(self, cls_segment_id=2, **kwargs):
+    super().__init__(**kwargs)
+    self.cls_segment_id = cls_segment_id
+
+  def get_config(self):
+    return {**super().get_config(), "cls_segment_id": self.cls_segment_id}
+
+  def call(self, type_ids: tf.Tensor) -> tf.Tensor:
+    type_ids = tf.cast(type_ids, tf.int32)
+    cls = tf.fill(tf.shape(type_ids[:, :1]), self.cls_segment_id)
+    return tf.concat([cls, type_ids[:, 1:]], axis=1)

@@ -38,11 +38,14 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from zoo.choices import HF_POOLING
 from zoo.choices import POOLING_TYPES
+from zoo.choices import ZOO_POOLING
 from zoo.choices import check_choice
+from zoo.choices import check_pooling_semantics
+from zoo.choices import recorded_pooling_semantics
+from zoo.grids import pool_positions
 from zoo.layers.base import ZooLayer
-from zoo.specs.funnel_pooling import FunnelPoolingSpec
-from zoo.specs.funnel_pooling import FunnelUpsamplingSpec
 
 # All pooling modes of `pool_sequence`: the pooling types plus "first" (stride
 # selection, for ids), "any" and "all" (for masks: the window's maximum or minimum).
@@ -138,7 +141,7 @@ def pool_sequence(tensor: tf.Tensor, axis: int = 1, mode: str = "mean", separate
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelPooling(FunnelPoolingSpec, ZooLayer):
+class FunnelPooling(ZooLayer):
   """Stride-2 pooling of a Funnel-Transformer sequence, its mask and its ids.
 
   Between blocks, Funnel-Transformer shortens the hidden sequence by 2 (Dai et al.,
@@ -172,11 +175,57 @@ class FunnelPooling(FunnelPoolingSpec, ZooLayer):
     (TensorShape([2, 4, 16]), TensorShape([2, 4]))
   """
 
+  def __init__(self, pooling_type="mean", separate_cls=True, truncate_seq=True, semantics=ZOO_POOLING,
+               **kwargs):
+    # Pooling keeps the dtype it is given: a float32 attention carry stays float32
+    # under mixed precision, and masks and ids stay integers.
+    super().__init__(autocast=False, **kwargs)
+    check_choice("pooling_type", pooling_type, POOLING_TYPES)
+    check_pooling_semantics("semantics", semantics)
+    self.pooling_type = pooling_type
+    self.separate_cls = separate_cls
+    self.truncate_seq = truncate_seq
+    self.semantics = semantics
+
+  def call(self, inputs, input_mask=None, axis=1, mode=None):
+    if self.semantics != ZOO_POOLING:
+      input_mask = None   # every token of a window counts, padding included
+    return self._pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls,
+                               self.truncate_seq, input_mask=input_mask)
+
+  def pool_mask(self, input_mask):
+    """`[B, T]` mask -> `[B, T']`: a window is real if every token of it is (Hugging Face's semantics),
+    else if any is."""
+    return self(input_mask, mode="all" if self.semantics == HF_POOLING else "any")
+
+  def pool_ids(self, ids):
+    """`[B, T]` ids (e.g. segment ids) -> `[B, T']`, the first id of each window."""
+    return self(ids, mode="first")
+
+  def pool_positions(self, positions):
+    """Position vector `[T]` -> `[T']` (numpy; positions are static)."""
+    return pool_positions(positions, self.separate_cls, self.truncate_seq)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(pooling_type=self.pooling_type, separate_cls=self.separate_cls,
+                  truncate_seq=self.truncate_seq, semantics=self.semantics)
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    """A recorded config; "authors" there means Hugging Face's semantics (`zoo.choices`)."""
+    config = dict(config)
+    if "semantics" in config:
+      config["semantics"] = recorded_pooling_semantics(config["semantics"])
+    return super().from_config(config)
+
+
   _pool_sequence = staticmethod(pool_sequence)
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class FunnelUpsampling(FunnelUpsamplingSpec, ZooLayer):
+class FunnelUpsampling(ZooLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   Each non-[cls] vector is repeated `stride` times (`stride = 2^(blocks - 1)`), [cls]
@@ -201,6 +250,19 @@ class FunnelUpsampling(FunnelUpsamplingSpec, ZooLayer):
     >>> up(tf.random.normal([2, 4, 16]), target_length=16).shape
     TensorShape([2, 16, 16])
   """
+
+  def __init__(self, stride, separate_cls=True, truncate_seq=True, **kwargs):
+    super().__init__(**kwargs)
+    if stride < 1 or stride & (stride - 1):
+      raise ValueError(f"stride must be a power of two, got {stride}")
+    self.stride = stride
+    self.separate_cls = separate_cls
+    self.truncate_seq = truncate_seq
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(stride=self.stride, separate_cls=self.separate_cls, truncate_seq=self.truncate_seq)
+    return config
 
   def call(self, inputs: tf.Tensor, target_length: int) -> tf.Tensor:
     if self.stride == 1:

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
-from zoo.specs.base import static_vector
+from zoo.grids import static_vector
 
 # Positions as the layers take them: a tensor (`[T]` or `[B, T]`), or numbers `tf.convert_to_tensor` takes.
 Positions: TypeAlias = tf.Tensor | ArrayLike

@@ -34,7 +34,6 @@ from zoo.models.heads import full_length_sequence
 from zoo.models.heads import truncated_normal
 from zoo.models.losses import electra_losses
 from zoo.models.losses import masked_lm_loss
-from zoo.specs.pretrainers import ReplacedTokenSamplerSpec
 
 
 def head_activation(activation: str | Callable[..., Any]) -> str | Callable[..., Any]:
@@ -135,7 +134,7 @@ class MaskedLMPretrainer(EncoderHead):
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class ReplacedTokenSampler(ReplacedTokenSamplerSpec, ZooLayer):
+class ReplacedTokenSampler(ZooLayer):
   """ELECTRA's corruption step: sample replacements from the generator and label them.
 
   At each real prediction (`masked_lm_weights > 0`) a token is drawn from the
@@ -169,6 +168,10 @@ class ReplacedTokenSampler(ReplacedTokenSamplerSpec, ZooLayer):
     >>> result["corrupted_word_ids"].numpy().tolist(), result["labels"].numpy().tolist()
     ([[0, 2, 1]], [[0, 1, 0]])
   """
+
+  def __init__(self, **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
 
   def call(self, mlm_logits: tf.Tensor, word_ids: tf.Tensor, masked_positions: tf.Tensor,
            masked_ids: tf.Tensor, masked_weights: tf.Tensor) -> dict[str, tf.Tensor]:

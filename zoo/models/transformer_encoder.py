@@ -1,24 +1,25 @@
 """BERT-style Transformer encoder: Post-LN, Pre-LN and RealFormer (tf_keras).
 
-The encoder's constructor (its arguments and their checks) and its forward wiring are
-`zoo/specs/transformer_encoder.py` (`TransformerEncoderSpec`, `transformer_graph`), written
-once for this edition and the Keras 3 one (`zoo.keras3.TransformerEncoder`); this module
-names the tf_keras layers it is made of (`TransformerEncoder.layer_classes`).
+The encoder's arguments, defaults and checks are `zoo.configs.TransformerConfig`; its forward wiring is
+`zoo.graphs.transformer_graph`, written once for this edition and the Keras 3 one
+(`zoo.keras3.TransformerEncoder`); this module names the tf_keras layers it is made of
+(`TransformerEncoder.layer_classes`).
 
 Axes: B batch, T sequence length, D model width, N heads.
 """
 
 import tf_keras as keras
 
-from zoo.layers import EncoderEmbeddings
-from zoo.layers import TransformerBlock
-from zoo.models.encoder_inputs import ClsSegmentIds
-from zoo.models.encoder_inputs import EncoderModel
-from zoo.specs.transformer_encoder import TransformerEncoderSpec
+from zoo.configs import TransformerConfig
+from zoo.graphs.transformer_graph import transformer_graph
+from zoo.layers.embeddings import ClsSegmentIds
+from zoo.layers.embeddings import EncoderEmbeddings
+from zoo.layers.transformer_block import TransformerBlock
+from zoo.models.encoder import EncoderModel
 
 
 @keras.utils.register_keras_serializable(package="zoo")
-class TransformerEncoder(TransformerEncoderSpec, EncoderModel):
+class TransformerEncoder(EncoderModel):
   """A stack of `TransformerBlock`s over token embeddings, BERT's encoder interface.
 
   - Post-LN (BERT, Devlin et al., 2019): the default.
@@ -37,32 +38,8 @@ class TransformerEncoder(TransformerEncoderSpec, EncoderModel):
   So it can serve as the `network` of Model Garden's `BertClassifier` or
   `BertPretrainerV2`.
 
-  Args:
-    vocab_size: number of word ids.
-    hidden_size, num_layers, num_heads, intermediate_size: model width D, depth,
-      heads and feed-forward width.
-    activation: feed-forward activation (see `zoo.layers.activations.ACTIVATIONS`).
-    dropout, attention_dropout: hidden and attention-probability dropout rates.
-    max_sequence_length: size of the absolute position table.
-    type_vocab_size: number of token types (absolute positions only).
-    embedding_width: embedding width E, projected to D when different (default D).
-    norm_first: Pre-LN.
-    residual_attention, running_mean: RealFormer.
-    position_encoding: "absolute", "factorized" or "shift"
-      (`zoo.choices.POSITION_ENCODINGS`).
-    layer_norm_epsilon: epsilon of every layer norm.
-    initializer_range: stddev of the truncated-normal initializer.
-    seq_length: static sequence length of the inputs (None for any; "shift" needs it).
-    output_attention_probs: also return each layer's attention probabilities.
-    layer_sharing: cross-layer sharing (ALBERT, `zoo.choices.LAYER_SHARING`): "none", "all" (the
-      first layer at every depth), "attention" or "ffn" (the first layer's attention or
-      feed-forward net in every layer).
-    attention_window: block-local attention: each query attends to the keys at most this many
-      positions away, computed by blocks without a `[T, T]` tensor (`zoo.windows`, DESIGN.md
-      Section 9); None (the default) for full attention. Needs `seq_length`. Each layer's
-      `attention_probs` then is a pair: the global rows and the blocks.
-    global_tokens: with `attention_window`, the leading tokens ([cls] at least) that attend to and
-      are attended by every position.
+  Arguments: a `TransformerConfig` (`zoo/configs/transformer.py`: every argument, its default and
+  checks), or its fields as keyword arguments.
 
   Example:
     >>> encoder = TransformerEncoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4,
@@ -73,7 +50,11 @@ class TransformerEncoder(TransformerEncoderSpec, EncoderModel):
     (TensorShape([2, 8, 32]), TensorShape([2, 32]))
   """
 
+  config: TransformerConfig
+  config_class = TransformerConfig
+  graph = staticmethod(transformer_graph)
+
   @staticmethod
   def layer_classes() -> dict[str, type]:
-    """The tf_keras layers a Transformer encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
+    """The tf_keras layers a Transformer encoder is made of (`zoo.graphs.kit.EncoderKit` fields)."""
     return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, cls_segment_ids=ClsSegmentIds)

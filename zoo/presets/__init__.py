@@ -1,7 +1,8 @@
 """Named encoder configurations from the RealFormer and Funnel-Transformer papers.
 
-Presets are data: each is a family (`"transformer"` or `"funnel"`) and the
-constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEncoder`.
+Presets are data: each is a family (`"transformer"` or `"funnel"`) and the values of its
+configuration (`zoo.configs.TransformerConfig` or `zoo.configs.FunnelConfig`) that differ from the
+defaults; `Preset.encoder_config` makes the typed configuration both editions' encoders take.
 
 - BERT sizes (RealFormer paper, Table 1): small L4/H512/A8, base L12/H768/A12,
   large L24/H1024/A16, xlarge L36/H1536/A24; Post-LN (`bert_*`), Pre-LN
@@ -29,7 +30,7 @@ constructor arguments of `zoo.models.TransformerEncoder` or `zoo.models.FunnelEn
 Model directories (`zoo.model_dir`) record a preset and its overrides. A setting whose
 default changed is always recorded by whoever writes a directory (`recorded`), and a
 directory that records none was written before the change and keeps the old value
-(`as_written`, which `encoder_arguments` applies): a Funnel trained with the zoo's
+(`as_written`, which `encoder_config` applies): a Funnel trained with the zoo's
 pooling semantics stays one.
 
     >>> import zoo.presets
@@ -49,7 +50,8 @@ from typing import Any
 
 from zoo.choices import HF_POOLING
 from zoo.choices import ZOO_POOLING
-from zoo.choices import recorded_pooling_semantics
+from zoo.configs import EncoderConfig
+from zoo.configs import config_class
 
 if TYPE_CHECKING:   # the encoders load with Keras on first use (`Preset.encoder_class`)
   from zoo.models import FunnelEncoder
@@ -85,13 +87,20 @@ LONG_WINDOW = 128
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-  """A named configuration: the encoder family and its constructor arguments."""
+  """A named configuration: the encoder family and the values of its configuration that differ from the
+  defaults."""
   name: str
   family: str
   config: dict[str, Any]
   description: str
 
+  def encoder_config(self, **overrides: Any) -> EncoderConfig:
+    """The family's typed configuration (`zoo.configs`) of this preset with `overrides`; unknown names are
+    refused with the valid ones."""
+    return config_class(self.family).from_dict({**self.config, **overrides})
+
   def encoder_class(self) -> type[TransformerEncoder] | type[FunnelEncoder]:
+    """The tf_keras encoder class of the family (`zoo.models`)."""
     from zoo import models
     return {"transformer": models.TransformerEncoder, "funnel": models.FunnelEncoder}[self.family]
 
@@ -172,12 +181,7 @@ def build(name: str, **overrides: Any) -> TransformerEncoder | FunnelEncoder:
   Unknown override names raise a ValueError listing the valid ones.
   """
   preset = get(name)
-  cls = preset.encoder_class()
-  valid = set(cls.__init__.__code__.co_varnames[1:cls.__init__.__code__.co_argcount])
-  unknown = sorted(set(overrides) - valid)
-  if unknown:
-    raise ValueError(f"{cls.__name__} has no argument(s) {unknown}; valid: {sorted(valid)}")
-  return cls(**{**preset.config, **overrides})
+  return preset.encoder_class()(preset.encoder_config(**overrides))
 
 
 # Settings whose default changed, by family, with the value a model directory that records
@@ -206,14 +210,16 @@ def as_written(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
     >>> as_written("funnel_b4_4_4", {"pooling_semantics": "authors"}) == recorded("funnel_b4_4_4", {})
     True
   """
-  values = {**RECORDED.get(get(name).family, {}), **overrides}
-  if "pooling_semantics" in values:
-    values["pooling_semantics"] = recorded_pooling_semantics(values["pooling_semantics"])
+  family = get(name).family
+  values = {**RECORDED.get(family, {}), **overrides}
+  for key, meanings in config_class(family).RECORDED_NAMES.items():
+    if key in values:
+      values[key] = meanings.get(values[key], values[key])
   return values
 
 
-def encoder_arguments(settings: Mapping[str, Any], **overrides: Any) -> tuple[str, dict[str, Any]]:
-  """`(family, constructor arguments)` of the encoder a model directory's config.json describes.
+def encoder_config(settings: Mapping[str, Any], **overrides: Any) -> EncoderConfig:
+  """The encoder configuration (`zoo.configs`) a model directory's config.json describes.
 
   The preset `model`, its `model_overrides` (`as_written`), `dropout` (for both dropout
   rates, as the training job applies it), `vocab_size` and `seq_length`, then `overrides`.
@@ -224,26 +230,17 @@ def encoder_arguments(settings: Mapping[str, Any], **overrides: Any) -> tuple[st
   if not settings.get("model"):
     raise ValueError("config.json names no model (preset): is this a zoo model directory?")
   preset = get(settings["model"])
-  values = {**preset.config, **as_written(settings["model"], settings.get("model_overrides") or {})}
+  values = as_written(settings["model"], settings.get("model_overrides") or {})
   if settings.get("dropout") is not None:
     values.setdefault("dropout", settings["dropout"])
     values.setdefault("attention_dropout", settings["dropout"])
   values.update({key: settings[key] for key in ("vocab_size", "seq_length") if key in settings})
   values.update(overrides)
-  for key in ("block_sizes", "block_repeats"):
-    if values.get(key) is not None:
-      values[key] = tuple(values[key])
-  return preset.family, values
+  return preset.encoder_config(**values)
 
 
 # Encoder arguments that do not change the weights: a checkpoint fits encoders that differ in them.
 NON_ARCHITECTURE_ARGUMENTS = ("dropout", "attention_dropout", "seq_length", "name")
-
-
-def _arguments(cls: type[Any]) -> dict[str, Any]:
-  import inspect
-  return {name: parameter.default for name, parameter in inspect.signature(cls.__init__).parameters.items()
-          if name != "self" and parameter.kind is parameter.POSITIONAL_OR_KEYWORD}
 
 
 def _plain(value: Any) -> Any:
@@ -253,18 +250,14 @@ def _plain(value: Any) -> Any:
 
 
 def resolve(name: str, overrides: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-  """The full constructor arguments of preset `name` with `overrides`: (family, {argument: value}).
+  """Every configuration field of preset `name` with `overrides`, as config.json stores them: (family,
+  {field: value}).
 
-  Arguments the preset leaves at the encoder's defaults are filled in, so two resolved
-  configurations compare field by field.
+  Fields the preset leaves at the family's defaults are filled in, so two resolved configurations
+  compare field by field.
   """
-  import inspect
   preset = get(name)
-  arguments = _arguments(preset.encoder_class())
-  values = {key: value for key, value in arguments.items() if value is not inspect.Parameter.empty}
-  values.update(preset.config)
-  values.update(overrides or {})
-  return preset.family, _plain(values)
+  return preset.family, _plain(preset.encoder_config(**(overrides or {})).to_dict())
 
 
 def differences(name: str, overrides: Mapping[str, Any], other_name: str, other_overrides: Mapping[str, Any],

@@ -1,11 +1,20 @@
-"""The pre-training tasks: the masked-LM and ELECTRA losses are exact over replicas (numpy)."""
+"""The pre-training tasks: the masked-LM and ELECTRA losses are exact over replicas (numpy); ELECTRA's
+generator starts from a checkpoint's encoder and masked-LM head."""
+
+import types
 
 import numpy as np
+import pytest
+import tensorflow as tf
 
 from tests.tpu.tasks.losses import shares
 from tests.tpu.tasks.losses import softmax_cross_entropy
 from tests.tpu.tasks.losses import tiny_config
 from tpu import tasks
+from zoo.model_dir import ENCODER_ROOT
+from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
+from zoo.model_dir import GENERATOR_ROOT
+from zoo.model_dir import MASKED_LM_ROOT
 
 
 def test_mlm_and_electra_losses_are_exact_over_replicas(tmp_path):
@@ -28,3 +37,23 @@ def test_mlm_and_electra_losses_are_exact_over_replicas(tmp_path):
   np.testing.assert_allclose(shares(tasks.get_task(config), features, outputs), mlm, rtol=1e-5)
   electra = tasks.get_task(config.replace(task="electra", discriminator_weight=50.0))
   np.testing.assert_allclose(shares(electra, features, outputs), mlm + 50 * disc, rtol=1e-5)
+
+
+def _holding(value):
+  module = tf.Module()
+  module.value = tf.Variable(value)
+  return module
+
+
+def test_electra_starts_its_generator_from_a_checkpoints_encoder_and_masked_lm_head(tmp_path):
+  saved = tf.train.Checkpoint(**{ENCODER_ROOT: _holding([1.0, 2.0]), MASKED_LM_ROOT: _holding([3.0])})
+  prefix = saved.write(str(tmp_path / "ckpt-1"))
+  generator, head = _holding([0.0, 0.0]), _holding([0.0])
+  model = types.SimpleNamespace(checkpoint_items={GENERATOR_ROOT: generator, GENERATOR_MASKED_LM_ROOT: head})
+  electra = tasks.get_task(tiny_config(tmp_path, task="electra", generator_checkpoint=prefix).validate())
+  assert electra.initialise(model) == prefix
+  assert generator.value.numpy().tolist() == [1.0, 2.0] and head.value.numpy().tolist() == [3.0]
+  narrower = types.SimpleNamespace(checkpoint_items={GENERATOR_ROOT: _holding([0.0]),
+                                                     GENERATOR_MASKED_LM_ROOT: head})
+  with pytest.raises(ValueError, match="generator_checkpoint .* does not fit this run's generator"):
+    electra.initialise(narrower)

@@ -8,9 +8,9 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tests.zoo.layers import reference
+from zoo.graphs.kit import encoder_inputs
 from zoo.models import TransformerEncoder
 from zoo.models import heads
-from zoo.models.encoder_inputs import encoder_inputs
 from zoo.models.heads import MaskedLMHead
 from zoo.models.heads import SequenceClassifier
 from zoo.models.heads import SpanQA
@@ -190,7 +190,7 @@ def test_head_keras_save_reload_and_xla(name, tmp_path):
 
 def _pooling_encoder(seq_length):
   """A stand-in for a Funnel encoder without decoder: `sequence_output` is half as long."""
-  inputs = encoder_inputs(seq_length)
+  inputs = encoder_inputs(keras, seq_length)
   hidden = keras.layers.Embedding(VOCAB, WIDTH)(inputs["input_word_ids"])
   pooled = keras.layers.AveragePooling1D(2)(hidden)   # [B, T, D] -> [B, T/2, D]
   return keras.Model(inputs, dict(sequence_output=pooled, pooled_output=pooled[:, 0]))

@@ -4,6 +4,7 @@
 import os
 
 from zoo.convert import registry
+from zoo.convert.model_dir_writer import ConvertedCheckpoint
 from zoo.convert.model_dir_writer import run_import
 
 
@@ -26,7 +27,8 @@ def _arguments(parser):
                        help="leave the decoder out, dropping its weights")
 
 
-def read(src, *, seq_length=512, config=None, lower_case=None, truncate_seq=True, with_decoder=None):
+def read(src: str, *, seq_length: int = 512, config: str | None = None, lower_case: bool | None = None,
+         truncate_seq: bool = True, with_decoder: bool | None = None) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of the authors' release; the vocabulary beside it names the special tokens.
 
   The encoder computes what the authors' TensorFlow code computes with the release
@@ -45,10 +47,9 @@ def read(src, *, seq_length=512, config=None, lower_case=None, truncate_seq=True
   weights, dropped = funnel_tf.hf_weights(prefix, hf_config)
   has_decoder = hf_config["num_decoder_layers"] > 0
   with_decoder = has_decoder if with_decoder is None else with_decoder
-  arguments = funnel_tf.zoo_arguments(hf_config, seq_length, with_decoder, source=config_path)
-  encoder = FunnelEncoder(**arguments)
-  hf_funnel.assign_hf_weights(encoder, weights, hf_config, source=prefix,
-                              skip_prefixes=() if with_decoder else ("decoder.",))
+  encoder = FunnelEncoder(funnel_tf.zoo_arguments(hf_config, seq_length, with_decoder, source=config_path))
+  hf_funnel.assign_hf_weights(encoder, weights, source=prefix, skip_prefixes=() if with_decoder else ("decoder.",),
+                              initializer_range=float(hf_config.get("initializer_range", 0.1)))
   vocab_path, vocab, names = funnel_tf.read_vocab(os.path.dirname(prefix) or ".")
   tokenizer = dict(special_tokens=dict(names), cls_type_id=2,
                    max_chars_per_word=tokenizer_files.HF_MAX_CHARS_PER_WORD)

@@ -2,6 +2,7 @@
 `tokenizer.json`) into a zoo model directory (`zoo.convert.albert`)."""
 
 from zoo.convert import registry
+from zoo.convert.model_dir_writer import ConvertedCheckpoint
 from zoo.convert.model_dir_writer import run_import
 
 
@@ -10,7 +11,7 @@ def _arguments(parser):
   registry.add_revision_argument(parser)
 
 
-def read(src, *, seq_length=512):
+def read(src: str, *, seq_length: int = 512) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a Hugging Face ALBERT directory, its `spiece.model` included.
 
   Without `spiece.model` (transformers 5 saves `tokenizer.json` alone) the SentencePiece model is built

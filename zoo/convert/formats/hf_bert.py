@@ -1,12 +1,20 @@
 """`hf-bert`: a Hugging Face BERT checkpoint into a zoo model directory (`zoo.convert.bert`)."""
 
+import argparse
+from typing import TYPE_CHECKING
+from typing import Any
+
 from zoo.convert import registry
+from zoo.convert.model_dir_writer import ConvertedCheckpoint
 from zoo.convert.model_dir_writer import run_import
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
 
+if TYPE_CHECKING:
+  from zoo.convert.bert import Converted
 
-def add_realformer_arguments(parser):
+
+def add_realformer_arguments(parser: argparse.ArgumentParser) -> None:
   """RealFormer's flags, for the BERT layouts its checkpoints come in."""
   parser.add_argument("--residual-attention", action="store_true",
                       help="RealFormer: the checkpoint was trained with residual attention (the official "
@@ -15,11 +23,12 @@ def add_realformer_arguments(parser):
                       help="RealFormer's running-mean residual attention (its 36-layer models)")
 
 
-def realformer_options(args):
+def realformer_options(args: argparse.Namespace) -> dict[str, Any]:
   return dict(residual_attention=args.residual_attention, running_mean=args.running_mean)
 
 
-def bert_checkpoint(converted, src, lower_case, tokenizer, vocab, source):
+def bert_checkpoint(converted: "Converted", src: str, lower_case: bool, tokenizer: dict[str, Any],
+                    vocab: str | list[str] | None, source: dict[str, Any]) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a converted BERT (`zoo.convert.bert.Converted`); its heads compute
   with the encoder's activation."""
   from zoo.convert.model_dir_writer import ConvertedCheckpoint
@@ -39,7 +48,8 @@ def _arguments(parser):
   add_realformer_arguments(parser)
 
 
-def read(src, *, seq_length=512, residual_attention=False, running_mean=False):
+def read(src: str, *, seq_length: int = 512, residual_attention: bool = False,
+         running_mean: bool = False) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a Hugging Face BERT directory, with its tokenizer settings."""
   from zoo.convert import tokenizer_files
   from zoo.convert.bert import convert_hf_bert

@@ -1,6 +1,7 @@
 """`hf-funnel`: a Hugging Face Funnel checkpoint into a zoo model directory (`zoo.convert.hf_funnel`)."""
 
 from zoo.convert import registry
+from zoo.convert.model_dir_writer import ConvertedCheckpoint
 from zoo.convert.model_dir_writer import run_import
 
 
@@ -14,7 +15,7 @@ def _arguments(parser):
                        help="leave the decoder out, dropping its weights")
 
 
-def read(src, *, seq_length=512, with_decoder=None):
+def read(src: str, *, seq_length: int = 512, with_decoder: bool | None = None) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a Hugging Face Funnel directory, with its tokenizer settings."""
   from zoo.convert import tokenizer_files
   from zoo.convert.hf_funnel import convert_hf_funnel

@@ -20,6 +20,7 @@ pre-training or fine-tunes with `python -m tpu.train --init-checkpoint`.
 """
 
 from zoo.convert import registry
+from zoo.convert.model_dir_writer import ConvertedCheckpoint
 from zoo.convert.model_dir_writer import run_import
 
 FORMAT_NAME = "zoo-keras3-weights/1"
@@ -34,7 +35,7 @@ def _arguments(parser):
                                                 "model's)")
 
 
-def read(src, *, seq_length=None):
+def read(src: str, *, seq_length: int | None = None) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a Keras 3 weights directory."""
   from safetensors.numpy import load_file
 
@@ -43,8 +44,8 @@ def read(src, *, seq_length=None):
 
   config, config_path, weights_path = _read_config(src)
   arrays = load_file(weights_path)
-  arguments = _encoder_arguments(config["encoder_config"], seq_length)
-  encoder = _encoder_classes()[config["family"]](**arguments)
+  encoder_class = _encoder_classes()[config["family"]]
+  encoder = encoder_class(_encoder_config(encoder_class, config["encoder_config"], seq_length))
   heads_config = config.get("heads") or {}
   electra = config.get("generator_config") is not None
   _check_heads(heads_config, electra, config_path)
@@ -120,8 +121,8 @@ def _electra_run(config, heads_config, encoder, arrays, seq_length, weights_path
   from zoo.model_dir import MODEL_ROOT
   from zoo.models.pretrainers import ElectraPretrainer
   from zoo.models.pretrainers import discriminator_head
-  generator_arguments = _encoder_arguments(config["generator_config"], seq_length)
-  generator = _encoder_classes()[config["family"]](**generator_arguments)
+  generator_class = _encoder_classes()[config["family"]]
+  generator = generator_class(_encoder_config(generator_class, config["generator_config"], seq_length))
   head_settings = heads_config[GENERATOR_MASKED_LM_ROOT]
   activation, transform = head_settings["activation"], bool(head_settings["mlm_transform"])
   weight = float(config.get("discriminator_weight", 50.0))
@@ -171,14 +172,10 @@ def _tokenizer(src, config):
   return bool(tokenizer_config.get("lower_case", True)), tokenizer, vocab_path
 
 
-def _encoder_arguments(encoder_config, seq_length):
-  arguments = dict(encoder_config)
-  for key in ("block_sizes", "block_repeats"):
-    if arguments.get(key) is not None:
-      arguments[key] = tuple(arguments[key])
-  if seq_length is not None:
-    arguments["seq_length"] = seq_length
-  return arguments
+def _encoder_config(encoder_class, encoder_config, seq_length):
+  """The family's configuration (`zoo.configs`) of a saved `encoder_config` dict, at `seq_length` if given."""
+  config = encoder_class.config_class.from_dict(encoder_config, ignore=("dtype",))
+  return config if seq_length is None else config.replace(seq_length=seq_length)
 
 
 def _jsonable(config):

@@ -22,6 +22,7 @@ its decoder's), and `do_lower_case` over a tokenizer that keeps the case.
 """
 
 from zoo.convert import registry
+from zoo.convert.model_dir_writer import ConvertedCheckpoint
 from zoo.convert.model_dir_writer import run_import
 
 READERS = ("bert", "albert", "funnel")   # model_type -> the hf-bert, hf-albert, hf-funnel readers
@@ -64,7 +65,7 @@ def _transformer(folder, seq_length):
   return dict(bert=hf_bert.read, albert=hf_albert.read)[model_type](path, seq_length=seq_length)
 
 
-def read(src, *, seq_length=None):
+def read(src: str, *, seq_length: int | None = None) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a sentence-transformers folder: the transformer's encoder, the
   `TextEmbedder` over it (root `model`) and the embed task's settings.
 

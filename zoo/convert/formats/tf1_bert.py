@@ -6,11 +6,12 @@ from zoo.convert import registry
 from zoo.convert.formats.hf_bert import add_realformer_arguments
 from zoo.convert.formats.hf_bert import bert_checkpoint
 from zoo.convert.formats.hf_bert import realformer_options
+from zoo.convert.model_dir_writer import ConvertedCheckpoint
 from zoo.convert.model_dir_writer import run_import
 from zoo.model_dir import VOCAB_FILE
 
 
-def lower_case_of(src, flag):
+def lower_case_of(src: str, flag: bool | None) -> bool:
   """The casing of a TF1 release: the flag, else its directory name (`cased_L-12...`: cased)."""
   if flag is not None:
     return flag
@@ -28,12 +29,14 @@ def _arguments(parser):
   add_realformer_arguments(parser)
 
 
-def read(src, *, seq_length=512, residual_attention=False, running_mean=False, lower_case=None):
+def read(src: str, *, seq_length: int = 512, residual_attention: bool = False, running_mean: bool = False,
+         lower_case: bool | None = None) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of Google's TF1 layout, with BERT's tokenizer settings."""
   from zoo.convert import tokenizer_files
   from zoo.convert.bert import convert_tf1_bert
   converted = convert_tf1_bert(src, seq_length, residual_attention, running_mean)
   lower_case, tokenizer = tokenizer_files.google_settings(lower_case_of(src, lower_case))
+  vocab: str | None
   vocab = os.path.join(src if os.path.isdir(src) else os.path.dirname(src), VOCAB_FILE)
   source = dict(dropped=converted.dropped) if converted.dropped else {}
   vocab = vocab if os.path.exists(vocab) else None

@@ -1,5 +1,6 @@
 """`to-hf`: a zoo model directory as a Hugging Face checkpoint transformers loads (`zoo.convert.to_hf`)."""
 
+import argparse
 import sys
 
 from zoo.convert import registry
@@ -20,7 +21,7 @@ def _arguments(parser):
                            "model card says so)")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> str:
   from zoo.convert.to_hf.export import to_hf
   command = " ".join(["python -m zoo.convert", *(args.argv if args.argv is not None else sys.argv[1:])])
   plan = to_hf(args.src, args.out, dtype=args.dtype, command=command, change_pooling=args.change_pooling)

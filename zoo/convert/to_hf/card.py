@@ -11,12 +11,17 @@ command, the date, and what the export leaves out or computes otherwise.
 import datetime
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from zoo import presets
+from zoo.convert.to_hf.plan import Plan
 from zoo.convert.to_hf.plan import counts_in_words
 from zoo.convert.to_hf.pooling_change import SAME
+from zoo.convert.to_hf.pooling_change import PoolingChange
+from zoo.model_dir import ModelDir
 
 PIPELINE_TAGS = dict(encoder="feature-extraction", base="feature-extraction", masked_lm="fill-mask",
                      discriminator="feature-extraction", sequence="text-classification",
@@ -28,7 +33,7 @@ AUTO_CLASSES = {"encoder": "AutoModel", "base": "AutoModel", "masked_lm": "AutoM
                 "choice": "AutoModelForMultipleChoice"}
 
 
-def model_size(family, encoder):
+def model_size(family: str, encoder: Mapping[str, Any]) -> str:
   """The size of an encoder (constructor arguments) in the papers' notation: `B6-3x2-3x2-H768` (a
   Funnel's blocks, repeats and width, and its decoder), `L12/H768/A12` (a Transformer's layers, width and
   heads, and ALBERT's savings)."""
@@ -191,7 +196,8 @@ def _conversion(plan_, command):
   return lines
 
 
-def model_card(model_dir, settings, plan_, dtype, command, arrays=None, change=None):
+def model_card(model_dir: ModelDir, settings: Mapping[str, Any], plan_: Plan, dtype: str, command: str,
+               arrays: Mapping[str, np.ndarray] | None = None, change: PoolingChange | None = None) -> str:
   """The text of the export's `README.md` (`model_dir` a `zoo.model_dir.ModelDir`, `plan_` the export's
   `Plan`, `command` the command line that wrote it, `arrays` the exported tensors, whose sizes it counts,
   `change` a `zoo.convert.to_hf.pooling_change.PoolingChange` measured for a Funnel exported with other

@@ -9,9 +9,17 @@ names, and for a directory converted from Hugging Face the config fields the zoo
 
 import json
 import os
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 from zoo.choices import FACTORIZED
 from zoo.choices import SHIFT
+from zoo.model_dir import ModelDir
+
+if TYPE_CHECKING:
+  from zoo.convert.to_hf.plan import Plan
 
 # zoo `activation` -> transformers `hidden_act` (the importers' table, backwards).
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu", "swish": "silu"}
@@ -20,7 +28,7 @@ FUNNEL_ATTENTION_TYPES = {FACTORIZED: "factorized", SHIFT: "relative_shift"}
 BOOKKEEPING_FIELDS = ("transformers_version", "dtype", "torch_dtype", "_name_or_path")
 
 
-def funnel_config(encoder):
+def funnel_config(encoder: Mapping[str, Any]) -> dict[str, Any]:
   """transformers' FunnelConfig fields of a zoo Funnel; `num_decoder_layers` only when it has a decoder
   (a FunnelBaseModel's config keeps the value of the checkpoint it came from, else 0)."""
   decoder = {"num_decoder_layers": encoder["num_decoder_layers"]} if encoder.get("num_decoder_layers") else {}
@@ -39,7 +47,7 @@ def funnel_config(encoder):
       pool_q_only=encoder["pool_q_only"])
 
 
-def bert_config(encoder, model_type):
+def bert_config(encoder: Mapping[str, Any], model_type: str) -> dict[str, Any]:
   """transformers' BertConfig (`model_type` "bert") or ElectraConfig ("electra") fields of a zoo
   TransformerEncoder."""
   config = dict(
@@ -54,7 +62,7 @@ def bert_config(encoder, model_type):
   return config
 
 
-def albert_config(encoder):
+def albert_config(encoder: Mapping[str, Any]) -> dict[str, Any]:
   """transformers' AlbertConfig fields of a zoo TransformerEncoder with ALBERT's savings: one layer group
   when every layer is shared, else a group per layer (`zoo.convert.albert.groups_of`)."""
   from zoo.convert.albert import groups_of
@@ -71,7 +79,7 @@ def albert_config(encoder):
       position_embedding_type="absolute")
 
 
-def source_config(model_dir):
+def source_config(model_dir: ModelDir) -> dict[str, Any]:
   """The transformers config.json a directory was converted from (its `source.json`), or {}."""
   if not os.path.exists(model_dir.source_path):
     return {}
@@ -79,7 +87,8 @@ def source_config(model_dir):
   return {key: value for key, value in config.items() if key not in BOOKKEEPING_FIELDS}
 
 
-def config_json(model_dir, plan_, dtype, vocab, special_tokens):
+def config_json(model_dir: ModelDir, plan_: "Plan", dtype: str, vocab: Sequence[str],
+                special_tokens: Mapping[str, str]) -> str:
   """The text of the export's config.json: the directory's source config (`source_config`) under the
   plan's, the weights' `dtype`, and the ids of the special tokens (`{role: token}`) the class names.
 

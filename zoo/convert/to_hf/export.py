@@ -16,6 +16,7 @@ from zoo.convert.sentence_transformers import module_files
 from zoo.convert.to_hf.card import model_card
 from zoo.convert.to_hf.configs import config_json
 from zoo.convert.to_hf.plan import POOLED_HEADS
+from zoo.convert.to_hf.plan import Plan
 from zoo.convert.to_hf.plan import plan
 from zoo.convert.to_hf.pooling_change import measure
 from zoo.convert.to_hf.tokenizer import sentencepiece_tokenizer_files
@@ -79,7 +80,8 @@ def _write(out, arrays, files):
         file.write(content)
 
 
-def to_hf(model_dir, out, dtype="float32", command=None, change_pooling=False):
+def to_hf(model_dir: str | os.PathLike[str], out: str, dtype: str = "float32", command: str | None = None,
+          change_pooling: bool = False) -> Plan:
   """Writes the model directory `model_dir` as a Hugging Face checkpoint directory `out`; returns the `Plan`.
 
   `out` must not exist or be empty; it appears complete or not at all (written beside it
@@ -106,6 +108,7 @@ def to_hf(model_dir, out, dtype="float32", command=None, change_pooling=False):
   config = config_json(directory, plan_, dtype, vocab, text["special_tokens"])
   seq_length = settings.get("seq_length") or 512
   if text.get("kind") == "sentencepiece":
+    assert sentencepiece is not None   # tokenizer_settings refuses a SentencePiece kind without its model
     files = sentencepiece_tokenizer_files(sentencepiece, text, seq_length)
   else:
     files = wordpiece_tokenizer_files(vocab, text, plan_.family, seq_length)

@@ -31,6 +31,11 @@ activations it does not name, and tasks it has no class for.
 """
 
 import dataclasses
+import json
+from collections.abc import Collection
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
 
 from zoo import presets
 from zoo.choices import ABSOLUTE
@@ -129,7 +134,7 @@ def _label_fields(settings, head):
   return fields
 
 
-def heads_settings(settings, encoder):
+def heads_settings(settings: Mapping[str, Any], encoder: Mapping[str, Any]) -> tuple[bool | None, str]:
   """(mlm_transform, head_activation) of the directory's heads, as its task builds them."""
   transform = settings.get("mlm_transform")
   activation = settings.get("head_activation") or encoder["activation"]
@@ -168,12 +173,12 @@ _SEMANTICS = {
 }
 
 
-def counts_in_words(counts, limit=8):
+def counts_in_words(counts: Sequence[int], limit: int = 8) -> str:
   """`[1, 2, 3, 5, ...]` as "1, 2, 3, 5, 6, ...": the first `limit`."""
   return ", ".join(str(count) for count in counts[:limit]) + (", ..." if len(counts) > limit else "")
 
 
-def mixed_inputs(encoder):
+def mixed_inputs(encoder: Mapping[str, Any]) -> str:
   """The inputs on which the pooling semantics differ, in words, for the encoder arguments `encoder`
   (with `seq_length`): the counts of real tokens whose last one shares a pooling window with padding
   (`zoo.length_buckets.mixed_window_counts`)."""
@@ -198,7 +203,7 @@ def mixed_inputs(encoder):
           "whole windows, compute the same")
 
 
-def pooling_differences(semantics, encoder):
+def pooling_differences(semantics: str, encoder: Mapping[str, Any]) -> str:
   """What transformers' Funnel computes otherwise than `encoder` (arguments with `seq_length`) trained
   with the pooling `semantics`, and on which inputs."""
   return _SEMANTICS[semantics] + ", so outputs can differ on " + mixed_inputs(encoder)
@@ -293,7 +298,7 @@ def _transformer_problems(encoder, head, settings, albert=False):
   return problems
 
 
-def plan(settings, roots=(), change_pooling=False):
+def plan(settings: Mapping[str, Any], roots: Collection[str] = (), change_pooling: bool = False) -> Plan:
   """The `Plan` of exporting a model directory whose config.json holds `settings` and whose
   checkpoint has the roots `roots`. A Funnel pooling with other semantics than Hugging Face's is
   refused unless `change_pooling`; the plan's `changed` then says what the export computes otherwise.
@@ -301,8 +306,8 @@ def plan(settings, roots=(), change_pooling=False):
   Raises:
     ConversionError: what transformers cannot express, every reason named.
   """
-  family, arguments = presets.encoder_arguments(settings)
-  _, encoder = presets.resolve(settings["model"], arguments)
+  config = presets.encoder_config(settings)
+  family, encoder = config.family, json.loads(json.dumps(config.to_dict()))   # as config.json holds it
   head = _head_of(settings, roots)
   albert = _is_albert(family, encoder)
   if family == "funnel":
@@ -345,7 +350,7 @@ def plan(settings, roots=(), change_pooling=False):
   if head == "discriminator":
     left_out.append("the ELECTRA generator (transformers' pre-training class holds the discriminator)")
   hf_config.update(architectures=[architecture], **_label_fields(settings, head))
-  return Plan(family, arguments, head, with_decoder, architecture, hf_config, left_out, changed,
+  return Plan(family, encoder, head, with_decoder, architecture, hf_config, left_out, changed,
               _embedding(settings))
 
 

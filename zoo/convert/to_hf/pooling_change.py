@@ -10,6 +10,7 @@ card prints it.
 """
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def measured_counts(seq_length: int) -> list[int]:
   return head + sorted(set(tail.tolist()) - set(head))
 
 
-def measure(encoder, pooled_head: bool, seed: int = 0, batch_size: int = 16) -> PoolingChange:
+def measure(encoder: Any, pooled_head: bool, seed: int = 0, batch_size: int = 16) -> PoolingChange:
   """The outputs of the restored tf_keras Funnel `encoder` against the same weights under Hugging Face's
   pooling semantics, on random tokens (`seed`) for each of `measured_counts`, padded to its length.
 

@@ -13,6 +13,9 @@ with `tokenizer_config.json` and `special_tokens_map.json`.
 """
 
 import json
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
 
 from zoo.convert.errors import ConversionError
 
@@ -20,7 +23,8 @@ HF_MAX_CHARS_PER_WORD = 100   # transformers' BertTokenizer / FunnelTokenizer Wo
 FUNNEL_CLS_TYPE_ID = 2
 
 
-def tokenizer_settings(settings, vocab, sentencepiece=None):
+def tokenizer_settings(settings: Mapping[str, Any], vocab: Sequence[str], sentencepiece: bytes | None = None
+                       ) -> dict[str, Any]:
   """The run's text encoder settings (casing, special tokens, [CLS]'s type, word length; `kind`
   "sentencepiece" for a SentencePiece model)."""
   from zoo.text import text_encoder
@@ -32,7 +36,8 @@ def tokenizer_settings(settings, vocab, sentencepiece=None):
   return encoder.settings()
 
 
-def sentencepiece_tokenizer_files(model, text, seq_length):
+def sentencepiece_tokenizer_files(model: bytes, text: Mapping[str, Any], seq_length: int
+                                  ) -> dict[str, str | bytes]:
   """`{file name: text or bytes}` of the Hugging Face tokenizer files (`spiece.model` and ALBERT's
   `tokenizer.json`, as transformers' `AlbertTokenizer` builds it) that tokenize as
   `zoo.text.SentencePieceEncoder` with the settings `text` does.
@@ -58,7 +63,7 @@ def sentencepiece_tokenizer_files(model, text, seq_length):
   cls, sep = special["cls"], special["sep"]
   tokenizer = Tokenizer(Unigram([(piece, score) for piece, score, _ in described["pieces"]],
                                 unk_id=ids[special["unk"]], byte_fallback=False))
-  steps = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
+  steps: list[normalizers.Normalizer] = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
   if not text["keep_accents"]:
     steps += [normalizers.NFKD(), normalizers.StripAccents()]
   if text["lower_case"]:
@@ -87,7 +92,8 @@ def sentencepiece_tokenizer_files(model, text, seq_length):
           "spiece.model": bytes(model)}
 
 
-def wordpiece_tokenizer_files(vocab, text, family, seq_length):
+def wordpiece_tokenizer_files(vocab: Sequence[str], text: Mapping[str, Any], family: str, seq_length: int
+                              ) -> dict[str, str | bytes]:
   """`{file name: text}` of the Hugging Face tokenizer files (`vocab.txt` and BERT's `tokenizer.json`)
   that tokenize as `zoo.text.TextEncoder` with the settings `text` (`TextEncoder.settings()`) does."""
   from tokenizers import Tokenizer

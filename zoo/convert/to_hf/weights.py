@@ -7,15 +7,20 @@ entries read backwards (`zoo.convert.rules`, `entries`), so a Hugging Face check
 and exported again gives back its tensors, name for name.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from zoo import presets
 from zoo.convert.errors import ConversionError
+from zoo.convert.rules import Rule
 from zoo.convert.rules import exported
 from zoo.convert.rules import flat
 from zoo.convert.rules import same
 from zoo.convert.rules import torch_linear
 from zoo.convert.to_hf.plan import POOLED_HEADS
+from zoo.convert.to_hf.plan import Plan
 from zoo.convert.to_hf.plan import heads_settings
 from zoo.model_dir import CHOICE_HEAD_ROOT
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
@@ -27,7 +32,7 @@ PREFIXES = {"FunnelModel": "", "FunnelBaseModel": "", "BertModel": "", "ElectraF
             "AlbertModel": ""}
 
 
-def restore(plan_, settings, prefix):
+def restore(plan_: Plan, settings: Mapping[str, Any], prefix: str) -> tuple[Any, dict[str, Any]]:
   """`(encoder, head layers)` of the directory, restored from `prefix` in float32."""
   import tensorflow as tf
   import tf_keras as keras
@@ -91,10 +96,8 @@ def _encoder_entries(plan_, encoder):
       base += albert.pooler_entries(encoder)
     prefix = PREFIXES.get(plan_.architecture, albert.PREFIX)
   elif plan_.family == "funnel":
-    decoder_layers = plan_.encoder["num_decoder_layers"] if plan_.with_decoder else 0
-    config = dict(plan_.encoder, num_decoder_layers=decoder_layers)
-    base = hf_funnel.encoder_entries(encoder, config)
-    if not encoder.get_config().get("use_segment_bias", True):
+    base = hf_funnel.encoder_entries(encoder, None if plan_.with_decoder else 0)
+    if not encoder.config.use_segment_bias:
       base = [entry for entry in base if not entry[0].endswith((".r_s_bias", ".seg_embed"))]
     prefix = PREFIXES.get(plan_.architecture, "funnel.")
   else:
@@ -145,12 +148,12 @@ def _head_entries(plan_, encoder, layers):
   return []
 
 
-def entries(plan_, encoder, layers):
+def entries(plan_: Plan, encoder: Any, layers: Mapping[str, Any]) -> list[tuple[str, Any, Rule]]:
   """(transformers name, zoo variable, rule) of every tensor the export writes."""
   return _encoder_entries(plan_, encoder) + _head_entries(plan_, encoder, layers)
 
 
-def tensors(plan_, encoder, layers):
+def tensors(plan_: Plan, encoder: Any, layers: Mapping[str, Any]) -> dict[str, np.ndarray]:
   """`{transformers name: float32 array}` of the export.
 
   A Funnel's query projection has a bias in the zoo and none in transformers (`q_head`):
@@ -169,13 +172,13 @@ def tensors(plan_, encoder, layers):
     return arrays
   if plan_.family != "funnel":
     return arrays
-  config = encoder.get_config()
+  config = encoder.config
   prefix = PREFIXES.get(plan_.architecture, "funnel.")
-  shape = [config["num_heads"], plan_.hf_config["d_head"]]
-  decoder_layers = config["num_decoder_layers"] if plan_.with_decoder else 0
-  for hf_prefix, name in hf_funnel.layers(dict(config, num_decoder_layers=decoder_layers)):
+  shape = [config.num_heads, plan_.hf_config["d_head"]]
+  decoder_layers = config.num_decoder_layers if plan_.with_decoder else 0
+  for hf_prefix, name in hf_funnel.layers(config.block_sizes, decoder_layers):
     attention = f"{prefix}{hf_prefix}.attention."
-    if not config.get("use_segment_bias", True):   # no segment term: zeros make transformers' term 0 too
+    if not config.use_segment_bias:   # no segment term: zeros make transformers' term 0 too
       arrays[attention + "r_s_bias"] = np.zeros(shape, np.float32)
       arrays[attention + "seg_embed"] = np.zeros([2, *shape], np.float32)
     query_bias = encoder.get_layer(name).attention.query_dense.bias.numpy().reshape(shape)

@@ -4,13 +4,14 @@ import keras
 import keras_hub
 from keras import ops
 
-from zoo.choices import recorded_pooling_semantics
-from zoo.keras3.encoders import PerLengthFunctions
-from zoo.keras3.encoders import dtype_policy
+from zoo.configs import EncoderConfig
+from zoo.keras3.models.encoder import PerLengthFunctions
+from zoo.keras3.models.encoder import dtype_policy
 
 
 class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
-  """A keras-hub backbone around a `zoo.keras3` encoder (`encoder_class`) built from `encoder_config`.
+  """A keras-hub backbone around a `zoo.keras3` encoder (`encoder_class`) built from `encoder_config`: the
+  family's configuration (`zoo.configs`), or its dict form (a saved preset's; `from_dict` reads it).
 
   Inputs `token_ids`, `segment_ids`, `padding_mask` (`[B, T]`, any length T the encoder takes:
   `length_problem`); outputs `sequence_output` and `pooled_output` (the tanh dense on [cls]).
@@ -25,21 +26,18 @@ class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
   encoder_class = None
 
   def __init__(self, encoder_config, dtype=None, seq_length=None, word_embeddings=None, **kwargs):
-    encoder_config = dict(encoder_config)
+    config_class = self.encoder_class.config_class
+    if not isinstance(encoder_config, EncoderConfig):   # a saved preset's dict (with its mixed policy)
+      encoder_config = dict(encoder_config)
+      configured = encoder_config.pop("dtype", None)   # the backbone's `dtype` wins
+      dtype = dtype if dtype is not None else configured
+      encoder_config = config_class.from_dict(encoder_config)
     if seq_length is not None:   # e.g. `from_preset(path, seq_length=128)`
-      encoder_config["seq_length"] = seq_length
-    configured = encoder_config.pop("dtype", None)   # the backbone's `dtype` wins
-    dtype = dtype if dtype is not None else configured
-    for key in ("block_sizes", "block_repeats"):
-      if encoder_config.get(key) is not None:
-        encoder_config[key] = tuple(encoder_config[key])
-    if "pooling_semantics" in encoder_config:   # a preset saved when "authors" named Hugging Face's
-      encoder_config["pooling_semantics"] = recorded_pooling_semantics(encoder_config["pooling_semantics"])
+      encoder_config = encoder_config.replace(seq_length=seq_length)
     policy = dtype_policy(dtype)   # the encoder's layers are built with it
-    encoder = self.encoder_class(**encoder_config, dtype=policy, word_embeddings=word_embeddings,
-                                 name="encoder")
+    encoder = self.encoder_class(encoder_config, dtype=policy, word_embeddings=word_embeddings, name="encoder")
     # Any length, as keras-hub's BERT takes (the encoder rewires itself per length; see
-    # `zoo.keras3.encoders.EncoderModel`).
+    # `zoo.keras3.models.encoder.EncoderModel`).
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
     padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
@@ -55,7 +53,7 @@ class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
 
   @property
   def vocabulary_size(self):
-    return self.encoder_config["vocab_size"]
+    return self.encoder_config.vocab_size
 
   def length_problem(self, length):
     """Why the backbone cannot run on `length` tokens (naming the lengths it takes), or None."""
@@ -63,11 +61,11 @@ class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
 
   def get_config(self):
     config = super().get_config()
-    config.update(encoder_config=dict(self.encoder_config))
+    config.update(encoder_config=self.encoder_config.to_dict())
     if self.dtype_policy.name.startswith("mixed_"):
       # Saved in `encoder_config` rather than as the layer's `dtype`: keras-hub 0.32's preset loader
       # cannot read a saved mixed policy back (`Invalid dtype: mixed_bfloat16`), and reads this one (a
       # `dtype` given to `from_preset` still wins). Plain float policies stay keras-hub's `dtype`,
       # which a load casts to the global policy.
-      config.update(encoder_config=dict(self.encoder_config, dtype=self.dtype_policy.name), dtype=None)
+      config.update(encoder_config=dict(self.encoder_config.to_dict(), dtype=self.dtype_policy.name), dtype=None)
     return config

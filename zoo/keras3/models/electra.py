@@ -10,23 +10,22 @@ import keras
 import keras_hub
 from keras import ops
 
-from zoo.keras3.base import ZooLayer
-from zoo.keras3.encoders import PerLengthFunctions
-from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
+from zoo.configs import EncoderConfig
+from zoo.keras3.layers.base import ZooLayer
+from zoo.keras3.layers.transformer_block import ACTIVATIONS
+from zoo.keras3.models.encoder import PerLengthFunctions
 from zoo.keras3.models.masked_lm import MaskedLMHead
 from zoo.keras3.models.packing import PairTruncation
 from zoo.keras3.models.task import TrainsWhatItReads
 from zoo.keras3.models.task import apply_sequence_length
-from zoo.keras3.transformer_block import ACTIVATIONS
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
 from zoo.model_dir import GENERATOR_ROOT
-from zoo.specs.pretrainers import ReplacedTokenSamplerSpec
 
 ELECTRA_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids", "mask_weights")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ReplacedTokenSampler(ReplacedTokenSamplerSpec, ZooLayer):
+class ReplacedTokenSampler(ZooLayer):
   """ELECTRA's corruption step (`zoo.models.pretrainers.ReplacedTokenSampler` for Keras 3).
 
   At each real prediction (`mask_weights > 0`) a token is drawn from the generator's
@@ -41,6 +40,7 @@ class ReplacedTokenSampler(ReplacedTokenSamplerSpec, ZooLayer):
   """
 
   def __init__(self, seed=None, **kwargs):
+    kwargs.setdefault("dtype", "float32")
     super().__init__(**kwargs)
     self.seed = seed
     self.seed_generator = keras.random.SeedGenerator(seed)
@@ -79,12 +79,11 @@ def electra_generator_config(encoder_config, overrides=None):
   keep the discriminator's width, so the two share them; `overrides` replace these key by
   key (the same rule as the training job's `generator_overrides`).
   """
-  embedding_width = encoder_config.get("embedding_width") or encoder_config["hidden_size"]
-  defaults = dict(hidden_size=max(1, encoder_config["hidden_size"] // 4),
-                  num_heads=max(1, encoder_config["num_heads"] // 4),
-                  intermediate_size=max(1, encoder_config["intermediate_size"] // 4),
-                  embedding_width=embedding_width)
-  return {**encoder_config, **defaults, **(overrides or {})}
+  defaults = dict(hidden_size=max(1, encoder_config.hidden_size // 4),
+                  num_heads=max(1, encoder_config.num_heads // 4),
+                  intermediate_size=max(1, encoder_config.intermediate_size // 4),
+                  embedding_width=encoder_config.embedding_width or encoder_config.hidden_size)
+  return encoder_config.replace(**{**defaults, **(overrides or {})})
 
 
 class ZooElectra(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Task):
@@ -116,15 +115,19 @@ class ZooElectra(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Task):
   def __init__(self, backbone, generator_config=None, preprocessor=None, discriminator_weight=50.0,
                activation=None, mlm_transform=True, sequence_length=None, seq_length=None, **kwargs):
     config = backbone.encoder_config
-    if isinstance(backbone, FunnelBackbone) and not config.get("num_decoder_layers"):
-      raise ValueError("a Funnel-Transformer ELECTRA needs the decoder (num_decoder_layers >= 1): the "
+    if not config.full_length_output:
+      raise ValueError(f"ELECTRA needs a full-length sequence output, which this {config.encoder_name} pools "
+                       "away (a Funnel-Transformer needs its decoder: num_decoder_layers >= 1): the "
                        "discriminator labels every token, and masked positions index the full-length input")
-    generator_config = dict(generator_config or electra_generator_config(config))
-    generator_config["seq_length"] = config.get("seq_length")
-    activation = activation or config.get("activation", "gelu")
+    if generator_config is None:
+      generator_config = electra_generator_config(config)
+    elif not isinstance(generator_config, EncoderConfig):   # a saved task's dict
+      generator_config = type(config).from_dict(generator_config)
+    generator_config = generator_config.replace(seq_length=config.seq_length)
+    activation = activation or config.activation
     if activation not in ACTIVATIONS:
       raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
-    initializer = keras.initializers.TruncatedNormal(stddev=config.get("initializer_range", 0.02))
+    initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
     self.backbone = backbone
     self.preprocessor = preprocessor
     self.generator = type(backbone)(generator_config, dtype=backbone.dtype_policy,
@@ -182,7 +185,7 @@ class ZooElectra(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Task):
 
   def get_config(self):
     config = super().get_config()
-    config.update(generator_config=dict(self.generator_config), activation=self.activation,
+    config.update(generator_config=self.generator_config.to_dict(), activation=self.activation,
                   discriminator_weight=self.discriminator_weight, mlm_transform=self.mlm_transform)
     return config
 

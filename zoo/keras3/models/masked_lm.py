@@ -15,11 +15,10 @@ import keras
 import keras_hub
 from keras import ops
 
-from zoo.keras3.encoders import PerLengthFunctions
-from zoo.keras3.models.funnel.funnel_backbone import FunnelBackbone
+from zoo.keras3.layers.transformer_block import ACTIVATIONS
+from zoo.keras3.models.encoder import PerLengthFunctions
 from zoo.keras3.models.task import TrainsWhatItReads
 from zoo.keras3.models.task import apply_sequence_length
-from zoo.keras3.transformer_block import ACTIVATIONS
 from zoo.model_dir import MASKED_LM_ROOT
 
 # The head's weights by their names in the tf_keras edition (Model Garden's MaskedLM layer).
@@ -109,15 +108,16 @@ class ZooMaskedLM(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Masked
   def __init__(self, backbone, preprocessor=None, activation=None, mlm_transform=True, sequence_length=None,
                seq_length=None, **kwargs):
     config = backbone.encoder_config
-    if isinstance(backbone, FunnelBackbone) and not config.get("num_decoder_layers"):
-      raise ValueError("a Funnel-Transformer masked LM needs the decoder (num_decoder_layers >= 1): without "
-                       "it the encoder's output is pooled and masked positions index the full-length input")
-    activation = activation or config.get("activation", "gelu")
+    if not config.full_length_output:
+      raise ValueError(f"a masked LM needs a full-length sequence output, which this {config.encoder_name} "
+                       "pools away (a Funnel-Transformer needs its decoder: num_decoder_layers >= 1): masked "
+                       "positions index the full-length input")
+    activation = activation or config.activation
     self.backbone = backbone
     self.preprocessor = preprocessor
     self.masked_lm_head = MaskedLMHead(backbone.token_embedding, activation=activation,
                                        transform=mlm_transform, name=MASKED_LM_ROOT,
-                                       initializer_range=config.get("initializer_range", 0.02))
+                                       initializer_range=config.initializer_range)
     inputs = {**backbone.input,
               "mask_positions": keras.Input(shape=(None,), dtype="int32", name="mask_positions")}
     logits = self.masked_lm_head(backbone(backbone.input)["sequence_output"], inputs["mask_positions"])

@@ -3,7 +3,7 @@
 import keras
 import keras_hub
 
-from zoo.keras3.encoders import PerLengthFunctions
+from zoo.keras3.models.encoder import PerLengthFunctions
 from zoo.keras3.models.task import TrainsWhatItReads
 from zoo.keras3.models.task import apply_sequence_length
 

@@ -23,7 +23,7 @@ import keras
 import keras_hub
 from keras import ops
 
-from zoo.keras3.encoders import PerLengthFunctions
+from zoo.keras3.models.encoder import PerLengthFunctions
 from zoo.keras3.models.packing import PairTruncation
 from zoo.keras3.models.task import TrainsWhatItReads
 from zoo.keras3.models.task import apply_sequence_length

@@ -2,8 +2,8 @@
 
 import keras
 
-from zoo.keras3.encoders import FunnelEncoder
 from zoo.keras3.models.backbone import ZooBackbone
+from zoo.keras3.models.funnel_encoder import FunnelEncoder
 
 
 @keras.saving.register_keras_serializable(package="zoo")

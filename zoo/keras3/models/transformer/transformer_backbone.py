@@ -2,8 +2,8 @@
 
 import keras
 
-from zoo.keras3.encoders import TransformerEncoder
 from zoo.keras3.models.backbone import ZooBackbone
+from zoo.keras3.models.transformer_encoder import TransformerEncoder
 
 
 @keras.saving.register_keras_serializable(package="zoo")

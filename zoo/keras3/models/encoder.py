@@ -1,32 +1,23 @@
-"""The Transformer and Funnel-Transformer encoders in Keras 3.
+"""What both Keras 3 encoders share (`EncoderModel`): the functional model its configuration's graph
+builds, the dtype policy of its layers, any sequence length, and a compiled function per length under
+TensorFlow (`PerLengthFunctions`).
 
-The Keras 3 twins of `zoo.models.TransformerEncoder` and `zoo.models.FunnelEncoder`:
-functional models with the same constructor arguments (and so the same config fields),
-the same inputs (`input_word_ids`, `input_mask`, `input_type_ids`, int32 `[B, T]`) and
-outputs (`sequence_output`, `pooled_output`, `encoder_outputs`, the Funnel's
-`encoder_sequence_output`, `attention_probs` on request), and the same layer and weight
-names, so weights move between the editions by name (`zoo.named_weights`).
+The Keras 3 encoders are the twins of `zoo.models.TransformerEncoder` and `zoo.models.FunnelEncoder`:
+the same configurations (`zoo.configs`) and so the same config fields, the same inputs
+(`input_word_ids`, `input_mask`, `input_type_ids`, int32 `[B, T]`) and outputs (`sequence_output`,
+`pooled_output`, `encoder_outputs`, the Funnel's `encoder_sequence_output`, `attention_probs` on
+request), and the same layer and weight names, so weights move between the editions by name
+(`zoo.named_weights`).
 """
 
 import keras
 from keras import ops
 from keras.src import backend
 
-from zoo.keras3.embeddings import ClsSegmentIds
-from zoo.keras3.embeddings import EncoderEmbeddings
-from zoo.keras3.funnel_pooling import FunnelPooling
-from zoo.keras3.funnel_pooling import FunnelUpsampling
-from zoo.keras3.transformer_block import TransformerBlock
-from zoo.specs import encoder_inputs as input_specs
-from zoo.specs.encoder import EncoderKit
-from zoo.specs.encoder_inputs import INPUT_NAMES
-from zoo.specs.funnel_encoder import FunnelEncoderSpec
-from zoo.specs.transformer_encoder import TransformerEncoderSpec
-
-
-def encoder_inputs(seq_length=None):
-  """Named int32 `[B, T]` Keras 3 inputs, as Model Garden's encoders take them."""
-  return input_specs.encoder_inputs(keras, seq_length)
+from zoo.configs import EncoderConfig
+from zoo.graphs.kit import INPUT_NAMES
+from zoo.graphs.kit import EncoderKit
+from zoo.graphs.kit import encoder_inputs
 
 
 def dtype_policy(dtype=None):
@@ -87,12 +78,13 @@ class PerLengthFunctions:
 
 
 class EncoderModel(PerLengthFunctions, keras.Model):
-  """What both encoders' Keras 3 edition shares: its layers' classes, the dtype and the config.
+  """What both encoders' Keras 3 edition shares: the functional model of its configuration, the dtype and
+  any sequence length.
 
-  The constructor's arguments, checks and functional graph are each encoder's spec
-  (`zoo.specs.transformer_encoder`, `zoo.specs.funnel_encoder`, shared with the tf_keras
-  edition). Two keyword arguments are this edition's: `dtype` (as for any Keras layer) sets
-  the policy of every layer of the encoder, and `word_embeddings`, another encoder's
+  An encoder takes its family's configuration (`config_class`, `zoo.configs`, shared with the tf_keras
+  edition), or the configuration's fields as keyword arguments; `graph` (`zoo.graphs`) wires the layers
+  `layer_classes()` names. Two keyword arguments are this edition's: `dtype` (as for any Keras layer)
+  sets the policy of every layer of the encoder, and `word_embeddings`, another encoder's
   word-embedding layer, makes this one use that layer (ELECTRA's generator shares the
   discriminator's table; not part of the config).
 
@@ -107,22 +99,52 @@ class EncoderModel(PerLengthFunctions, keras.Model):
   maximum).
   """
 
-  @classmethod
-  def _kit(cls, kwargs):
-    kwargs = dict(kwargs)
-    policy = dtype_policy(kwargs.pop("dtype", None))
-    shared = kwargs.pop("word_embeddings", None)
-    kit = EncoderKit(keras=keras, **cls.layer_classes(), cast=lambda x, like: ops.cast(x, like.dtype),
-                     options=dict(dtype=policy),
-                     embedding_options={} if shared is None else dict(word_embeddings=shared), layers={})
-    return kit, kwargs
+  config_class: type[EncoderConfig] = EncoderConfig
+  graph = None   # the family's `zoo.graphs` function: (config, kit, inputs) -> (outputs, embeddings)
 
-  def _after_build(self, kit, graph):
-    self.dtype_policy = kit.options["dtype"]   # a functional model takes no dtype: its layers' policy
-    # Not tracked (the functional graph tracks the layers): what wires them at other lengths.
-    object.__setattr__(self, "_rewire", lambda length, inputs: graph(dict(self._config, seq_length=length),
-                                                                     kit, inputs=inputs)[1])
+  def __init__(self, config=None, dtype=None, word_embeddings=None, **kwargs):
+    config, kwargs = self.config_class.taken_from(config, kwargs)
+    policy = dtype_policy(dtype)
+    kit = EncoderKit(keras=keras, **self.layer_classes(), cast=lambda x, like: ops.cast(x, like.dtype),
+                     options=dict(dtype=policy),
+                     embedding_options={} if word_embeddings is None else dict(word_embeddings=word_embeddings),
+                     layers={})
+    inputs = encoder_inputs(keras, config.built_length)
+    outputs, embeddings = type(self).graph(config, kit, inputs)
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self.dtype_policy = policy   # a functional model takes no dtype: its layers' policy
+    # Not tracked (the functional graph tracks the layers).
+    object.__setattr__(self, "config", config)
+    object.__setattr__(self, "_embeddings", embeddings)
+    # What wires the same layers at other lengths.
+    object.__setattr__(self, "_rewire", lambda length, inputs: type(self).graph(
+        config.replace(seq_length=length), kit, inputs)[0])
     self.input_spec = None   # any length (checked in `call`)
+
+  @staticmethod
+  def layer_classes():
+    """The layers the encoder is made of (`EncoderKit` fields)."""
+    raise NotImplementedError
+
+  def get_embedding_table(self):
+    return self._embeddings.word_embeddings.embeddings
+
+  def get_embedding_layer(self):
+    return self._embeddings.word_embeddings
+
+  # What the rest of the zoo asks of an encoder, answered by its configuration.
+  def length_problem(self, length):
+    """Why the encoder cannot run on `length` tokens (naming the lengths it takes), or None."""
+    return self.config.length_problem(length)
+
+  def padding_dependence(self):
+    """Why the pooling reads padding, or None (`EncoderConfig.padding_dependence`)."""
+    return self.config.padding_dependence()
+
+  def sequence_mask(self, input_mask):
+    """The mask of `sequence_output`'s real positions for `input_mask` `[B, T]` (the input mask itself for an
+    encoder whose sequence output is as long as its input)."""
+    return input_mask
 
   def _length(self, inputs):
     """The static length of `inputs` (a dict of `[B, T]` tensors, or a list in input order)."""
@@ -133,7 +155,7 @@ class EncoderModel(PerLengthFunctions, keras.Model):
     """`inputs`' length when the built graph does not take it as it is, else None; raises on a length
     the encoder cannot take."""
     length = self._length(inputs)
-    built = self._config["seq_length"]
+    built = self.config.built_length
     if length is None:
       if built is None:
         return None
@@ -152,7 +174,7 @@ class EncoderModel(PerLengthFunctions, keras.Model):
         zip(INPUT_NAMES, keras.tree.flatten(inputs), strict=True)))
 
   def compute_output_spec(self, inputs, training=None, mask=None):
-    if self._length(inputs) is None and self._config["seq_length"] is not None:
+    if self._length(inputs) is None and self.config.built_length is not None:
       # Symbolic inputs of any length (a keras-hub backbone's): the built graph's outputs with
       # the lengths unknown.
       def any_length(spec):
@@ -168,43 +190,13 @@ class EncoderModel(PerLengthFunctions, keras.Model):
       return super().compute_output_spec(inputs, training=training, mask=mask)
     return backend.compute_output_spec(self.call, inputs, training=training)
 
-  def _edition_config(self):
-    return {"dtype": self.dtype_policy.name}
+  def get_config(self):
+    return dict(self.config.to_dict(), name=self.name, dtype=self.dtype_policy.name)
 
   @classmethod
-  def _edition_arguments(cls, config):
-    config = {key: value for key, value in config.items() if key != "trainable"}
-    if isinstance(config.get("dtype"), dict):   # a serialized policy
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return config
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class TransformerEncoder(TransformerEncoderSpec, EncoderModel):
-  """A stack of `TransformerBlock`s over token embeddings: Post-LN, Pre-LN, RealFormer.
-
-  `zoo.models.TransformerEncoder` for Keras 3; see its docstring for the arguments, and
-  `zoo/specs/transformer_encoder.py` for the constructor and the forward wiring.
-  """
-
-  @staticmethod
-  def layer_classes():
-    """The Keras 3 layers a Transformer encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
-    return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, cls_segment_ids=ClsSegmentIds)
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class FunnelEncoder(FunnelEncoderSpec, EncoderModel):
-  """Funnel-Transformer: blocks of relative-attention layers with pooling in between.
-
-  `zoo.models.FunnelEncoder` for Keras 3; see its docstring for the arguments (blocks
-  and repeats, pooling type and semantics, pool-query-only, `separate_cls`,
-  `truncate_seq`, position rules, the decoder, residual attention across blocks), and
-  `zoo/specs/funnel_encoder.py` for the constructor and the forward wiring.
-  """
-
-  @staticmethod
-  def layer_classes():
-    """The Keras 3 layers a Funnel encoder is made of (`zoo.specs.encoder.EncoderKit` fields)."""
-    return dict(embeddings=EncoderEmbeddings, block=TransformerBlock, pooling=FunnelPooling,
-                upsampling=FunnelUpsampling, cls_segment_ids=ClsSegmentIds)
+  def from_config(cls, config, custom_objects=None):
+    config = dict(config)
+    name, dtype = config.pop("name", None), config.pop("dtype", None)
+    if isinstance(dtype, dict):   # a serialized policy
+      dtype = keras.dtype_policies.deserialize(dtype)
+    return cls(cls.config_class.from_dict(config, ignore=("trainable",)), dtype=dtype, name=name)

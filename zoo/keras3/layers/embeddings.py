@@ -1,18 +1,16 @@
 """Token embeddings below an encoder stack, and the [cls] segment id, in Keras 3.
 
 The Keras 3 twins of `zoo.layers.EncoderEmbeddings` and
-`zoo.models.encoder_inputs.ClsSegmentIds`. Axes: B batch, T length, E embedding width,
+`zoo.layers.embeddings.ClsSegmentIds`. Axes: B batch, T length, E embedding width,
 D model width.
 """
 
 import keras
 from keras import ops
 
-from zoo.keras3.base import WeightlessLayer
-from zoo.keras3.base import ZooLayer
-from zoo.specs.base import clone_initializer
-from zoo.specs.embeddings import EncoderEmbeddingsSpec
-from zoo.specs.encoder_inputs import ClsSegmentIdsSpec
+from zoo.keras3.layers.base import WeightlessLayer
+from zoo.keras3.layers.base import ZooLayer
+from zoo.keras3.layers.base import clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -45,7 +43,7 @@ class PositionEmbedding(ZooLayer):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
+class EncoderEmbeddings(ZooLayer):
   """Word embeddings, plus absolute positions and token types when enabled, then layer
   norm (float32), dropout and an optional projection E -> D.
 
@@ -58,14 +56,46 @@ class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
   (ELECTRA). It is not part of the config; whoever shares it passes it again.
   """
 
-  def __init__(self, *args, word_embeddings=None, **kwargs):
-    super().__init__(*args, **kwargs)
+  def __init__(self,
+               vocab_size,
+               embedding_width,
+               hidden_size,
+               max_sequence_length=None,
+               type_vocab_size=0,
+               dropout=0.1,
+               layer_norm_epsilon=1e-12,
+               initializer="glorot_uniform",
+               word_embeddings=None,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.embedding_width = embedding_width
+    self.hidden_size = hidden_size
+    self.max_sequence_length = max_sequence_length
+    self.type_vocab_size = type_vocab_size
+    self.dropout = dropout
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.initializer = keras.initializers.get(initializer)
     wanted = (self.vocab_size, self.embedding_width)
     if word_embeddings is not None and (word_embeddings.input_dim, word_embeddings.output_dim) != wanted:
       raise ValueError(f"the shared word embeddings are {word_embeddings.input_dim} x "
                        f"{word_embeddings.output_dim}, this layer needs {wanted[0]} x {wanted[1]} "
                        "(vocab_size x embedding_width)")
     object.__setattr__(self, "_shared_word_embeddings", word_embeddings)   # tracked once built, as its own
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        vocab_size=self.vocab_size,
+        embedding_width=self.embedding_width,
+        hidden_size=self.hidden_size,
+        max_sequence_length=self.max_sequence_length,
+        type_vocab_size=self.type_vocab_size,
+        dropout=self.dropout,
+        layer_norm_epsilon=self.layer_norm_epsilon,
+        initializer=keras.initializers.serialize(self.initializer),
+    )
+    return config
 
   def build(self, input_shape):
     width = self.embedding_width
@@ -120,8 +150,14 @@ class EncoderEmbeddings(EncoderEmbeddingsSpec, ZooLayer):
     return keras.KerasTensor((*word_ids.shape, self.hidden_size), dtype=self.compute_dtype)
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ClsSegmentIds(ClsSegmentIdsSpec, WeightlessLayer):
+class ClsSegmentIds(WeightlessLayer):
   """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`."""
+  def __init__(self, cls_segment_id=2, **kwargs):
+    super().__init__(**kwargs)
+    self.cls_segment_id = cls_segment_id
+
+  def get_config(self):
+    return {**super().get_config(), "cls_segment_id": self.cls_segment_id}
 
   def call(self, type_ids):
     type_ids = ops.cast(type_ids, "int32")

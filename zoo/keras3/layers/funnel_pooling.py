@@ -11,11 +11,14 @@ import keras
 import numpy as np
 from keras import ops
 
+from zoo.choices import HF_POOLING
 from zoo.choices import POOLING_TYPES
+from zoo.choices import ZOO_POOLING
 from zoo.choices import check_choice
-from zoo.keras3.base import WeightlessLayer
-from zoo.specs.funnel_pooling import FunnelPoolingSpec
-from zoo.specs.funnel_pooling import FunnelUpsamplingSpec
+from zoo.choices import check_pooling_semantics
+from zoo.choices import recorded_pooling_semantics
+from zoo.grids import pool_positions
+from zoo.keras3.layers.base import WeightlessLayer
 
 POOLING_MODES = POOLING_TYPES + ("first", "any", "all")
 # Below any activation and finite in float32 and bfloat16: the max of an all-padding window.
@@ -97,7 +100,7 @@ def pool_sequence(tensor, axis=1, mode="mean", separate_cls=True, truncate_seq=T
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelPooling(FunnelPoolingSpec, WeightlessLayer):
+class FunnelPooling(WeightlessLayer):
   """Stride-2 pooling of a Funnel-Transformer sequence, its mask and its ids.
 
   `zoo.layers.FunnelPooling` for Keras 3: the same arguments (`pooling_type`,
@@ -106,17 +109,76 @@ class FunnelPooling(FunnelPoolingSpec, WeightlessLayer):
   given: a float32 carry stays float32 under mixed precision, masks and ids integers.
   """
 
+  def __init__(self, pooling_type="mean", separate_cls=True, truncate_seq=True, semantics=ZOO_POOLING,
+               **kwargs):
+    # Pooling keeps the dtype it is given: a float32 attention carry stays float32
+    # under mixed precision, and masks and ids stay integers.
+    super().__init__(autocast=False, **kwargs)
+    check_choice("pooling_type", pooling_type, POOLING_TYPES)
+    check_pooling_semantics("semantics", semantics)
+    self.pooling_type = pooling_type
+    self.separate_cls = separate_cls
+    self.truncate_seq = truncate_seq
+    self.semantics = semantics
+
+  def call(self, inputs, input_mask=None, axis=1, mode=None):
+    if self.semantics != ZOO_POOLING:
+      input_mask = None   # every token of a window counts, padding included
+    return self._pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls,
+                               self.truncate_seq, input_mask=input_mask)
+
+  def pool_mask(self, input_mask):
+    """`[B, T]` mask -> `[B, T']`: a window is real if every token of it is (Hugging Face's semantics),
+    else if any is."""
+    return self(input_mask, mode="all" if self.semantics == HF_POOLING else "any")
+
+  def pool_ids(self, ids):
+    """`[B, T]` ids (e.g. segment ids) -> `[B, T']`, the first id of each window."""
+    return self(ids, mode="first")
+
+  def pool_positions(self, positions):
+    """Position vector `[T]` -> `[T']` (numpy; positions are static)."""
+    return pool_positions(positions, self.separate_cls, self.truncate_seq)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(pooling_type=self.pooling_type, separate_cls=self.separate_cls,
+                  truncate_seq=self.truncate_seq, semantics=self.semantics)
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    """A recorded config; "authors" there means Hugging Face's semantics (`zoo.choices`)."""
+    config = dict(config)
+    if "semantics" in config:
+      config["semantics"] = recorded_pooling_semantics(config["semantics"])
+    return super().from_config(config)
+
+
   _pool_sequence = staticmethod(pool_sequence)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class FunnelUpsampling(FunnelUpsamplingSpec, WeightlessLayer):
+class FunnelUpsampling(WeightlessLayer):
   """Restores a pooled Funnel sequence to full length for the decoder (Sec. 2.3).
 
   `zoo.layers.FunnelUpsampling` for Keras 3: each non-[cls] vector repeated `stride`
   times, [cls] re-attached in front (`separate_cls`), zeros past the repeated vectors (the
   authors' `upsample`). Call: `inputs [B, T', D]`, `target_length`.
   """
+
+  def __init__(self, stride, separate_cls=True, truncate_seq=True, **kwargs):
+    super().__init__(**kwargs)
+    if stride < 1 or stride & (stride - 1):
+      raise ValueError(f"stride must be a power of two, got {stride}")
+    self.stride = stride
+    self.separate_cls = separate_cls
+    self.truncate_seq = truncate_seq
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(stride=self.stride, separate_cls=self.separate_cls, truncate_seq=self.truncate_seq)
+    return config
 
   def call(self, inputs, target_length):
     if self.stride == 1:

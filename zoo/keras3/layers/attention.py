@@ -13,6 +13,7 @@ The score, the carry, the mask bias and the softmax are float32 under any dtype 
 """
 
 import math
+import warnings
 
 import keras
 import numpy as np
@@ -20,10 +21,11 @@ from keras import ops
 
 from zoo.choices import ABSOLUTE
 from zoo.choices import FACTORIZED
-from zoo.keras3.base import ZooLayer
-from zoo.specs.attention import MultiHeadAttentionSpec
-from zoo.specs.base import AttentionResult
-from zoo.specs.base import clone_initializer
+from zoo.configs.encoder import check_local_attention
+from zoo.graphs.kit import AttentionResult
+from zoo.grids import static_vector
+from zoo.keras3.layers.base import ZooLayer
+from zoo.keras3.layers.base import clone_initializer
 from zoo.windows import local_geometry
 
 # Added to the float32 logits of masked positions: a fully masked row becomes uniform.
@@ -99,7 +101,7 @@ def _grid(positions, length):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class MultiHeadAttention(MultiHeadAttentionSpec, AttentionLayer):
+class MultiHeadAttention(AttentionLayer):
   """Scaled dot-product multi-head attention with optional residual attention.
 
   `zoo.layers.MultiHeadAttention` for Keras 3 (see its docstring): the same arguments,
@@ -119,10 +121,75 @@ class MultiHeadAttention(MultiHeadAttentionSpec, AttentionLayer):
     `[B, T, S]`, attention_carry (float32 `[B, N, T, S]`), layer_index, training.
   """
 
-  def __init__(self, *args, seed=None, **kwargs):
-    super().__init__(*args, **kwargs)
+  def __init__(self,
+               num_heads,
+               head_size,
+               attention_dropout=0.0,
+               residual_attention=False,
+               running_mean=False,
+               kernel_initializer="glorot_uniform",
+               attention_window=None,
+               global_tokens=1,
+               seed=None,
+               **kwargs):
+    if "dropout" in kwargs:   # the argument's name in configs saved before it was renamed
+      if attention_dropout:
+        raise TypeError(f"{type(self).__name__} got dropout and attention_dropout; "
+                        "pass attention_dropout only")
+      warnings.warn(f"{type(self).__name__}(dropout=...) is deprecated: the attention-probability "
+                    "dropout rate is attention_dropout (re-save the model to update its config)",
+                    FutureWarning, stacklevel=2)
+      attention_dropout = kwargs.pop("dropout")
+    super().__init__(**kwargs)
+    if running_mean and not residual_attention:
+      raise ValueError("running_mean=True needs residual_attention=True")
+    self.num_heads = num_heads
+    self.head_size = head_size
+    self.attention_dropout = attention_dropout
+    self.residual_attention = residual_attention
+    self.running_mean = running_mean
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    check_local_attention(attention_window, global_tokens)
+    self.attention_window = attention_window
+    self.global_tokens = global_tokens
     self.seed = seed
     self.seed_generator = keras.random.SeedGenerator(seed) if self.attention_dropout > 0 else None
+
+  def _check_carry(self, attention_carry):
+    if attention_carry is not None and not self.residual_attention:
+      raise ValueError(f"{self.name}: attention_carry needs residual_attention=True")
+
+  def _local_geometry(self, query_positions, key_positions, query_length, key_length):
+    """The `zoo.windows.LocalGeometry` of a call with local attention (static lengths and positions)."""
+    if query_length is None or key_length is None:
+      raise ValueError(f"{self.name}: local attention (attention_window) needs static sequence lengths")
+    grids = []
+    for positions, length, name in ((query_positions, query_length, "query_positions"),
+                                    (key_positions, key_length, "key_positions")):
+      values = self._static_positions(positions, length, name)
+      if values is None:
+        raise ValueError(f"{self.name}: local attention (attention_window) needs {name} known when the "
+                         "graph is built (a Python list, NumPy array or constant)")
+      grids.append(values)
+    return local_geometry(self.attention_window, self.global_tokens, *grids)
+
+  _static_positions = staticmethod(lambda positions, length, name: (
+      np.arange(length, dtype=np.float64) if positions is None else static_vector(positions, length, name)))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_heads=self.num_heads,
+        head_size=self.head_size,
+        attention_dropout=self.attention_dropout,
+        residual_attention=self.residual_attention,
+        running_mean=self.running_mean,
+        kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        attention_window=self.attention_window,
+        global_tokens=self.global_tokens,
+        seed=self.seed,
+    )
+    return config
 
   def build(self, input_shape):
     width = input_shape[-1]
@@ -277,9 +344,6 @@ class MultiHeadAttention(MultiHeadAttentionSpec, AttentionLayer):
     local = ops.reshape(local, (-1, geometry.num_blocks, *local.shape[1:]))
     columns = ops.transpose(blocks(ops.transpose(columns, (0, 2, 1, 3))), (0, 1, 3, 2, 4))  # [B, K, N, bq, G]
     return rows, ops.concatenate([columns, local], -1)
-
-  def get_config(self):
-    return {**super().get_config(), "seed": self.seed}
 
 
 def local_blocks(x, geometry):

@@ -16,3 +16,10 @@ class WeightlessLayer(ZooLayer):
   def __init__(self, **kwargs):
     super().__init__(**kwargs)
     self.built = True
+
+
+def clone_initializer(initializer):
+  """A fresh initializer with the same config, so no two kernels start out equal."""
+  if hasattr(initializer, "get_config"):
+    return initializer.__class__.from_config(initializer.get_config())
+  return initializer

@@ -1,51 +1,31 @@
-"""The Model Garden encoder interface shared by every zoo encoder.
+"""What every tf_keras encoder shares (`EncoderModel`): the functional model its configuration's graph
+builds, Model Garden's encoder interface, and length buckets.
 
 Axes: B batch, T sequence length.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import tensorflow as tf
 import tf_keras as keras
 
-from zoo.layers.base import ZooLayer
+from zoo.configs import EncoderConfig
+from zoo.graphs.kit import EncoderKit
+from zoo.graphs.kit import encoder_inputs
 from zoo.models import bucketing
 from zoo.models.bucketing import bucket_index
-from zoo.specs import encoder_inputs as input_specs
-from zoo.specs.encoder import EncoderKit
-from zoo.specs.encoder_inputs import ClsSegmentIdsSpec
-
-
-def encoder_inputs(seq_length: int | None = None) -> dict[str, tf.Tensor]:
-  """Named int32 `[B, T]` Keras inputs, as Model Garden's encoders take them."""
-  return input_specs.encoder_inputs(keras, seq_length)
-
-
-@keras.utils.register_keras_serializable(package="zoo")
-class ClsSegmentIds(ClsSegmentIdsSpec, ZooLayer):
-  """Marks the first token ([cls]) with its own segment id, `[B, T] -> [B, T]`.
-
-  Funnel-Transformer's relative segment term treats [cls] (type id 2 in the authors'
-  and Hugging Face's tokenizers) as belonging to every segment. Pipelines that give
-  [cls] type 0, as Model Garden's do, get the same behaviour through this layer.
-
-  Example:
-    >>> ClsSegmentIds()(tf.constant([[0, 0, 1, 1]])).numpy().tolist()
-    [[2, 0, 1, 1]]
-  """
-
-  def call(self, type_ids: tf.Tensor) -> tf.Tensor:
-    type_ids = tf.cast(type_ids, tf.int32)
-    cls = tf.fill(tf.shape(type_ids[:, :1]), self.cls_segment_id)
-    return tf.concat([cls, type_ids[:, 1:]], axis=1)
 
 
 class EncoderModel(keras.Model):
-  """What every zoo encoder's tf_keras edition shares: the kit its spec builds the graph with, and length
-  buckets.
+  """What every zoo encoder's tf_keras edition shares: the functional model of its configuration, the
+  embedding accessors Model Garden's heads and pretrainers call, and length buckets.
 
-  The constructor's arguments, its checks and the functional graph are each encoder's spec
-  (`zoo.specs.transformer_encoder`, `zoo.specs.funnel_encoder`), shared with `zoo.keras3`;
-  the spec builds the graph from the encoder's `layer_classes()` and gives the embedding
-  accessors Model Garden's heads and pretrainers call.
+  An encoder takes its family's configuration (`config_class`, `zoo.configs`), or the configuration's
+  fields as keyword arguments: `FunnelEncoder(FunnelConfig(vocab_size=100))` and
+  `FunnelEncoder(vocab_size=100)` are the same encoder. `graph` (`zoo.graphs`) wires the layers
+  `layer_classes()` names; `self.config` is the configuration, and `get_config()` its fields with the
+  layer's name.
 
   Length buckets (`use_length_buckets`, `zoo.length_buckets`): the encoder still takes and
   returns tensors of its built `seq_length` T, but runs each batch at the smallest ladder
@@ -58,20 +38,65 @@ class EncoderModel(keras.Model):
   length.
   """
 
-  @classmethod
-  def _kit(cls, kwargs):
-    kit = EncoderKit(keras=keras, **cls.layer_classes(),
+  config_class: type[EncoderConfig] = EncoderConfig
+  # The family's `zoo.graphs` function: (config, kit, inputs) -> (outputs, embeddings).
+  graph: Callable[[Any, EncoderKit, dict], tuple[dict, Any]]
+
+  def __init__(self, config: EncoderConfig | None = None, **kwargs: Any) -> None:
+    config, kwargs = self.config_class.taken_from(config, kwargs)
+    # tf_keras layers take the global dtype policy.
+    kit = EncoderKit(keras=keras, **self.layer_classes(),
                      cast=lambda x, like: keras.backend.cast(x, like.dtype), options={}, embedding_options={},
                      layers={})
-    return kit, kwargs
-
-  def _after_build(self, kit, graph):
-    # tf_keras layers take the global dtype policy. Not tracked (the functional graph tracks the
-    # layers): what wires the same layers at another static length, for length buckets.
-    object.__setattr__(self, "_rewire", lambda length, inputs: graph(dict(self._config, seq_length=length),
-                                                                     kit, inputs=inputs)[1])
+    inputs = encoder_inputs(keras, config.built_length)
+    outputs, embeddings = type(self).graph(config, kit, inputs)
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    # Not tracked (the functional graph tracks the layers).
+    object.__setattr__(self, "config", config)
+    object.__setattr__(self, "_embeddings", embeddings)
+    # What wires the same layers at another static length, for length buckets.
+    object.__setattr__(self, "_rewire", lambda length, inputs: type(self).graph(
+        config.replace(seq_length=length), kit, inputs)[0])
     object.__setattr__(self, "_ladder", None)
     object.__setattr__(self, "_per_text", False)
+
+  @staticmethod
+  def layer_classes() -> dict[str, type]:
+    """The layers the encoder is made of (`EncoderKit` fields)."""
+    raise NotImplementedError
+
+  def get_embedding_table(self) -> tf.Variable:
+    return self._embeddings.word_embeddings.embeddings
+
+  def get_embedding_layer(self) -> keras.layers.Layer:
+    return self._embeddings.word_embeddings
+
+  def get_config(self) -> dict:
+    return dict(self.config.to_dict(), name=self.name)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    config = dict(config)
+    name = config.pop("name", None)
+    return cls(cls.config_class.from_dict(config, ignore=("trainable", "dtype")), name=name)
+
+  # What the rest of the zoo asks of an encoder, answered by its configuration.
+  def length_problem(self, length: int) -> str | None:
+    """Why the encoder cannot run on `length` tokens (naming the lengths it takes), or None."""
+    return self.config.length_problem(length)
+
+  def padding_dependence(self) -> str | None:
+    """Why the pooling reads padding, or None (`EncoderConfig.padding_dependence`)."""
+    return self.config.padding_dependence()
+
+  def bucket_capacity(self, length: int) -> int:
+    """The most real tokens that run at `length` with the outputs of the built length."""
+    return self.config.bucket_capacity(length)
+
+  def sequence_mask(self, input_mask: tf.Tensor) -> tf.Tensor:
+    """The mask of `sequence_output`'s real positions for `input_mask` `[B, T]` (the input mask itself for an
+    encoder whose sequence output is as long as its input)."""
+    return input_mask
 
   @property
   def length_buckets(self) -> list[tuple[int, int]] | None:
@@ -98,7 +123,7 @@ class EncoderModel(keras.Model):
       object.__setattr__(self, "_ladder", None)
       return
     try:
-      ladder = self.length_ladder(self._config, lengths, padding_dependent)
+      ladder = self.config.length_ladder(lengths, padding_dependent)
     except ValueError as error:
       raise ValueError(f"{self.name}: {error}") from None
     object.__setattr__(self, "_ladder", ladder)
@@ -115,7 +140,7 @@ class EncoderModel(keras.Model):
 
   def _at_length(self, length, inputs, training, mask):
     """The encoder's outputs for `inputs` cut to `length` tokens, padded back to the built graph's shapes."""
-    if length == self._config["seq_length"]:
+    if length == self.config.built_length:
       outputs = super().call(inputs, training=training, mask=mask)
     else:
       outputs = self._rewire(length, {name: value[:, :length] for name, value in inputs.items()})
@@ -151,13 +176,6 @@ class EncoderModel(keras.Model):
       return lambda: self._at_length(length, inputs, training, mask)
 
     return tf.switch_case(index, [branch(length) for length, _ in ladder])
-
-  def _edition_config(self):
-    return {}
-
-  @classmethod
-  def _edition_arguments(cls, config):
-    return config
 
 
 def _pad_to(tensor: tf.Tensor, shape: tf.TensorShape) -> tf.Tensor:
