@@ -21,7 +21,8 @@ KERAS3_SOURCES = ("zoo/keras3/", "benchmarks/keras3.py", "benchmarks/keras3_leng
                   "notebooks/05_keras3_jax_tpu.ipynb")
 DOCUMENTED_MODULES = [
     "zoo.layers.attention", "zoo.layers.relative_attention", "zoo.layers.funnel_pooling",
-    "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.models.encoder",
+    "zoo.layers.transformer_block", "zoo.layers.embeddings", "zoo.configs", "zoo.configs.funnel",
+    "zoo.configs.transformer",
     "zoo.models.transformer_encoder", "zoo.models.funnel_encoder", "zoo.models.heads",
     "zoo.models.pretrainers", "zoo.presets", "zoo.analysis", "tpu.config", "tpu.tasks",
     "tpu.tasks.task_registry", "tpu.tasks.sequence", "tpu.tasks.tagging", "tpu.data", "tpu.data.demo",

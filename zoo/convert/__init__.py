@@ -28,7 +28,7 @@ _EXPORTS = {
     "load_hf_funnel": "zoo.convert.hf_funnel",
     "load_hf_bert": "zoo.convert.bert",
     "load_tf1_bert": "zoo.convert.bert",
-    "ConvertedCheckpoint": "zoo.convert.model_dir_writer",
+    "ConvertedCheckpoint": "zoo.convert.registry",
     "convert_to_model_dir": "zoo.convert.model_dir_writer",
     "describe": "zoo.convert.model_dir_writer",
     "read_checkpoint": "zoo.convert.model_dir_writer",

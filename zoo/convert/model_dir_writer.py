@@ -28,12 +28,12 @@ training runs use):
   (`hf_config`: `python -m zoo.convert to-hf` gives back the fields the zoo does not use).
 
 SRC is a local directory, or for the Hugging Face formats a hub id (`zoo.convert.hf_hub`).
-Each format's own reading is its module's in `zoo.convert.formats` (`zoo.convert.registry`).
+Each format's own reading is its module's in `zoo.convert.formats`, whose `read` returns a
+`zoo.convert.registry.ConvertedCheckpoint`; `run_import` is the run of every "in" format.
 Nothing here imports TensorFlow before it converts or writes.
 """
 
 import argparse
-import dataclasses
 import os
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -41,34 +41,13 @@ from typing import Any
 
 from zoo.convert.hf_hub import download
 from zoo.convert.hf_hub import is_hub_id
+from zoo.convert.registry import ConvertedCheckpoint
+from zoo.convert.registry import check_source
 from zoo.lazy import lazy_module
 from zoo.model_dir import ENCODER_ROOT
 from zoo.model_dir import ModelDir
 
 tf = lazy_module("tensorflow")
-
-
-
-@dataclasses.dataclass
-class ConvertedCheckpoint:
-  """What `read_checkpoint` returns: everything `write_model_dir` writes.
-
-  `heads`: `{name: layer}` saved beside the encoder (`masked_lm`, `discriminator_head`,
-  `choice_head`);
-  `vocab`: the path of a vocabulary file, its tokens, or None; `source`: the fields of
-  `source.json`; `settings`: the config.json settings its heads need (the masked-LM
-  head's `mlm_transform`, their `head_activation`), which a pre-training run with
-  `--init-checkpoint` takes; `sentencepiece`: the serialized SentencePiece model of a
-  checkpoint whose tokenizer is one (ALBERT's `spiece.model`), else None.
-  """
-  encoder: Any
-  heads: dict
-  lower_case: bool
-  tokenizer: dict | None
-  vocab: str | list[str] | None
-  source: dict
-  settings: dict = dataclasses.field(default_factory=dict)
-  sentencepiece: bytes | None = None
 
 
 def describe(encoder: Any, seq_length: int | None, lower_case: bool,
@@ -85,11 +64,11 @@ def describe(encoder: Any, seq_length: int | None, lower_case: bool,
 
 def read_checkpoint(source_format: str, src: str, *, seq_length: int | None = None,
                     revision: str | None = None, **options: Any) -> ConvertedCheckpoint:
-  """Converts the checkpoint `src` of `source_format` (an "in" format of `zoo.convert.registry`);
-  returns a `ConvertedCheckpoint`.
+  """Converts the checkpoint `src` of `source_format` (an "in" format of `zoo.convert.formats`);
+  returns its `ConvertedCheckpoint` (`zoo.convert.registry`).
 
   Args:
-    source_format: "hf-funnel", "hf-bert", "tf1-bert", ... (`zoo.convert.registry.names("in")`).
+    source_format: "hf-funnel", "hf-bert", "tf1-bert", ... (`zoo.convert.formats.names("in")`).
     src: a local directory (for some formats also a checkpoint prefix), or for the formats
       that take them a Hugging Face hub id, downloaded into huggingface_hub's cache.
     seq_length: the static input length of the zoo model (None: the format's default, 512 or the
@@ -105,11 +84,11 @@ def read_checkpoint(source_format: str, src: str, *, seq_length: int | None = No
     FileNotFoundError: SRC is not there (`zoo.convert.registry.check_source`: no such directory, or
       one without the format's files), or a checkpoint without the vocabulary it needs.
   """
-  from zoo.convert import registry
-  format_ = registry.get(source_format, "in")
+  from zoo.convert import formats
+  format_ = formats.get(source_format, "in")
   if revision is not None and os.path.exists(src):
     raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
-  registry.check_source(format_, src)   # a missing SRC fails here, before any import or download
+  check_source(format_, src)   # a missing SRC fails here, before any import or download
   if revision is not None and not (format_.hub and is_hub_id(src)):
     raise ValueError(f"--revision applies to Hugging Face hub ids; {src} is a local path")
   source: dict[str, Any] = dict(format=source_format)
@@ -156,9 +135,9 @@ def write_model_dir(encoder: Any, directory: str | os.PathLike[str], *, seq_leng
 
 
 def run_import(args: argparse.Namespace) -> str:
-  """The run of every "in" format of `zoo.convert.registry`: convert SRC into the model directory `--out`."""
-  from zoo.convert import registry
-  options = registry.get(args.format, "in").options(args)
+  """The run of every "in" format (`zoo.convert.formats`): convert SRC into the model directory `--out`."""
+  from zoo.convert import formats
+  options = formats.get(args.format, "in").options(args)
   prefix = convert_to_model_dir(args.format, args.src, args.out, seq_length=args.seq_length, **options)
   return f"wrote {args.out} (checkpoint {prefix})"
 

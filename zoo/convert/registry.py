@@ -1,33 +1,24 @@
-"""The conversion formats, one module each in `zoo.convert.formats`, as tasks and data sources are.
+"""What a conversion format declares, and what the formats share: `Format`, `ConvertedCheckpoint` and the
+arguments of the "in" formats.
 
-A format module defines `FORMAT = Format(...)`: its name (the subcommand of `python -m
-zoo.convert`), its direction ("in": a published checkpoint into a zoo model directory;
-"out": a zoo model directory into another format), one line of help, a description,
-its own command-line arguments and what it runs. `formats()` finds every module of the
-package, so adding a format is adding one module (and its tests); `python -m
-zoo.convert --help`, the subcommands' `--help` and the errors naming the formats are
-generated from the declarations. Format modules import only what `--help` needs; the
-work is imported when it runs.
+A format module of `zoo.convert.formats` defines `FORMAT = Format(...)`: its name (the subcommand of
+`python -m zoo.convert`), its direction ("in": a published checkpoint into a zoo model directory;
+"out": a zoo model directory into another format), one line of help, a description, its own
+command-line arguments and, for an "out" format, what it runs. The package `zoo.convert.formats` finds
+every module (`formats.declared()`, `names()`, `get()`), so adding a format is adding one module (and
+its tests); `python -m zoo.convert --help`, the subcommands' `--help` and the errors naming the formats
+are generated from the declarations. Format modules import only this module and what `--help` needs;
+the work is imported when it runs.
 
-An "in" format also gives `read(src, seq_length=..., **options)`, which returns a
-`zoo.convert.model_dir_writer.ConvertedCheckpoint`, and `options(args)`, the keyword
-options of its flags; the shared steps (hub ids, writing the model directory) are
-`zoo.convert.model_dir_writer`'s. `add_import_arguments` and
-`zoo.convert.model_dir_writer.run_import` are the arguments and the run every "in"
-format shares.
-
-Example:
-  >>> [name for name, format_ in formats().items() if format_.direction == "in"]
-  ['hf-funnel', 'hf-bert', 'hf-albert', 'tf1-bert', 'funnel-tf', 'keras3', 'sentence-transformers']
-  >>> get("to-hf").direction
-  'out'
+An "in" format gives `read(src, seq_length=..., **options)`, which returns a `ConvertedCheckpoint`,
+and `options(args)`, the keyword options of its flags; the shared steps (hub ids, writing the model
+directory) and its run are `zoo.convert.model_dir_writer`'s (`run_import`). `add_import_arguments`
+are the arguments every "in" format takes. This module imports no format module: the formats
+import it.
 """
 
 import argparse
 import dataclasses
-import functools
-import importlib
-import pkgutil
 import typing
 from collections.abc import Iterable
 
@@ -44,7 +35,8 @@ class Format:
     help: one line for `python -m zoo.convert --help`.
     description: the subcommand's `--help` text.
     add_arguments: `add_arguments(parser)` adds the format's own arguments.
-    run: `run(args) -> str` does the work; returns the line printed on success.
+    run: `run(args) -> str` does the work; returns the line printed on success. An "out" format gives
+      one; an "in" format leaves it None and runs `zoo.convert.model_dir_writer.run_import`.
     read: "in" formats: `read(src, seq_length=..., **options) -> ConvertedCheckpoint`.
     options: "in" formats: `options(args) -> dict`, the keyword options `read` takes.
     hub: "in" formats: SRC may be a Hugging Face hub id (and `--revision` applies).
@@ -63,7 +55,7 @@ class Format:
   help: str
   description: str
   add_arguments: typing.Callable
-  run: typing.Callable
+  run: typing.Callable | None = None
   read: typing.Callable | None = None
   options: typing.Callable = lambda args: {}
   hub: bool = False
@@ -78,35 +70,30 @@ class Format:
       raise ValueError(f"format {self.name}: direction must be one of {DIRECTIONS}, got {self.direction!r}")
     if self.direction == "in" and self.read is None:
       raise ValueError(f"format {self.name}: an 'in' format needs read(src, seq_length=..., **options)")
+    if self.direction == "out" and self.run is None:
+      raise ValueError(f"format {self.name}: an 'out' format needs run(args)")
 
 
-@functools.cache
-def formats() -> dict[str, Format]:
-  """`{name: Format}` of every module of `zoo.convert.formats`, in listing order."""
-  from zoo.convert import formats as package
-  found = {}
-  for module in pkgutil.iter_modules(package.__path__):
-    declared = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "FORMAT", None)
-    if declared is None:
-      continue
-    if declared.name in found:
-      raise ValueError(f"two format modules declare the format {declared.name!r}")
-    found[declared.name] = declared
-  return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+@dataclasses.dataclass
+class ConvertedCheckpoint:
+  """What an "in" format's `read` returns: everything `zoo.convert.model_dir_writer.write_model_dir` writes.
 
-
-def names(direction: str | None = None) -> list[str]:
-  """The format names (of one direction)."""
-  return [name for name, format_ in formats().items() if direction in (None, format_.direction)]
-
-
-def get(name: str, direction: str | None = None) -> Format:
-  """The `Format` called `name`; a ValueError lists the formats (of `direction`)."""
-  format_ = formats().get(name)
-  if format_ is None or direction not in (None, format_.direction):
-    what = {"in": "checkpoint format", "out": "export format", None: "format"}[direction]
-    raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(names(direction))}")
-  return format_
+  `heads`: `{name: layer}` saved beside the encoder (`masked_lm`, `discriminator_head`,
+  `choice_head`);
+  `vocab`: the path of a vocabulary file, its tokens, or None; `source`: the fields of
+  `source.json`; `settings`: the config.json settings its heads need (the masked-LM
+  head's `mlm_transform`, their `head_activation`), which a pre-training run with
+  `--init-checkpoint` takes; `sentencepiece`: the serialized SentencePiece model of a
+  checkpoint whose tokenizer is one (ALBERT's `spiece.model`), else None.
+  """
+  encoder: typing.Any
+  heads: dict
+  lower_case: bool
+  tokenizer: dict | None
+  vocab: str | list[str] | None
+  source: dict
+  settings: dict = dataclasses.field(default_factory=dict)
+  sentencepiece: bytes | None = None
 
 
 def check_source(format_: Format, src: str) -> None:

@@ -1,4 +1,5 @@
-"""zoo.convert.registry: a format is one module; the command line and its errors come from declarations."""
+"""zoo.convert.formats and zoo.convert.registry: a format is one module; the command line and its errors come
+from declarations."""
 
 import json
 import os
@@ -37,14 +38,14 @@ def toy_format(tmp_path, monkeypatch):
   """A format module in a folder on the package's search path, as a new module in zoo/convert/formats."""
   (tmp_path / "toy_out.py").write_text(TOY)
   monkeypatch.setattr(formats, "__path__", [*formats.__path__, str(tmp_path)])
-  registry.formats.cache_clear()
+  formats.declared.cache_clear()
   yield
   sys.modules.pop("zoo.convert.formats.toy_out", None)
-  registry.formats.cache_clear()
+  formats.declared.cache_clear()
 
 
 def test_a_new_module_is_a_new_subcommand(toy_format, capsys):
-  assert "toy-out" in registry.names("out") and "toy-out" not in registry.names("in")
+  assert "toy-out" in formats.names("out") and "toy-out" not in formats.names("in")
   assert main(["toy-out", "thing", "--shout"]) == 0
   assert capsys.readouterr().out == "THING\n"
   assert main(["toy-out", "bad"]) == 1
@@ -55,14 +56,16 @@ def test_a_new_module_is_a_new_subcommand(toy_format, capsys):
 
 
 def test_the_formats_and_the_errors_that_list_them():
-  assert registry.names("in") == ["hf-funnel", "hf-bert", "hf-albert", "tf1-bert", "funnel-tf", "keras3",
+  assert formats.names("in") == ["hf-funnel", "hf-bert", "hf-albert", "tf1-bert", "funnel-tf", "keras3",
                                    "sentence-transformers"]
-  assert registry.names("out") == ["to-hf"]
+  assert formats.names("out") == ["to-hf"]
   with pytest.raises(ValueError, match="unknown checkpoint format 'to-hf'; choose one of hf-funnel, hf-bert, "
                                        "hf-albert, tf1-bert, funnel-tf, keras3, sentence-transformers"):
-    registry.get("to-hf", "in")
+    formats.get("to-hf", "in")
   with pytest.raises(ValueError, match="'in' format needs read"):
     registry.Format(name="x", direction="in", help="", description="", add_arguments=None, run=None)
+  with pytest.raises(ValueError, match="'out' format needs run"):
+    registry.Format(name="x", direction="out", help="", description="", add_arguments=None)
   with pytest.raises(ValueError, match="direction must be one of"):
     registry.Format(name="x", direction="sideways", help="", description="", add_arguments=None, run=None)
 
@@ -77,7 +80,7 @@ def test_help_lists_every_format_without_loading_tensorflow():
                           check=True)
   loaded, _, text = result.stdout.partition(" ")
   assert loaded == "False"
-  for name in registry.names():
+  for name in formats.names():
     assert name in text
 
 
@@ -88,10 +91,10 @@ def test_a_source_that_is_not_there_fails_at_once_naming_it_and_what_the_format_
   (tmp_path / "empty").mkdir()
   probe = "\n".join([
       "import contextlib, io, json, sys",
-      "from zoo.convert import registry",
+      "from zoo.convert import formats",
       "from zoo.convert.__main__ import main",
       "errors = {}",
-      "for name in registry.names('in'):",
+      "for name in formats.names('in'):",
       "  for src in (sys.argv[1] + '/missing/path', sys.argv[1] + '/empty'):",
       "    with contextlib.redirect_stderr(io.StringIO()) as err:",
       "      code = main([name, src, '--out', sys.argv[1] + '/out'])",
@@ -112,6 +115,6 @@ def test_a_source_that_is_not_there_fails_at_once_naming_it_and_what_the_format_
   empty = f"zoo.convert: error: {tmp_path}/empty: the directory has no"
   assert errors["hf-funnel empty"][1].startswith(f"{empty} config.json: hf-funnel converts a Hugging Face")
   assert errors["sentence-transformers empty"][1].startswith(f"{empty} modules.json")
-  for name in registry.names("in"):
+  for name in formats.names("in"):
     assert errors[f"{name} path"][0] == 1 and errors[f"{name} path"][1].startswith(missing), name
   assert not (tmp_path / "out").exists()

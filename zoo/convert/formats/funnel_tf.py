@@ -4,8 +4,7 @@
 import os
 
 from zoo.convert import registry
-from zoo.convert.model_dir_writer import ConvertedCheckpoint
-from zoo.convert.model_dir_writer import run_import
+from zoo.convert.registry import ConvertedCheckpoint
 
 
 def _arguments(parser):
@@ -39,7 +38,6 @@ def read(src: str, *, seq_length: int = 512, config: str | None = None, lower_ca
   from zoo.convert import hf_funnel
   from zoo.convert import tokenizer_files
   from zoo.convert.errors import ConversionError
-  from zoo.convert.model_dir_writer import ConvertedCheckpoint
   from zoo.models import FunnelEncoder
   config_path, prefix = funnel_tf.paths(src, config)
   net_config = funnel_tf.read_net_config(config_path)
@@ -48,7 +46,8 @@ def read(src: str, *, seq_length: int = 512, config: str | None = None, lower_ca
   has_decoder = hf_config["num_decoder_layers"] > 0
   with_decoder = has_decoder if with_decoder is None else with_decoder
   encoder = FunnelEncoder(funnel_tf.zoo_arguments(hf_config, seq_length, with_decoder, source=config_path))
-  hf_funnel.assign_hf_weights(encoder, weights, source=prefix, skip_prefixes=() if with_decoder else ("decoder.",),
+  hf_funnel.assign_hf_weights(encoder, weights, source=prefix,
+                              skip_prefixes=() if with_decoder else ("decoder.",),
                               initializer_range=float(hf_config.get("initializer_range", 0.1)))
   vocab_path, vocab, names = funnel_tf.read_vocab(os.path.dirname(prefix) or ".")
   tokenizer = dict(special_tokens=dict(names), cls_type_id=2,
@@ -75,6 +74,6 @@ FORMAT = registry.Format(
                 "TensorFlow code's model.ckpt.*, net_config.json and vocab.uncased.txt) into a zoo "
                 "FunnelEncoder model directory that computes what their TensorFlow code computes: their "
                 "padding semantics (a pooled window is real if any of its tokens is) and position rules.",
-    add_arguments=_arguments, run=run_import, read=read,
+    add_arguments=_arguments, read=read,
     options=lambda args: dict(config=args.config, lower_case=args.lower_case, truncate_seq=args.truncate_seq,
                               with_decoder=args.with_decoder))

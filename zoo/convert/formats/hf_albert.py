@@ -2,8 +2,7 @@
 `tokenizer.json`) into a zoo model directory (`zoo.convert.albert`)."""
 
 from zoo.convert import registry
-from zoo.convert.model_dir_writer import ConvertedCheckpoint
-from zoo.convert.model_dir_writer import run_import
+from zoo.convert.registry import ConvertedCheckpoint
 
 
 def _arguments(parser):
@@ -59,4 +58,4 @@ FORMAT = registry.Format(
                 "transformers 5 saves, from which the SentencePiece model is built) into a zoo "
                 "TransformerEncoder model directory (factorized embeddings, every layer shared) whose "
                 "SentencePiece tokenizer runs in the graph.",
-    add_arguments=_arguments, run=run_import, read=read)
+    add_arguments=_arguments, read=read)

@@ -5,8 +5,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from zoo.convert import registry
-from zoo.convert.model_dir_writer import ConvertedCheckpoint
-from zoo.convert.model_dir_writer import run_import
+from zoo.convert.registry import ConvertedCheckpoint
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import MASKED_LM_ROOT
 
@@ -31,7 +30,6 @@ def bert_checkpoint(converted: "Converted", src: str, lower_case: bool, tokenize
                     vocab: str | list[str] | None, source: dict[str, Any]) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a converted BERT (`zoo.convert.bert.Converted`); its heads compute
   with the encoder's activation."""
-  from zoo.convert.model_dir_writer import ConvertedCheckpoint
   if vocab is None:
     raise FileNotFoundError(f"{src}: no vocab.txt (or tokenizer.json) beside the checkpoint")
   # The masked-LM and discriminator heads compute with the encoder's activation (a multiple-choice
@@ -67,5 +65,5 @@ FORMAT = registry.Format(
     description="Convert a Hugging Face BERT checkpoint directory (config.json and model.safetensors or "
                 "pytorch_model.bin, with its vocab.txt and tokenizer files) into a zoo TransformerEncoder "
                 "model directory.",
-    add_arguments=_arguments, run=run_import, read=read,
+    add_arguments=_arguments, read=read,
     options=lambda args: dict(realformer_options(args), revision=args.revision))

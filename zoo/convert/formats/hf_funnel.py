@@ -1,8 +1,7 @@
 """`hf-funnel`: a Hugging Face Funnel checkpoint into a zoo model directory (`zoo.convert.hf_funnel`)."""
 
 from zoo.convert import registry
-from zoo.convert.model_dir_writer import ConvertedCheckpoint
-from zoo.convert.model_dir_writer import run_import
+from zoo.convert.registry import ConvertedCheckpoint
 
 
 def _arguments(parser):
@@ -19,7 +18,6 @@ def read(src: str, *, seq_length: int = 512, with_decoder: bool | None = None) -
   """The `ConvertedCheckpoint` of a Hugging Face Funnel directory, with its tokenizer settings."""
   from zoo.convert import tokenizer_files
   from zoo.convert.hf_funnel import convert_hf_funnel
-  from zoo.convert.model_dir_writer import ConvertedCheckpoint
   funnel = convert_hf_funnel(src, seq_length=seq_length, with_decoder=with_decoder)
   lower_case, tokenizer = tokenizer_files.hf_settings(src, funnel=True)
   source = registry.hf_source(src, funnel.dropped)
@@ -36,5 +34,5 @@ FORMAT = registry.Format(
          "FunnelForMultipleChoice checkpoint",
     description="Convert a Hugging Face Funnel checkpoint directory (config.json and model.safetensors or "
                 "pytorch_model.bin, with its vocab.txt and tokenizer files) into a zoo model directory.",
-    add_arguments=_arguments, run=run_import, read=read,
+    add_arguments=_arguments, read=read,
     options=lambda args: dict(with_decoder=args.with_decoder, revision=args.revision))

@@ -20,8 +20,7 @@ pre-training or fine-tunes with `python -m tpu.train --init-checkpoint`.
 """
 
 from zoo.convert import registry
-from zoo.convert.model_dir_writer import ConvertedCheckpoint
-from zoo.convert.model_dir_writer import run_import
+from zoo.convert.registry import ConvertedCheckpoint
 
 FORMAT_NAME = "zoo-keras3-weights/1"
 CONFIG_FILE = "config.json"
@@ -39,7 +38,6 @@ def read(src: str, *, seq_length: int | None = None) -> ConvertedCheckpoint:
   """The `ConvertedCheckpoint` of a Keras 3 weights directory."""
   from safetensors.numpy import load_file
 
-  from zoo.convert.model_dir_writer import ConvertedCheckpoint
   from zoo.model_dir import MASKED_LM_ROOT
 
   config, config_path, weights_path = _read_config(src)
@@ -221,5 +219,5 @@ FORMAT = registry.Format(
     description="Convert a directory written by zoo.keras3.weights_dir.save_weights_dir (config.json, "
                 "model.safetensors, vocab.txt) into a zoo model directory: the tf_keras encoder and, by "
                 "weight name, its masked-LM head or its ELECTRA generator and heads.",
-    add_arguments=_arguments, run=run_import, read=read,
+    add_arguments=_arguments, read=read,
     options=lambda args: {})

@@ -22,8 +22,7 @@ its decoder's), and `do_lower_case` over a tokenizer that keeps the case.
 """
 
 from zoo.convert import registry
-from zoo.convert.model_dir_writer import ConvertedCheckpoint
-from zoo.convert.model_dir_writer import run_import
+from zoo.convert.registry import ConvertedCheckpoint
 
 READERS = ("bert", "albert", "funnel")   # model_type -> the hf-bert, hf-albert, hf-funnel readers
 
@@ -126,5 +125,5 @@ FORMAT = registry.Format(
                 "mean or max; optionally a Normalize) into a zoo model directory of the embed task, which "
                 "export.saved_model exports (its embed signature) and tpu.train --init-checkpoint "
                 "fine-tunes with the folder's pooling and normalisation.",
-    add_arguments=_arguments, run=run_import, read=read,
+    add_arguments=_arguments, read=read,
     options=lambda args: dict(revision=args.revision))

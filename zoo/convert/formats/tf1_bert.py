@@ -6,8 +6,7 @@ from zoo.convert import registry
 from zoo.convert.formats.hf_bert import add_realformer_arguments
 from zoo.convert.formats.hf_bert import bert_checkpoint
 from zoo.convert.formats.hf_bert import realformer_options
-from zoo.convert.model_dir_writer import ConvertedCheckpoint
-from zoo.convert.model_dir_writer import run_import
+from zoo.convert.registry import ConvertedCheckpoint
 from zoo.model_dir import VOCAB_FILE
 
 
@@ -50,5 +49,5 @@ FORMAT = registry.Format(
     help="Google's TF1 BERT or RealFormer checkpoint (bert_model.ckpt)",
     description="Convert Google's TF1 BERT release (bert_config.json, bert_model.ckpt.*, vocab.txt) into a "
                 "zoo TransformerEncoder model directory.",
-    add_arguments=_arguments, run=run_import, read=read,
+    add_arguments=_arguments, read=read,
     options=lambda args: dict(realformer_options(args), lower_case=args.lower_case))

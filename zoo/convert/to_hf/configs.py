@@ -11,15 +11,11 @@ import json
 import os
 from collections.abc import Mapping
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from typing import Any
 
 from zoo.choices import FACTORIZED
 from zoo.choices import SHIFT
 from zoo.model_dir import ModelDir
-
-if TYPE_CHECKING:
-  from zoo.convert.to_hf.plan import Plan
 
 # zoo `activation` -> transformers `hidden_act` (the importers' table, backwards).
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu", "swish": "silu"}
@@ -87,24 +83,25 @@ def source_config(model_dir: ModelDir) -> dict[str, Any]:
   return {key: value for key, value in config.items() if key not in BOOKKEEPING_FIELDS}
 
 
-def config_json(model_dir: ModelDir, plan_: "Plan", dtype: str, vocab: Sequence[str],
-                special_tokens: Mapping[str, str]) -> str:
-  """The text of the export's config.json: the directory's source config (`source_config`) under the
-  plan's, the weights' `dtype`, and the ids of the special tokens (`{role: token}`) the class names.
+def config_json(model_dir: ModelDir, hf_config: Mapping[str, Any], family: str, dtype: str,
+                vocab: Sequence[str], special_tokens: Mapping[str, str]) -> str:
+  """The text of the export's config.json: the directory's source config (`source_config`) under
+  `hf_config` (the plan's, `zoo.convert.to_hf.plan.Plan.hf_config`, of the model `family`), the weights'
+  `dtype`, and the ids of the special tokens (`{role: token}`) the class names.
 
   Raises:
     ValueError: a special token the config names is not in `vocab`.
   """
   source = source_config(model_dir)
-  hf_config = {**source, **plan_.hf_config, "dtype": dtype}
-  if plan_.hf_config["model_type"] == "albert":   # ALBERT's config names its [CLS] and [SEP] too
-    hf_config.update(bos_token_id=vocab.index(special_tokens["cls"]),
-                     eos_token_id=vocab.index(special_tokens["sep"]))
-  if plan_.family != "funnel" and "pad_token_id" not in source:
+  written = {**source, **hf_config, "dtype": dtype}
+  if hf_config["model_type"] == "albert":   # ALBERT's config names its [CLS] and [SEP] too
+    written.update(bos_token_id=vocab.index(special_tokens["cls"]),
+                   eos_token_id=vocab.index(special_tokens["sep"]))
+  if family != "funnel" and "pad_token_id" not in source:
     # A Funnel's config names no pad token: transformers' Funnel zeroes the embedding of `pad_token_id`
     # when it loads, and its whole-window pooling mixes padded positions into real ones, so the row must
     # stay as trained (BERT's loads as written).
-    hf_config["pad_token_id"] = vocab.index(special_tokens["pad"])
-  if plan_.family == "funnel":
-    hf_config.setdefault("num_decoder_layers", 0)
-  return json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
+    written["pad_token_id"] = vocab.index(special_tokens["pad"])
+  if family == "funnel":
+    written.setdefault("num_decoder_layers", 0)
+  return json.dumps(written, indent=2, sort_keys=True) + "\n"

@@ -105,7 +105,7 @@ def to_hf(model_dir: str | os.PathLike[str], out: str, dtype: str = "float32", c
   sentencepiece = directory.read_sentencepiece()
   text = tokenizer_settings(settings, vocab, sentencepiece)
   arrays, change = _weights(plan_, settings, prefix, dtype)
-  config = config_json(directory, plan_, dtype, vocab, text["special_tokens"])
+  config = config_json(directory, plan_.hf_config, plan_.family, dtype, vocab, text["special_tokens"])
   seq_length = settings.get("seq_length") or 512
   if text.get("kind") == "sentencepiece":
     assert sentencepiece is not None   # tokenizer_settings refuses a SentencePiece kind without its model
