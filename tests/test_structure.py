@@ -249,7 +249,8 @@ def test_each_twin_takes_the_arguments_of_the_other():
 
 def test_the_twin_check_catches_an_argument_of_one_edition(tmp_path):
   for folder, text in (("zoo/layers", "class Pool(Base):\n  def __init__(self, size, stride):\n    pass\n"),
-                       ("zoo/keras3", "class Pool(Base):\n  def __init__(self, size, seed=None):\n    pass\n")):
+                       ("zoo/keras3",
+                        "class Pool(Base):\n  def __init__(self, size, seed=None):\n    pass\n")):
     (tmp_path / folder).mkdir(parents=True)
     (tmp_path / folder / "m.py").write_text(text)
   assert twin_differences(tmp_path) == [

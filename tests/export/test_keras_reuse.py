@@ -79,6 +79,12 @@ def encoder_embeddings():
   return keras.Model([word_ids, type_ids], keras.layers.Dense(2)(embeddings(word_ids, type_ids)))
 
 
+def cls_segment_ids():
+  type_ids = keras.Input(shape=(T,), dtype="int32", name="type_ids")
+  segments = zoo.layers.ClsSegmentIds()(type_ids)
+  return keras.Model(type_ids, keras.layers.Dense(2)(keras.layers.Embedding(3, 4)(segments)))
+
+
 def _classifier_on(encoder):
   inputs = {name: keras.Input(shape=(T,), dtype="int32", name=name)
             for name in ("input_word_ids", "input_mask", "input_type_ids")}
@@ -102,6 +108,7 @@ CASES = {"MultiHeadAttention": multi_head_attention,
          "RelativeMultiHeadAttention": relative_multi_head_attention,
          "FunnelPooling": funnel_pooling, "FunnelUpsampling": funnel_upsampling,
          "TransformerBlock": transformer_block, "EncoderEmbeddings": encoder_embeddings,
+         "ClsSegmentIds": cls_segment_ids,
          "TransformerEncoder": transformer_encoder, "FunnelEncoder": funnel_encoder}
 
 

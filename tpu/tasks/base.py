@@ -37,7 +37,8 @@ def length_ladder(config):
   lengths = parse_ladder(config.length_buckets, config.seq_length)
   if len(lengths) <= 1:
     return []
-  encoder = presets.get(config.model).encoder_config(**dict(config.model_overrides, seq_length=config.seq_length))
+  preset = presets.get(config.model)
+  encoder = preset.encoder_config(**dict(config.model_overrides, seq_length=config.seq_length))
   dependence = encoder.padding_dependence()
   if dependence and not config.padding_dependent_buckets:
     raise ValueError(f"--length-buckets {config.length_buckets}: length buckets for an encoder whose pooling "
@@ -55,8 +56,8 @@ def check_full_length(config, what):
   from zoo import presets
   preset = presets.get(config.model)
   if not preset.encoder_config(**config.model_overrides).full_length_output:
-    choices = [name for name in presets.names()
-               if preset.family == presets.get(name).family and presets.get(name).encoder_config().full_length_output]
+    choices = [name for name in presets.names() if presets.get(name).family == preset.family
+               and presets.get(name).encoder_config().full_length_output]
     raise ValueError(f"task {config.task!r} needs {what} with a full-length sequence output; "
                      f"{config.model} pools its sequence output below the input length. Use a preset with a "
                      f"full-length output: {', '.join(choices)}, or set model_overrides num_decoder_layers")

@@ -19,7 +19,8 @@ from zoo.configs.encoder import EncoderConfig
 from zoo.configs.funnel import FunnelConfig
 from zoo.configs.transformer import TransformerConfig
 
-CONFIGS: dict[str, type[EncoderConfig]] = {config.family: config for config in (TransformerConfig, FunnelConfig)}
+CONFIGS: dict[str, type[EncoderConfig]] = {config.family: config
+                                           for config in (TransformerConfig, FunnelConfig)}
 
 
 def config_class(family: str) -> type[EncoderConfig]:

@@ -82,7 +82,8 @@ class EncoderConfig:
     """A copy with `changes`, checked again; unknown names are refused with the valid ones."""
     unknown = sorted(set(changes) - set(self.field_names()))
     if unknown:
-      raise ValueError(f"{self.encoder_name} has no argument(s) {unknown}; valid: {sorted(self.field_names())}")
+      raise ValueError(f"{self.encoder_name} has no argument(s) {unknown}; "
+                       f"valid: {sorted(self.field_names())}")
     return dataclasses.replace(self, **changes)
 
   # What the rest of the zoo asks of a family.

@@ -165,8 +165,8 @@ class FunnelConfig(EncoderConfig):
       if self.carry_at_pooling == "pool":
         raise ValueError(
             "local attention (attention_window) with residual_attention cannot pool the carry "
-            "(carry_at_pooling='pool'): a pooled block's window spans pairs of the block below that no window "
-            "scored, so the pooled carry would not be the full one; use carry_at_pooling='reset' (and "
+            "(carry_at_pooling='pool'): a pooled block's window spans pairs of the block below that no "
+            "window scored, so the pooled carry would not be the full one; use carry_at_pooling='reset' (and "
             "pool_q_only=False)")
       if self.pool_q_only:
         raise ValueError(
@@ -196,7 +196,8 @@ class FunnelConfig(EncoderConfig):
 
   @property
   def decoder_residual_index(self) -> int:
-    """The layer application whose output the decoder adds: `decoder_residual_layer`, default block 0's last."""
+    """The layer application whose output the decoder adds: `decoder_residual_layer`, default block 0's
+    last."""
     if self.decoder_residual_layer is not None:
       return self.decoder_residual_layer
     return self.block_sizes[0] * self.repeats[0] - 1
@@ -245,8 +246,9 @@ class FunnelConfig(EncoderConfig):
     if self.pooling_semantics == ZOO_POOLING:
       return None
     return (f"pooling_semantics={self.pooling_semantics!r} pools padding into the windows that hold the last "
-            "real tokens (mean and max run over whole windows), so a length holds only the texts whose windows "
-            f"it holds whole, fewer than under pooling_semantics={ZOO_POOLING!r}, which reads only real tokens")
+            "real tokens (mean and max run over whole windows), so a length holds only the texts whose "
+            f"windows it holds whole, fewer than under pooling_semantics={ZOO_POOLING!r}, which reads only "
+            "real tokens")
 
   def bucket_capacity(self, length: int) -> int:
     return funnel_capacity(length, self.seq_length, num_blocks=len(self.block_sizes),

@@ -34,7 +34,8 @@ def funnel_layers(c: FunnelConfig, kit: EncoderKit) -> FunnelLayers:
 
   def transformer_block(name, residual, **shared):
     return kit.make(
-        kit.block, c.num_heads, c.attention_head_size, c.intermediate_size, activation=c.activation, dropout=c.dropout,
+        kit.block, c.num_heads, c.attention_head_size, c.intermediate_size, activation=c.activation,
+        dropout=c.dropout,
         attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
         layer_norm_epsilon=c.layer_norm_epsilon, position_encoding=c.position_encoding,
         use_segment_bias=c.use_segment_bias, separate_cls=c.cls_terms_zeroed,

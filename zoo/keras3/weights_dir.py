@@ -39,7 +39,8 @@ def save_weights_dir(task: Any, directory: str) -> str:
   from safetensors.numpy import save_file
   backbone = getattr(task, "backbone", task)
   arrays = {key: np.asarray(value, np.float32) for key, value in named_arrays(backbone.encoder).items()}
-  config = dict(format=WEIGHTS_DIR_FORMAT, family=family_of(backbone), encoder_config=backbone.encoder_config.to_dict(),
+  config = dict(format=WEIGHTS_DIR_FORMAT, family=family_of(backbone),
+                encoder_config=backbone.encoder_config.to_dict(),
                 heads={})
   head = getattr(task, "masked_lm_head", None)
   head_root = MASKED_LM_ROOT

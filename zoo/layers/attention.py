@@ -184,7 +184,9 @@ class MultiHeadAttention(ZooLayer):
   @staticmethod
   def _static_positions(positions: Any, length: int, name: str) -> np.ndarray | None:
     """Known positions as a float64 vector (None: the default grid `0 .. length - 1`)."""
-    return np.arange(length, dtype=np.float64) if positions is None else static_vector(positions, length, name)
+    if positions is None:
+      return np.arange(length, dtype=np.float64)
+    return static_vector(positions, length, name)
 
   def get_config(self):
     config = super().get_config()

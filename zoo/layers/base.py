@@ -19,8 +19,4 @@ class WithoutAutograph:
 
 
 class ZooLayer(WithoutAutograph, keras.layers.Layer):
-  """The base of the zoo's tf_keras layers: traced without AutoGraph, with tf_keras as the Keras
-  of their specs (`zoo.specs`, a module per layer: their arguments, checks and config, shared
-  with `zoo.keras3`)."""
-
-  _keras = keras
+  """The base of the zoo's tf_keras layers: traced without AutoGraph."""

@@ -195,9 +195,8 @@ def recorded(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
   """`overrides` with the value of every `RECORDED` setting of the preset's family: what a model
   directory's config.json holds, so reading it never depends on a default."""
   preset = get(name)
-  values = {**preset.config, **overrides}
-  _, resolved = resolve(name, overrides)
-  return {**overrides, **{key: values.get(key, resolved[key]) for key in RECORDED.get(preset.family, {})}}
+  values = {**config_class(preset.family).defaults(), **preset.config, **overrides}
+  return {**overrides, **{key: values[key] for key in RECORDED.get(preset.family, {})}}
 
 
 def as_written(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:

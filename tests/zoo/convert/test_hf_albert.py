@@ -134,10 +134,10 @@ def test_the_command_writes_a_model_directory_with_its_sentencepiece_model(hf_al
   assert model_dir.read_vocab()[:5] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
   # The encoder the directory's config.json rebuilds is the converted one (a preset and overrides).
   assert settings.model == "albert_base"
-  family, arguments = presets.encoder_arguments(model_dir.read_config())
-  assert family == "transformer"
+  config = presets.encoder_config(model_dir.read_config())
+  assert config.family == "transformer"
   from zoo.models import TransformerEncoder
-  rebuilt = TransformerEncoder(**arguments)
+  rebuilt = TransformerEncoder(config)
   pooler = 32 * 32 + 32   # AlbertForMaskedLM has none; the zoo's encoder always has one
   assert rebuilt.get_config()["layer_sharing"] == "all" and rebuilt.count_params() == sum(
       p.numel() for p in model.albert.parameters()) + pooler

@@ -289,7 +289,6 @@ REFUSALS = [
     (_settings("funnel_b4_4_4", position_rules="authors_tf", separate_cls=False),
      "the authors' TensorFlow position rules without separate_cls"),
     (_settings("funnel_b4_4_4", residual_attention=True), "RealFormer residual attention"),
-    (_settings("funnel_b4_4_4", position_encoding="absolute"), "position_encoding='absolute'"),
     (_settings("funnel_b6_3x2_3x2_decoder", block_sizes=[1, 1, 1], block_repeats=[2, 1, 1]),
      "the decoder adds the output of layer application 1"),
     (dict(_settings("funnel_b4_4_4_decoder", "mlm"), mlm_transform=True), "mlm_transform=true"),
@@ -350,7 +349,7 @@ def test_funnel_presets_pool_as_hugging_face_and_old_directories_keep_what_they_
   named.write_config(dict(model="funnel_b4_4_4", model_overrides={"pooling_semantics": "authors"},
                           task="classify", seq_length=16, vocab_size=10, num_classes=2))
   assert TrainConfig.from_model_dir(named).model_overrides == {"pooling_semantics": "huggingface"}
-  assert presets.encoder_arguments(named.read_config())[1]["pooling_semantics"] == "huggingface"
+  assert presets.encoder_config(named.read_config()).pooling_semantics == "huggingface"
   # A directory written before the default changed records nothing and keeps the zoo's semantics; new
   # ones record the value, and a resume keeps whatever the directory says.
   old = ModelDir(str(tmp_path / "old"))

@@ -24,8 +24,8 @@ def _tf_keras_pretrainer(model_dir):
   from zoo.models import TransformerEncoder
   from zoo.models.pretrainers import MaskedLMPretrainer
   settings = ModelDir(model_dir).read_config()
-  family, arguments = presets.encoder_arguments(settings)
-  encoder = {"funnel": FunnelEncoder, "transformer": TransformerEncoder}[family](**arguments)
+  config = presets.encoder_config(settings)
+  encoder = {"funnel": FunnelEncoder, "transformer": TransformerEncoder}[config.family](config)
   pretrainer = MaskedLMPretrainer(encoder, activation=settings["head_activation"],
                                   mlm_transform=settings["mlm_transform"])
   checkpoint = tf.train.Checkpoint(**{ENCODER_ROOT: encoder, MASKED_LM_ROOT: pretrainer.masked_lm})

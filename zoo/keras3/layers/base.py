@@ -4,10 +4,7 @@ import keras
 
 
 class ZooLayer(keras.layers.Layer):
-  """The base of the zoo's Keras 3 layers, with Keras 3 as the Keras of their specs
-  (`zoo.specs`, a module per layer: their arguments, checks and config, shared with the tf_keras edition)."""
-
-  _keras = keras
+  """The base of the zoo's Keras 3 layers."""
 
 
 class WeightlessLayer(ZooLayer):

@@ -35,7 +35,8 @@ class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
     if seq_length is not None:   # e.g. `from_preset(path, seq_length=128)`
       encoder_config = encoder_config.replace(seq_length=seq_length)
     policy = dtype_policy(dtype)   # the encoder's layers are built with it
-    encoder = self.encoder_class(encoder_config, dtype=policy, word_embeddings=word_embeddings, name="encoder")
+    encoder = self.encoder_class(encoder_config, dtype=policy, word_embeddings=word_embeddings,
+                                 name="encoder")
     # Any length, as keras-hub's BERT takes (the encoder rewires itself per length; see
     # `zoo.keras3.models.encoder.EncoderModel`).
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -67,5 +68,6 @@ class ZooBackbone(PerLengthFunctions, keras_hub.models.Backbone):
       # cannot read a saved mixed policy back (`Invalid dtype: mixed_bfloat16`), and reads this one (a
       # `dtype` given to `from_preset` still wins). Plain float policies stay keras-hub's `dtype`,
       # which a load casts to the global policy.
-      config.update(encoder_config=dict(self.encoder_config.to_dict(), dtype=self.dtype_policy.name), dtype=None)
+      config.update(encoder_config=dict(self.encoder_config.to_dict(), dtype=self.dtype_policy.name),
+                    dtype=None)
     return config

@@ -107,7 +107,7 @@ class EncoderModel(PerLengthFunctions, keras.Model):
     policy = dtype_policy(dtype)
     kit = EncoderKit(keras=keras, **self.layer_classes(), cast=lambda x, like: ops.cast(x, like.dtype),
                      options=dict(dtype=policy),
-                     embedding_options={} if word_embeddings is None else dict(word_embeddings=word_embeddings),
+                     embedding_options=dict(word_embeddings=word_embeddings) if word_embeddings else {},
                      layers={})
     inputs = encoder_inputs(keras, config.built_length)
     outputs, embeddings = type(self).graph(config, kit, inputs)
