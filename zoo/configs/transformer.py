@@ -104,8 +104,8 @@ class TransformerConfig(EncoderConfig):
     if self.position_encoding == ABSOLUTE and self.seq_length and self.seq_length > self.max_sequence_length:
       raise ValueError(f"seq_length {self.seq_length} exceeds max_sequence_length "
                        f"{self.max_sequence_length}, the size of the absolute position table: raise "
-                       "max_sequence_length (the table grows, and a checkpoint's smaller table no longer fits) or "
-                       "use a relative position_encoding")
+                       "max_sequence_length (the table grows, and a checkpoint's smaller table no longer "
+                       "fits) or use a relative position_encoding")
     if self.hidden_size % self.num_heads:
       raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})")
     if self.position_encoding == SHIFT and self.seq_length is None:
