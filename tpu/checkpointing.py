@@ -34,6 +34,8 @@ run saved before positions were kept) the pipeline starts a new shuffle with the
 `seed + step` and says so.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import logging
@@ -44,6 +46,9 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 import tensorflow as tf
 
@@ -64,6 +69,10 @@ from zoo.model_dir import find_checkpoint
 from zoo.model_dir import read_json
 from zoo.model_dir import tokenizer_as_written
 from zoo.text.packing import DEFAULT_TRUNCATOR
+
+if TYPE_CHECKING:
+  from tpu.config import TrainConfig
+  from zoo.model_dir import ModelDir
 
 log = logging.getLogger("tpu.train")
 
@@ -91,7 +100,9 @@ class InputStreamChanged(ValueError):
   """The saved input position belongs to another data stream than this run's settings make."""
 
 
-def input_stream(config, vocab, workers, local_replicas, files=None, evaluation=None):
+def input_stream(config: TrainConfig, vocab: Sequence[str], workers: int, local_replicas: int,
+                 files: list[dict[str, Any]] | None = None,
+                 evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
   """What fixes the training input stream that an input position belongs to: the config's
   `STREAM_FIELDS`, the data source's options (its `documents` mode, resolved), the task's input
   settings, the number of workers and of local replicas, the vocabulary's SHA-256, and the
@@ -118,14 +129,14 @@ def input_stream(config, vocab, workers, local_replicas, files=None, evaluation=
   return json.loads(json.dumps(values))   # lists, not tuples: as read back
 
 
-def data_files(spec, data_dir=None):
+def data_files(spec: str, data_dir: str | None = None) -> list[dict[str, Any]] | None:
   """The fingerprints of the files of a data spec (`tpu.data.fingerprints`), or None for data that
   is not files of the user's (generated data)."""
   paths = data.input_files(spec, data_dir=data_dir)
   return None if paths is None else fingerprints.of_files(paths)
 
 
-def restore_encoder(encoder, path):
+def restore_encoder(encoder: Any, path: str) -> str:
   """Restores an encoder from a training run or a converted checkpoint; returns the checkpoint prefix.
 
   Both hold it under the root `encoder`; converted directories written before the
@@ -143,7 +154,7 @@ def restore_encoder(encoder, path):
   return prefix
 
 
-def restore_heads(model, path):
+def restore_heads(model: Any, path: str) -> list[str]:
   """Restores the heads of `model` that the checkpoint `path` holds (`zoo.model_dir.HEAD_ROOTS`:
   the masked-LM head, ELECTRA's discriminator head); returns their roots.
 
@@ -165,7 +176,7 @@ def restore_heads(model, path):
   return roots
 
 
-def stream_path(prefix):
+def stream_path(prefix: str) -> str:
   """The file beside the input position `prefix` that records its `input_stream`."""
   return prefix + ".stream.json"
 
@@ -226,7 +237,7 @@ class Resume:
   prefix: str | None = None
   skip: int = 0
 
-  def since(self):
+  def since(self) -> dict[str, int] | None:
     """The record of where the stream began (`SINCE`), or None where that is not known."""
     return None if self.origin is None else dict(step=self.origin, seed=self.seed)
 
@@ -254,7 +265,8 @@ def _saved_stream_at(model_dir, worker, step):
   return {}, None
 
 
-def check_finished_input(model_dir, worker, step, stream, reset_input=False):
+def check_finished_input(model_dir: ModelDir, worker: Worker, step: int, stream: dict[str, Any],
+                         reset_input: bool = False) -> None:
   """Compares the stream record of a run that has trained all its steps (its latest checkpoint is of
   `step`, at or past this run's `--steps`) with `stream`, as `resume_input` does a resume's: another
   stream is refused with `InputStreamChanged` naming each difference, so that a rerun that only
@@ -277,7 +289,8 @@ def check_finished_input(model_dir, worker, step, stream, reset_input=False):
   _warn_of_evaluation_changes(saved.get(EVALUATION), stream.get(EVALUATION), step)
 
 
-def resume_input(model_dir, worker, step, stream, seed, reset_input=False, replayable=True):
+def resume_input(model_dir: ModelDir, worker: Worker, step: int, stream: dict[str, Any], seed: int,
+                 reset_input: bool = False, replayable: bool = True) -> Resume:
   """How this worker's input stream continues at `step` (a `Resume`).
 
   The stream record saved at `step` is compared with `stream` (this run's `input_stream`):
@@ -324,7 +337,8 @@ class Checkpoints:
   saves and checks the input position of the trainer's `train_input` (a `tpu.trainer.TrainInput`,
   or None)."""
 
-  def __init__(self, trainer, model_dir, config, worker=None, stream=None):
+  def __init__(self, trainer: Any, model_dir: ModelDir, config: TrainConfig, worker: Worker | None = None,
+               stream: dict[str, Any] | None = None) -> None:
     self.trainer = trainer
     self.model_dir = model_dir
     self.manager = model_dir.checkpoint_manager(trainer.checkpoint, max_to_keep=config.keep_checkpoints,
@@ -333,15 +347,15 @@ class Checkpoints:
     self.keep = config.keep_checkpoints
     self.worker = worker or Worker()
     self.is_chief = self.worker.is_chief
-    self.saved_step = None   # the same on every worker, unlike the files they see
+    self.saved_step: int | None = None   # the same on every worker, unlike the files they see
     self.stream = stream   # `input_stream` of this run, saved beside each position
     self._syncs = 0
 
   @property
-  def latest(self):
+  def latest(self) -> str | None:
     return self.manager.latest_checkpoint
 
-  def restore_or_initialise(self, init_checkpoint=None):
+  def restore_or_initialise(self, init_checkpoint: str | None = None) -> None:
     """Resumes from the latest checkpoint, else initialises the encoder from `init_checkpoint`."""
     if self.latest:
       try:
@@ -363,7 +377,7 @@ class Checkpoints:
       if generator:
         log.info("generator initialised from %s", generator)
 
-  def remove_leftovers(self):
+  def remove_leftovers(self) -> None:
     """Removes what killed writers left in the model directory (the chief's; `ModelDir.remove_leftovers`):
     `ckpt-N_temp/` folders of interrupted checkpoint saves and temporary files of atomic writes."""
     if self.is_chief:
@@ -371,11 +385,11 @@ class Checkpoints:
         log.info("removed %s, left by an interrupted %s", path,
                  "write" if is_temporary(os.path.basename(path)) else "checkpoint save")
 
-  def next_due(self, step):
+  def next_due(self, step: int) -> int:
     """The next step at which a checkpoint is due."""
     return (step // self.every + 1) * self.every
 
-  def save(self, step):
+  def save(self, step: int) -> str | None:
     """Saves the checkpoint of `step`: the chief into the model directory, other workers into a
     temporary folder they remove. Every worker returns once the chief has recorded it."""
     self.saved_step = step
@@ -426,7 +440,7 @@ class Checkpoints:
       if old < oldest:
         self.model_dir.remove_input_state(self.worker.index, self.worker.count, old)
 
-  def save_final(self, step):
+  def save_final(self, step: int) -> None:
     """Saves `step` unless it was the last checkpoint saved or restored."""
     if self.saved_step != step:
       self.save(step)
@@ -444,7 +458,7 @@ class SigtermFlag:
       self._previous = signal.signal(signal.SIGTERM, self._handle)
     return self
 
-  def arm(self):
+  def arm(self) -> None:
     """Installs the handler again: TensorFlow's multi-worker runtime installs its own SIGTERM
     handler when it starts (the coordination service's preemption notifier), which would
     otherwise take the signal."""

@@ -18,6 +18,7 @@ import time
 
 import tensorflow as tf
 
+from tpu.strategy import Worker
 from tpu.strategy import WorkerLost
 from tpu.strategy import peer_health_error
 from zoo.logs import error_reason
@@ -34,7 +35,7 @@ def _context():
   return context.context()
 
 
-def check_alive(worker, index, waiting_for):
+def check_alive(worker: Worker, index: int, waiting_for: str) -> None:
   """Raises `WorkerLost` unless worker `index` of the cluster answers a health check
   (`tpu.strategy.peer_health_error`)."""
   if not worker.devices or index == worker.index:
@@ -49,12 +50,12 @@ def check_alive(worker, index, waiting_for):
                      "from the last checkpoint")
 
 
-def publish(key, value):
+def publish(key: str, value: str) -> None:
   """Sets `key` in the cluster's key-value store (once per key and run)."""
   _context().set_config_key_value(f"{_PREFIX}/{key}", value)
 
 
-def wait_for(worker, key, index, waiting_for, timeout=None):
+def wait_for(worker: Worker, key: str, index: int, waiting_for: str, timeout: float | None = None) -> str:
   """The value of `key` once worker `index` has published it; `WorkerLost` if that worker dies
   or stops answering first, `RuntimeError` after `timeout` seconds."""
   deadline = None if timeout is None else time.monotonic() + timeout
@@ -71,7 +72,7 @@ def wait_for(worker, key, index, waiting_for, timeout=None):
       raise RuntimeError(f"{worker.name} waited {timeout:.0f} s for {waiting_for}")
 
 
-def sync(worker, name, terminated):
+def sync(worker: Worker, name: str, terminated: bool) -> bool:
   """Waits until every worker reaches the sync point `name`; returns whether any got SIGTERM.
 
   `terminated` is this worker's flag; one that rises while it waits counts at the next

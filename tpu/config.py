@@ -21,8 +21,11 @@ Example:
   True
 """
 
+from __future__ import annotations
+
 import copy
 import dataclasses
+from typing import Any
 
 from tpu import strategy as strategies
 from tpu import tasks
@@ -103,7 +106,7 @@ class TrainConfig:
   # The task's settings that differ from their declared defaults (`tpu.tasks.Setting`).
   settings: dict = dataclasses.field(default_factory=dict)
 
-  def __init__(self, **values):
+  def __init__(self, **values: Any) -> None:
     declared = tasks.declared_settings()
     settings = dict(values.pop("settings", None) or {})
     for field in dataclasses.fields(self):
@@ -112,7 +115,9 @@ class TrainConfig:
       if field.name in values:
         value = values.pop(field.name)
       else:
-        value = field.default_factory() if field.default is dataclasses.MISSING else field.default
+        # Every field has a default or a default factory.
+        value = (field.default_factory() if field.default is dataclasses.MISSING  # type: ignore[misc]
+                 else field.default)
       setattr(self, field.name, value)
     unknown = sorted(set(values) - set(declared))
     if unknown:
@@ -121,7 +126,7 @@ class TrainConfig:
     self.settings = {name: value for name, value in settings.items()
                      if name not in declared or value != declared[name][0].default}
 
-  def __getattr__(self, name):
+  def __getattr__(self, name: str) -> Any:
     """A task's setting: its value, or its declared default."""
     if name.startswith("__") or name == "settings":
       raise AttributeError(name)
@@ -131,12 +136,12 @@ class TrainConfig:
     return self.__dict__.get("settings", {}).get(name, declared[name][0].default)
 
   @classmethod
-  def core_fields(cls):
+  def core_fields(cls) -> tuple[str, ...]:
     """The job's own settings (every task's)."""
     return tuple(field.name for field in dataclasses.fields(cls) if field.name != "settings")
 
   @classmethod
-  def from_dict(cls, values, source="config", strict=True):
+  def from_dict(cls, values: dict[str, Any], source: str = "config", strict: bool = True) -> TrainConfig:
     """A config from a flat dict (config.json's layout); unknown keys raise a ValueError naming the
     valid ones.
 
@@ -154,7 +159,7 @@ class TrainConfig:
     return cls(**values)
 
   @classmethod
-  def from_file(cls, path):
+  def from_file(cls, path: str) -> TrainConfig:
     """Reads a JSON file of settings (any subset of the fields)."""
     from zoo.model_dir import read_json
     try:
@@ -164,7 +169,7 @@ class TrainConfig:
     return cls.from_dict(values, source=path)
 
   @classmethod
-  def from_model_dir(cls, model_dir):
+  def from_model_dir(cls, model_dir: str | ModelDir) -> TrainConfig:
     """The config a training run (or a converter) wrote into `model_dir`.
 
     Its `model_overrides` are what the directory means (`zoo.presets.as_written`): a
@@ -180,7 +185,7 @@ class TrainConfig:
     values = dict(values, tokenizer=tokenizer_as_written(values))   # with the truncator the run used
     return cls.from_dict(values, source=model_dir.config_path, strict=False)
 
-  def recorded(self):
+  def recorded(self) -> TrainConfig:
     """This config as a model directory records it: with every setting whose default may change
     (`zoo.presets.recorded`, and the `truncator` of text pairs in `tokenizer`)."""
     from zoo import presets
@@ -192,7 +197,7 @@ class TrainConfig:
     return self.replace(model_overrides=presets.recorded(self.model, self.model_overrides),
                         tokenizer=tokenizer)
 
-  def resumed_from(self, saved):
+  def resumed_from(self, saved: TrainConfig) -> TrainConfig:
     """This config continuing the run `saved` (the model directory's): the encoder settings a
     directory records (`zoo.presets.RECORDED`) and the task's architecture settings that this
     config does not set are the saved run's, so defaults that changed since it started do not
@@ -214,7 +219,7 @@ class TrainConfig:
       config = config.replace(**kept)
     return config
 
-  def to_dict(self):
+  def to_dict(self) -> dict[str, Any]:
     """The flat dict config.json holds: the job's fields, then every setting of the task."""
     values = {name: getattr(self, name) for name in self.core_fields()}
     own = tasks.settings_of(self.task) if self.task in tasks.TASKS else {}
@@ -222,19 +227,19 @@ class TrainConfig:
     values.update(self.settings)
     return copy.deepcopy(values)
 
-  def fault_bounds(self):
+  def fault_bounds(self) -> strategies.FaultBounds:
     """The `tpu.strategy.FaultBounds` of a multi-worker run."""
     return strategies.FaultBounds(self.heartbeat_timeout, self.collective_timeout, self.registration_timeout)
 
-  def text_encoder_args(self):
+  def text_encoder_args(self) -> dict[str, Any]:
     """The `zoo.text.TextEncoder` keyword arguments of this run's tokenization (casing and `tokenizer`)."""
     return dict(self.tokenizer or {}, lower_case=True if self.lower_case is None else self.lower_case)
 
-  def replace(self, **changes):
+  def replace(self, **changes: Any) -> TrainConfig:
     values = {name: getattr(self, name) for name in self.core_fields()}
     return TrainConfig(**{**values, "settings": dict(self.settings), **changes})
 
-  def validate(self):
+  def validate(self) -> TrainConfig:
     """Checks every setting; returns the config with the derived defaults filled in.
 
     Raises:
@@ -255,7 +260,7 @@ class TrainConfig:
     presets.get(self.model)   # raises, listing the presets
     return self.validate_fields()
 
-  def validate_fields(self):
+  def validate_fields(self) -> TrainConfig:
     """`validate` without the required fields and the preset: every value and the task's settings."""
     task = tasks.task_class(self.task)   # raises, listing the tasks
     if self.mixed_precision not in MIXED_PRECISIONS:
@@ -318,7 +323,7 @@ class TrainConfig:
         raise ValueError(problem)
 
 
-def check_resumable(saved, config):
+def check_resumable(saved: TrainConfig, config: TrainConfig) -> None:
   """Raises a ValueError if `config` changes a setting that fixes the saved model's variables."""
   fields = ARCHITECTURE_FIELDS + tuple(name for name, setting in tasks.settings_of(config.task).items()
                                        if setting.architecture)
@@ -329,7 +334,7 @@ def check_resumable(saved, config):
                      "--model-dir, or the same settings to resume it")
 
 
-def apply_init_checkpoint(config, init):
+def apply_init_checkpoint(config: TrainConfig, init: TrainConfig) -> TrainConfig:
   """`config` with the encoder of an `--init-checkpoint` model directory's config `init`.
 
   Without `--model` the encoder is the init directory's (its preset and overrides,

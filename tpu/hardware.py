@@ -14,6 +14,9 @@ and a TPU it cannot open raises `TPUUnavailableError` with `unavailable_message`
 import glob
 import importlib.metadata
 import os
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
 
 # Under the device root: one file per TPU chip.
 TPU_DEVICE_PATTERNS = ("dev/accel[0-9]*", "dev/vfio/[0-9]*")
@@ -25,7 +28,7 @@ class TPUUnavailableError(RuntimeError):
   """A TPU was asked for (or found by `tpu="auto"`) and TensorFlow could not open it."""
 
 
-def tpu_device_files(root="/"):
+def tpu_device_files(root: str = "/") -> list[str]:
   """The TPU chips' device files under `root` (sorted); empty on a machine without TPUs.
 
   `root` is `/` but for tests, which point it at a directory of fake device files.
@@ -36,9 +39,9 @@ def tpu_device_files(root="/"):
   return sorted(files)
 
 
-def installed_versions(names=STACK_DISTRIBUTIONS):
+def installed_versions(names: Iterable[str] = STACK_DISTRIBUTIONS) -> dict[str, str | None]:
   """{distribution: version or None} for the TensorFlow builds and libtpu."""
-  versions = {}
+  versions: dict[str, str | None] = {}
   for name in names:
     try:
       versions[name] = importlib.metadata.version(name)
@@ -66,7 +69,8 @@ def _advice(tpu, device_files, versions):
           "was built against.")
 
 
-def unavailable_message(tpu, error, device_files, devices, versions):
+def unavailable_message(tpu: str | None, error: BaseException, device_files: Sequence[str],
+                        devices: Sequence[Any], versions: dict[str, str | None]) -> str:
   """The text of `TPUUnavailableError`: what was tried, what failed, what exists, what to do.
 
   Args:

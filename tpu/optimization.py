@@ -1,10 +1,17 @@
 """The optimizer of the training job: BERT's AdamW with linear warmup and linear decay (Model Garden)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from typing import Any
+
+if TYPE_CHECKING:
+  from tpu.config import TrainConfig
 
 # Weights without decay (BERT): layer-norm scales and offsets, and biases.
 NO_WEIGHT_DECAY = ["norm/gamma", "norm/beta", "bias"]
 
 
-def make_optimizer(config):
+def make_optimizer(config: TrainConfig) -> tuple[Any, Any]:
   """(optimizer, learning-rate schedule) of a `TrainConfig`.
 
   Gradient clipping is done by the train step on the summed gradients, so the

@@ -12,10 +12,15 @@ other workers wait for its `vocab.txt` (at most `VOCAB_WAIT_SECONDS`, and only w
 chief answers).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import logging
 import os
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 import tensorflow as tf
 
@@ -32,6 +37,9 @@ from zoo.text import learn_vocab
 from zoo.text import load_vocab
 from zoo.text.sentencepiece import KIND as SENTENCEPIECE
 from zoo.text.vocab import SPECIAL_TOKENS
+
+if TYPE_CHECKING:
+  from tpu.strategy import Worker
 
 log = logging.getLogger("tpu.train")
 
@@ -63,7 +71,7 @@ def _load_kwargs(config, spec, task, extra=None):
   return {key: value for key, value in kwargs.items() if value is not None and key in source.options}
 
 
-def load_sources(config):
+def load_sources(config: TrainConfig) -> tuple[data.DataSource, data.DataSource | None]:
   """The training source and the evaluation source (None when there is none).
 
   Without `--eval-data`, a source with splits is evaluated on its "validation" split.
@@ -83,12 +91,12 @@ def load_sources(config):
   return train, evaluation
 
 
-def init_model_dir(config):
+def init_model_dir(config: TrainConfig) -> ModelDir | None:
   """The model directory of `--init-checkpoint` (None for a bare checkpoint without one)."""
   return containing_model_dir(config.init_checkpoint) if config.init_checkpoint else None
 
 
-def wait_for_vocab(model_dir, worker, timeout=None):
+def wait_for_vocab(model_dir: ModelDir, worker: Worker, timeout: float | None = None) -> list[str]:
   """The chief's `vocab.txt` in `model_dir`, once it is there (a worker other than the chief).
 
   Ends with `WorkerLost` as soon as the chief stops answering, else after `timeout` seconds.
@@ -107,7 +115,8 @@ def wait_for_vocab(model_dir, worker, timeout=None):
   return model_dir.read_vocab()
 
 
-def resolve_vocab(config, train, model_dir, init_dir, worker=None):
+def resolve_vocab(config: TrainConfig, train: data.DataSource, model_dir: ModelDir, init_dir: ModelDir | None,
+                  worker: Worker | None = None) -> list[str]:
   """The vocabulary: the model dir's (resuming), --vocab, the init checkpoint's, or learned (by the
   chief; other workers wait for it)."""
   if model_dir.has_vocab():
@@ -118,6 +127,7 @@ def resolve_vocab(config, train, model_dir, init_dir, worker=None):
   if config.vocab:
     return load_vocab(config.vocab)
   if train.metadata is not None:   # pre-tokenized records: their vocabulary
+    assert train.files is not None, "records come as files"
     return load_vocab(os.path.join(os.path.dirname(train.files[0]), "vocab.txt"))
   if config.init_checkpoint:
     if init_dir is not None and init_dir.has_vocab():
@@ -130,10 +140,11 @@ def resolve_vocab(config, train, model_dir, init_dir, worker=None):
   texts = texts.flat_map(lambda example: tf.data.Dataset.from_tensor_slices(
       tf.concat([tf.reshape(example[key], [-1]) for key in TEXT_FEATURES if key in example], 0)))
   progress = lambda message: log.info("vocabulary: %s", message)   # noqa: E731
+  assert config.lower_case is not None, "a validated config sets the casing"
   return learn_vocab(texts, config.vocab_size, lower_case=config.lower_case, progress=progress)
 
 
-def check_same_vocab(path, vocab, saved_path, saved):
+def check_same_vocab(path: str, vocab: Sequence[str], saved_path: str, saved: Sequence[str]) -> None:
   """Refuses `--vocab` (`path`, read as `vocab`) where the model directory holds another vocabulary
   (`saved_path`): a run's vocabulary cannot change, since its embeddings index it."""
   from tpu.data.records import vocab_checksum
@@ -145,7 +156,8 @@ def check_same_vocab(path, vocab, saved_path, saved):
         "(or without --vocab), or start a new run in another --model-dir")
 
 
-def resolve_sentencepiece(config, model_dir, init_dir):
+def resolve_sentencepiece(config: TrainConfig, model_dir: ModelDir,
+                          init_dir: ModelDir | None) -> bytes | None:
   """The SentencePiece model of a run whose tokenizer is one: the model dir's (resuming), else the
   init checkpoint's; None for a WordPiece run."""
   if (config.tokenizer or {}).get("kind") != SENTENCEPIECE:
@@ -157,10 +169,11 @@ def resolve_sentencepiece(config, model_dir, init_dir):
   raise FileNotFoundError(f"the tokenizer is SentencePiece, but {where} holds no spiece.model")
 
 
-def check_records(source, config, vocab):
+def check_records(source: data.DataSource, config: TrainConfig, vocab: Sequence[str]) -> None:
   """Refuses pre-tokenized records made with another vocabulary, sequence length or casing."""
   from tpu.data.records import vocab_checksum
   metadata = source.metadata
+  assert metadata is not None, "pre-tokenized records come with their metadata"
   where = f"{source.spec} (metadata.json beside the shards)"
   if (config.tokenizer or {}).get("kind") == SENTENCEPIECE:
     raise ValueError(f"{where}: pre-tokenized records are WordPiece, but this run's tokenizer is a "
@@ -187,12 +200,12 @@ def check_records(source, config, vocab):
       raise ValueError(f"{where} was tokenized with other tokenizer settings: {details}")
 
 
-def records_tokenizer(metadata):
+def records_tokenizer(metadata: dict[str, Any]) -> dict[str, Any] | None:
   """The tokenizer settings pre-tokenized records were written with (None for older records)."""
   return metadata.get("tokenizer")
 
 
-def adopt_records_tokenizer(config, train):
+def adopt_records_tokenizer(config: TrainConfig, train: data.DataSource) -> TrainConfig:
   """`config` with the tokenizer settings of pre-tokenized training records when it sets none and
   theirs are not BERT's defaults (a Funnel checkpoint's `<cls>`-style tokens, say). A `truncator` alone
   (kept from a resumed run) is not a setting of the records'."""
@@ -209,7 +222,7 @@ def adopt_records_tokenizer(config, train):
                                    **(config.tokenizer or {})})
 
 
-def resolve_config(config):
+def resolve_config(config: TrainConfig) -> tuple[TrainConfig, ModelDir | None]:
   """The validated config, with the encoder of `--init-checkpoint`'s model directory when it has one
   (and the masked-LM head's shape of a `generator_checkpoint` model directory)."""
   init_dir = init_model_dir(config)
@@ -227,7 +240,7 @@ def resolve_config(config):
   return config.validate(), init_dir
 
 
-def prepare(config, worker=None, write=True):
+def prepare(config: TrainConfig, worker: Worker | None = None, write: bool = True) -> Prepared:
   """Validates the config, loads the data and vocabulary, and writes the model dir's files
   (`write_files`) unless `write` is False.
 
@@ -252,7 +265,7 @@ def prepare(config, worker=None, write=True):
   return prepared
 
 
-def write_vocabulary(prepared, worker=None):
+def write_vocabulary(prepared: Prepared, worker: Worker | None = None) -> None:
   """Writes the prepared run's `vocab.txt` (and `spiece.model`) where the model directory has none;
   on several workers the chief does, the others nothing."""
   if worker is not None and not worker.is_chief:
@@ -265,7 +278,7 @@ def write_vocabulary(prepared, worker=None):
     model_dir.write_sentencepiece(prepared.sentencepiece)
 
 
-def write_files(prepared, worker=None):
+def write_files(prepared: Prepared, worker: Worker | None = None) -> None:
   """Writes the prepared run's `config.json`, and its `vocab.txt` where the model directory has
   none (`write_vocabulary`); on several workers the chief does, the others nothing."""
   write_vocabulary(prepared, worker)

@@ -64,6 +64,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 
 from tpu.data.chunk_plan import CHUNK_MB
 from tpu.data.corpus_reading import DOCUMENTS
@@ -74,7 +75,7 @@ from zoo.logs import command_name
 from zoo.logs import error_prefix
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog=command_name("tpu.pretraining_data"), description=__doc__.split("\n\n")[0],
                               formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
                               epilog="\n\n".join(__doc__.split("\n\n")[2:5]) + "\n\nArguments not "
@@ -115,7 +116,7 @@ def parser():
   return p
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   p = parser()
   args, beam_args = p.parse_known_args(argv)
   if beam_args and not args.runner:

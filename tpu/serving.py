@@ -16,8 +16,12 @@ non-numeric name and renamed at the end, so an interrupted export leaves no vers
 TF Serving would load (both rules: `zoo.model_dir.write_version_atomically`).
 """
 
+from __future__ import annotations
+
 import json
 import os
+from typing import TYPE_CHECKING
+from typing import Any
 
 import tensorflow as tf
 import tf_keras as keras
@@ -33,12 +37,15 @@ from zoo.model_dir import find_checkpoint
 from zoo.model_dir import write_version_atomically
 from zoo.text import text_encoder as make_text_encoder
 
+if TYPE_CHECKING:
+  from zoo.text import TextEncoder
+
 MODEL_INFO_FILE = "model_info.json"
 MODEL_INFO_FORMAT = "zoo-export/1"
 SIGNATURES = ("serving_default", "from_token_ids", "encode")
 
 
-def restore_model(config, checkpoint):
+def restore_model(config: TrainConfig, checkpoint: str) -> Any:
   """The Keras model of `config`, built in float32 and restored from the checkpoint prefix.
 
   Raises:
@@ -89,7 +96,8 @@ class ServingModule(tf.Module):
       None: every call at `seq_length`.
   """
 
-  def __init__(self, model, config, text_encoder, length_buckets=None):
+  def __init__(self, model: Any, config: TrainConfig, text_encoder: TextEncoder,
+               length_buckets: dict[str, Any] | None = None) -> None:
     super().__init__(name="zoo_export")
     task = get_task(config)
     encoder = task.encoder(model)
@@ -118,7 +126,7 @@ class ServingModule(tf.Module):
     token_ids = [tf.TensorSpec(task.token_id_shape(), tf.int32, name=name) for name in INPUT_NAMES]
     # No AutoGraph: the tokenizer and the zoo models have no Python control flow on tensors, and
     # converting tensorflow-text's and Keras's code took half of the export time.
-    self.from_token_ids = tf.function(self._from_token_ids, input_signature=token_ids, autograph=False)
+    self.from_token_ids: Any = tf.function(self._from_token_ids, input_signature=token_ids, autograph=False)
     self.encoder_from_token_ids = (self.from_token_ids if network is encoder
                                    else tf.function(self._encoder_from_token_ids, input_signature=token_ids,
                                                     autograph=False))
@@ -126,7 +134,7 @@ class ServingModule(tf.Module):
     self.encode = tf.function(self._encode, input_signature=texts, autograph=False)
     self._aliases = dict(task.serving_signature_aliases())
 
-  def signatures(self):
+  def signatures(self) -> dict[str, Any]:
     """`{name: tf.function}` for `tf.saved_model.save`, with the task's aliases
     (`Task.serving_signature_aliases`)."""
     signatures = {name: getattr(self, name) for name in SIGNATURES}
@@ -148,7 +156,8 @@ class ServingModule(tf.Module):
     return self.encoder_from_token_ids(**self._encode_text(texts))
 
 
-def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
+def bucket_plan(model: Any, config: TrainConfig, length_buckets: str | list[int] | None = None,
+                padding_dependent: bool = False) -> dict[str, Any]:
   """How the export runs calls of short texts, for `ServingModule` and `model_info.json`.
 
   `length_buckets`: "auto" (`zoo.length_buckets.default_ladder` with two lengths per doubling from 8: 8,
@@ -197,7 +206,8 @@ def bucket_plan(model, config, length_buckets=None, padding_dependent=False):
   return plan
 
 
-def model_info(config, checkpoint, length_buckets=None):
+def model_info(config: TrainConfig, checkpoint: str,
+               length_buckets: dict[str, Any] | None = None) -> dict[str, Any]:
   """What was exported and from where, for `model_info.json`."""
   info = dict(format=MODEL_INFO_FORMAT, model=config.model, model_overrides=config.model_overrides,
               seq_length=config.seq_length, lower_case=config.lower_case, tokenizer=config.tokenizer,
@@ -208,7 +218,7 @@ def model_info(config, checkpoint, length_buckets=None):
   return info
 
 
-def saved_signatures(path):
+def saved_signatures(path: str) -> dict[str, dict[str, dict[str, str]]]:
   """`{signature: {"inputs": {name: "int32 [None, 128]", ...}, "outputs": {...}}}` of a written SavedModel.
 
   Read from `saved_model.pb`, as `saved_model_cli show` prints them (None: any size).
@@ -224,7 +234,7 @@ def saved_signatures(path):
           for name, signature in sorted(meta_graph.signature_def.items()) if not name.startswith("__")}
 
 
-def write_saved_model(module, base, info):
+def write_saved_model(module: ServingModule, base: str, info: dict[str, Any]) -> str:
   """Saves `module` as `base/<next version>` through a temporary directory; returns the version dir.
 
   `model_info.json` beside `saved_model.pb` holds `info` and the saved signatures.
@@ -237,7 +247,8 @@ def write_saved_model(module, base, info):
   return write_version_atomically(base, write)
 
 
-def export(model_dir, out=None, checkpoint=None, length_buckets=None, padding_dependent_buckets=False):
+def export(model_dir: str, out: str | None = None, checkpoint: str | None = None,
+           length_buckets: str | list[int] | None = None, padding_dependent_buckets: bool = False) -> str:
   """Exports a training run's model as a SavedModel version for TensorFlow Serving.
 
   Args:
@@ -258,24 +269,24 @@ def export(model_dir, out=None, checkpoint=None, length_buckets=None, padding_de
     ValueError: the files do not fit together.
     RuntimeError: called inside a distribution strategy's scope.
   """
-  model_dir = ModelDir(model_dir)
-  if not model_dir.exists():
-    raise FileNotFoundError(f"model dir {model_dir.path} does not exist")
-  config = TrainConfig.from_model_dir(model_dir)
+  directory = ModelDir(model_dir)
+  if not directory.exists():
+    raise FileNotFoundError(f"model dir {directory.path} does not exist")
+  config = TrainConfig.from_model_dir(directory)
   if not config.task:
-    raise ValueError(f"{model_dir.config_path} names no task: a converted checkpoint is a starting point "
+    raise ValueError(f"{directory.config_path} names no task: a converted checkpoint is a starting point "
                      "for `python -m tpu.train --init-checkpoint`, not a trained model to export")
-  if not model_dir.has_vocab():
-    raise FileNotFoundError(f"{model_dir.path} holds no vocab.txt: is it the --model-dir of a training run?")
-  vocab = model_dir.read_vocab()
+  if not directory.has_vocab():
+    raise FileNotFoundError(f"{directory.path} holds no vocab.txt: is it the --model-dir of a training run?")
+  vocab = directory.read_vocab()
   if len(vocab) != config.vocab_size:
-    raise ValueError(f"{model_dir.vocab_path} has {len(vocab)} tokens, but config.json says vocab_size="
+    raise ValueError(f"{directory.vocab_path} has {len(vocab)} tokens, but config.json says vocab_size="
                      f"{config.vocab_size}")
-  prefix = find_checkpoint(checkpoint or model_dir.path)
+  prefix = find_checkpoint(checkpoint or directory.path)
   model = restore_model(config, prefix)
   text_encoder = make_text_encoder(vocab, seq_length=config.seq_length,
-                                   sentencepiece_model=model_dir.read_sentencepiece(),
+                                   sentencepiece_model=directory.read_sentencepiece(),
                                    **config.text_encoder_args())
   plan = bucket_plan(model, config, length_buckets, padding_dependent_buckets)
   module = ServingModule(model, config, text_encoder, length_buckets=plan if plan["lengths"] else None)
-  return write_saved_model(module, out or model_dir.export_dir, model_info(config, prefix, plan))
+  return write_saved_model(module, out or directory.export_dir, model_info(config, prefix, plan))

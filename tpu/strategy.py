@@ -18,6 +18,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterator
+from typing import Any
 
 from tpu import hardware
 from tpu.hardware import TPUUnavailableError
@@ -74,10 +76,10 @@ class FaultBounds:
 _BOUNDS = FaultBounds()
 
 # Initialised TPU systems, so a notebook that calls get_strategy twice connects once.
-_TPU_STRATEGIES = {}
+_TPU_STRATEGIES: dict[str, Any] = {}
 
 
-def get_strategy(tpu=None, bounds=None):
+def get_strategy(tpu: str | None = None, bounds: FaultBounds | None = None) -> Any:
   """Returns the strategy to build and train under, and logs what it chose.
 
   - `tpu="local"` (Colab TPU runtimes, Cloud TPU VMs) or a TPU name / `grpc://`
@@ -139,7 +141,7 @@ class Worker:
   names_by_device: dict = dataclasses.field(default_factory=dict, compare=False)
 
   @property
-  def multi_worker(self):
+  def multi_worker(self) -> bool:
     return self.count > 1
 
 
@@ -151,7 +153,7 @@ _DEVICE_JOB = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
 _LEADER_SILENT = re.compile(r"deadline exceeded|heartbeat|coordination", re.IGNORECASE)
 
 
-def lost_worker_message(error, worker):
+def lost_worker_message(error: BaseException, worker: Worker) -> str:
   """What a TensorFlow error about the cluster means for this worker, naming the lost ones."""
   mentioned = [f"/job:{job}/task:{index}" for job, index in _DEVICE_JOB.findall(str(error))]
   lost = [worker.names_by_device.get(device, device) for device in dict.fromkeys(mentioned)
@@ -160,9 +162,9 @@ def lost_worker_message(error, worker):
     # Nobody named, and the calls to the coordination service timed out: its host, the chief.
     lost = [worker.names_by_device.get(worker.devices[0], worker.devices[0])]
   who = ", ".join(lost) if lost else "another worker"
-  reason = str(error).strip().splitlines()
-  reason = next((line for line in reason if "abort" in line.lower() or "unhealthy" in line.lower()),
-                reason[0] if reason else type(error).__name__)
+  lines = str(error).strip().splitlines()
+  reason = next((line for line in lines if "abort" in line.lower() or "unhealthy" in line.lower()),
+                lines[0] if lines else type(error).__name__)
   return (f"{worker.name} lost {who}: {type(error).__name__}: {reason.strip().rstrip('.:')}. Every worker "
           "stops; rerun all workers with the same command to resume from the last checkpoint")
 
@@ -178,7 +180,7 @@ _COLLECTIVE_TIMED_OUT = re.compile(r"Collective has timed out", re.IGNORECASE)
 PEER_CHECK_SECONDS = 5
 
 
-def peer_health_error(device):
+def peer_health_error(device: str) -> BaseException | None:
   """None if the worker of `device` ('/job:worker/task:1') answers a health check of the
   coordination service within PEER_CHECK_SECONDS, else TensorFlow's error."""
   from tensorflow.python.eager import context
@@ -197,7 +199,7 @@ def _silent_peers(worker):
           if device != worker.device and peer_health_error(device) is not None]
 
 
-def too_slow_message(worker, timeout):
+def too_slow_message(worker: Worker, timeout: float) -> str:
   return (f"{worker.name} waited over {timeout:g} s in a collective (a train or evaluation step) for the "
           "other workers, which are alive: a peer too slow, not lost. Raise --collective-timeout (now "
           f"{timeout:g} s) above the slowest step; rerun all workers with the same command to resume from "
@@ -205,7 +207,7 @@ def too_slow_message(worker, timeout):
 
 
 @contextlib.contextmanager
-def lost_workers_named(worker):
+def lost_workers_named(worker: Worker) -> Iterator[None]:
   """Turns the errors that a lost peer causes on a multi-worker run into `WorkerLost` naming it,
   and a collective that timed out while every peer is alive into `WorkerTooSlow`."""
   if not worker.multi_worker:
@@ -225,7 +227,8 @@ _TIMED_OUT_TASKS = re.compile(r"timed out task names:(.*?)(?=timed out task name
                               re.IGNORECASE | re.DOTALL)
 
 
-def unformed_cluster_message(error, timeout, tf_config=None):
+def unformed_cluster_message(error: BaseException, timeout: float,
+                             tf_config: str | None = None) -> str:
   """What an error while the cluster of TF_CONFIG formed means: the workers that never registered
   by name, or (where this worker could not reach the coordination service) its host."""
   cluster, task = _tf_config(tf_config)
@@ -263,7 +266,7 @@ def _tf_config(text=None):
   return values.get("cluster", {}), values.get("task", {})
 
 
-def worker(strategy):
+def worker(strategy: Any) -> Worker:
   """The `Worker` this process is under `strategy` (one worker for every strategy but multi-worker ones)."""
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
     return Worker()
@@ -281,7 +284,7 @@ def worker(strategy):
                 devices=tuple(f"/job:{job}/task:{i}" for job, i in jobs), names_by_device=names)
 
 
-def worker_name(cluster, task_type, task_id):
+def worker_name(cluster: dict[str, list[str]], task_type: str, task_id: int) -> str:
   """'worker 1 (127.0.0.1:2345)': a worker of the cluster (TF_CONFIG's task) named with its address."""
   addresses = cluster.get(task_type, [])
   if isinstance(addresses, dict):

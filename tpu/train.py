@@ -53,6 +53,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from tpu import data
 from tpu import tasks
@@ -65,7 +67,8 @@ from zoo.logs import error_prefix
 log = logging.getLogger("tpu.train")
 
 
-def run(config, strategy=None, export=None, reset_input=False):
+def run(config: TrainConfig, strategy: Any = None, export: bool | None = None,
+        reset_input: bool = False) -> dict[str, float]:
   """Runs the job of `config`; returns the final evaluation metrics (or {} without eval data).
 
   Args:
@@ -386,7 +389,7 @@ def _key_value(text):
     return key, value
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
   defaults = TrainConfig()
   p = argparse.ArgumentParser(
       prog=command_name("tpu.train"), description=__doc__.split("\n\n")[0],
@@ -486,7 +489,7 @@ def _add_task_settings(p):
                          metavar=metavar, help=help_text)
 
 
-def config_from_args(args):
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
   """defaults < --config FILE < flags."""
   config = TrainConfig.from_file(args.config) if args.config else TrainConfig()
   values = {key: value for key, value in vars(args).items()
@@ -496,7 +499,7 @@ def config_from_args(args):
   return config.replace(**values)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   args = parser().parse_args(argv)
   from zoo.logs import quiet_tensorflow
   quiet_tensorflow(args.verbose)

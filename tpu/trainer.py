@@ -15,9 +15,14 @@ iterator, so a resumed TPU run starts a new shuffle (and says so at its start); 
 random draws are still the interrupted run's.
 """
 
+from __future__ import annotations
+
 import logging
 import math
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +36,15 @@ from zoo.logs import error_reason
 from zoo.model_dir import MODEL_ROOT
 from zoo.model_dir import OPTIMIZER_ROOT
 from zoo.models import bucketing
+
+if TYPE_CHECKING:
+  from tpu.checkpointing import Checkpoints
+  from tpu.checkpointing import SigtermFlag
+  from tpu.config import TrainConfig
+  from tpu.progress import Progress
+  from tpu.progress import RunLog
+  from tpu.strategy import Worker
+  from tpu.tasks import Task
 
 log = logging.getLogger("tpu.train")
 
@@ -52,7 +66,8 @@ class Trainer:
   (`tpu.tasks.get_task`) when the caller has made it already (for the input pipeline).
   """
 
-  def __init__(self, config, strategy, train_input=None, task=None):
+  def __init__(self, config: TrainConfig, strategy: Any, train_input: TrainInput | None = None,
+               task: Task | None = None) -> None:
     self.config = config
     self.strategy = strategy
     self.task = task or get_task(config)
@@ -97,10 +112,10 @@ class Trainer:
     self.eval_step = tf.function(self._eval_step, autograph=False)
 
   @property
-  def step(self):
+  def step(self) -> int:
     return int(self.optimizer.iterations.numpy())
 
-  def learning_rate(self, step):
+  def learning_rate(self, step: int) -> float:
     """The learning rate the step after `step` - 1 used."""
     return float(self.schedule(step - 1))
 
@@ -211,7 +226,7 @@ class Trainer:
     stops = reduce(self.strategy.run(tf.identity, args=(stop,)))
     return loss_sum, stats_sum, stops
 
-  def run_steps(self, count, stop=False):
+  def run_steps(self, count: int, stop: bool = False) -> dict[str, float]:
     """Runs `count` steps on the batches of the trainer's `train_input`; returns their mean loss and
     statistics as Python floats (NaN-checked).
 
@@ -246,7 +261,7 @@ class Trainer:
     examples = tf.nest.map_structure(lambda value: self.strategy.gather(value, axis=0), examples)
     return stats, examples, reduce(self.strategy.run(tf.identity, args=(stop,)))
 
-  def evaluate(self, dataset, terminated=lambda: False):
+  def evaluate(self, dataset: Any, terminated: Callable[[], bool] = lambda: False) -> dict[str, float] | None:
     """Metrics over every example of a `pipeline.eval_dataset`, or of the distributed dataset of a
     `pipeline.eval_input_fn` (every worker gets the same metrics).
 
@@ -254,7 +269,8 @@ class Trainer:
     when any worker wishes so, every worker stops evaluating and `stop_requested` is set
     (the result is then None).
     """
-    totals, examples = None, {}
+    totals: Any = None
+    examples: dict[str, Any] = {}   # lists of arrays, then each concatenated
     self.stop_requested = False
     if isinstance(dataset, tf.data.Dataset):
       dataset = self.strategy.experimental_distribute_dataset(dataset)
@@ -293,11 +309,11 @@ class TrainInput:
   work of those steps.
   """
 
-  def __init__(self, strategy, input_fn, worker, skip=0):
+  def __init__(self, strategy: Any, input_fn: Callable[..., Any], worker: Worker, skip: int = 0) -> None:
     replicas = strategy.num_replicas_in_sync
     self.strategy = strategy
-    self.checkpoint = None
-    self.unsaved_reason = None
+    self.checkpoint: Any = None   # a `tf.train.Checkpoint` of the iterator, or None
+    self.unsaved_reason: str | None = None
     self.local_replicas = 1
     if isinstance(strategy, tf.distribute.TPUStrategy):
       self.iterator = iter(strategy.distribute_datasets_from_function(input_fn))
@@ -316,7 +332,7 @@ class TrainInput:
     if self.unsaved_reason is None:
       self.checkpoint = tf.train.Checkpoint(input=self.iterator)
 
-  def next(self, iterator):
+  def next(self, iterator: Any) -> Any:
     """The next batch as `strategy.run` takes it (inside the train function)."""
     features = next(iterator)
     if self.distributed or self.local_replicas == 1:
@@ -326,7 +342,7 @@ class TrainInput:
         lambda context: tf.nest.map_structure(lambda value: value[context.replica_id_in_sync_group % local],
                                               features))
 
-  def save(self, prefix):
+  def save(self, prefix: str) -> bool:
     """Writes the position under `prefix`; False (and no more positions: a resume replays) for a
     pipeline whose state TensorFlow cannot save after all."""
     try:
@@ -341,7 +357,7 @@ class TrainInput:
         tf.io.gfile.remove(path)
       return False
 
-  def restore(self, prefix):
+  def restore(self, prefix: str) -> None:
     """Continues from the position saved under `prefix`; a ValueError says why it does not fit."""
     if self.checkpoint is None:
       raise ValueError(f"the input position {prefix} cannot be restored: this run's input pipeline cannot "
@@ -356,7 +372,7 @@ class TrainInput:
                        "add --reset-input to continue the model with a new input stream") from None
 
 
-def unsaved_reason(dataset):
+def unsaved_reason(dataset: Any) -> str | None:
   """Why TensorFlow cannot save the position of `dataset`'s iterators (a stateful op such as a
   Python function), or None when it can."""
   try:
@@ -367,7 +383,9 @@ def unsaved_reason(dataset):
   return None
 
 
-def train_loop(trainer, config, checkpoints, run_log, progress, signals, evaluate=None):
+def train_loop(trainer: Trainer, config: TrainConfig, checkpoints: Checkpoints, run_log: RunLog,
+               progress: Progress, signals: SigtermFlag,
+               evaluate: Callable[[int], Any] | None = None) -> None:
   """Trains from the trainer's step to `config.steps`.
 
   Executions of up to `steps_per_execution` steps never cross a checkpoint step; after

@@ -38,9 +38,16 @@ with the project's root on their `PYTHONPATH`. A `tfds:` corpus is one chunk per
 shard of its split, its `--data-dir` read by every worker.
 """
 
+from __future__ import annotations
+
+import functools
 import json
 import os
 import sys
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 from tpu.data import chunk_packing
 from tpu.data import chunk_plan
@@ -50,6 +57,9 @@ from tpu.data.records import RETRY_SECONDS
 from tpu.data.records import CorpusError
 from tpu.data.records import StorageUnavailable
 from tpu.data.records import retrying
+
+if TYPE_CHECKING:
+  from tpu.data.chunk_plan import Plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Chunk indexes the launcher reads at once once the pipeline has run (small files: on gs:// the
@@ -128,7 +138,7 @@ def _write(shard_and_pieces, plan):
   print(f"tpu.pretraining_data: wrote {plan.names[shard]}", file=sys.stderr, flush=True)
 
 
-def raise_failures(plan):
+def raise_failures(plan: Plan) -> None:
   """Raises the first error a worker's step left in the work folder (chunks first, in order), naming how many
   more there were; removes them all (the work finished is kept for a rerun)."""
   import tensorflow as tf
@@ -149,7 +159,7 @@ def raise_failures(plan):
       failures.append(json.loads(text))
     except ValueError:   # a plain message
       failures.append(dict(kind="CorpusError", message=text))
-    retrying(lambda path=path: tf.io.gfile.remove(path), f"removing {path}", plan.retry_seconds)
+    retrying(functools.partial(tf.io.gfile.remove, path), f"removing {path}", plan.retry_seconds)
   first = failures[0]
   more = f" ({len(failures) - 1} other step(s) failed too)" if len(failures) > 1 else ""
   if first["kind"] == "StorageUnavailable":
@@ -169,12 +179,12 @@ def _project_on_pythonpath():
 class BeamEngine:
   """The steps as one Beam pipeline on `runner` with Beam's `pipeline_args` (see the module docstring)."""
 
-  def __init__(self, runner, pipeline_args=()):
+  def __init__(self, runner: str, pipeline_args: Iterable[str] = ()) -> None:
     self.runner = runner
     self.name = f"the pipeline on {runner}"
     self.pipeline_args = list(pipeline_args)
 
-  def pack_and_write(self, plan, todo):
+  def pack_and_write(self, plan: Plan, todo: list[int]) -> list[dict[str, Any]]:
     """Packs the chunks not packed yet and writes the shards `todo` on the workers; returns every chunk's
     index, read back from the work folder (an error a worker's step gave up with is raised here)."""
     import apache_beam as beam
@@ -210,10 +220,11 @@ class BeamEngine:
       return list(pool.map(read, range(len(plan.chunks))))
 
 
-def write_with_beam(inputs, vocab, seq_length, out, shards, *, runner, pipeline_args=(), lower_case=None,
-                    compress=False, text_key="text", split="train", data_dir=None,
-                    chunk_mb=chunk_plan.CHUNK_MB, documents="blank-line", overwrite=False,
-                    retry_seconds=RETRY_SECONDS):
+def write_with_beam(inputs: Sequence[str], vocab: str, seq_length: int, out: str, shards: int, *, runner: str,
+                    pipeline_args: Iterable[str] = (), lower_case: bool | None = None, compress: bool = False,
+                    text_key: str = "text", split: str = "train", data_dir: str | None = None,
+                    chunk_mb: float = chunk_plan.CHUNK_MB, documents: str = "blank-line",
+                    overwrite: bool = False, retry_seconds: float = RETRY_SECONDS) -> dict[str, Any]:
   """`shard_writer.write_pretraining_data` as a Beam pipeline on `runner` with Beam's `pipeline_args`.
 
   A `tfds:` corpus is packed one file shard per worker step: its `data_dir` must be where

@@ -25,6 +25,8 @@ import dataclasses
 import io
 import json
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from tpu.data.source_registry import DataError
 from tpu.data.source_registry import DataSource
@@ -42,6 +44,9 @@ MAX_CHOICES = 8
 RACE_SPLITS = dict(train="train", validation="dev", test="test")
 RACE_LEVELS = ("middle", "high")
 
+# An example as read: `((file, line), context, question, options, label)`.
+ChoiceExample = tuple[tuple[str, int], str, str, list[str], int]
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MultipleChoiceSource(DataSource):
@@ -50,7 +55,7 @@ class MultipleChoiceSource(DataSource):
   num_choices: int = 0
 
 
-def label_of(answer, num_choices):
+def label_of(answer: object, num_choices: int) -> int | None:
   """The index of an answer given as an index or a letter ("A" is 0); None when it is neither or out of
   range."""
   if isinstance(answer, str) and len(answer.strip()) == 1 and answer.strip().isalpha():
@@ -64,7 +69,7 @@ def label_of(answer, num_choices):
   return index if 0 <= index < num_choices else None
 
 
-def choices_source(path, examples):
+def choices_source(path: str, examples: Sequence[ChoiceExample]) -> MultipleChoiceSource:
   """A `MultipleChoiceSource` of `examples` `[(where, context, question, options, label)]` (`where`:
   `(file, line)` for errors); refuses options whose count differs from the first example's."""
   if not examples:
@@ -95,7 +100,7 @@ def _check_options(file, line, options, what="options"):
 # RACE.
 
 
-def race_files(folder, split):
+def race_files(folder: str, split: str) -> list[str]:
   """The article files of a split of a RACE folder, middle then high, each sorted."""
   root = os.path.expanduser(folder)
   split_folder = os.path.join(root, RACE_SPLITS.get(split, split))
@@ -114,7 +119,7 @@ def race_files(folder, split):
   return files
 
 
-def parse_race_file(path):
+def parse_race_file(path: str) -> list[ChoiceExample]:
   """The examples of one RACE article file (one per question)."""
   text = read_utf8(path)
   try:
@@ -154,12 +159,12 @@ class RaceSource(Source):
   splits = tuple(RACE_SPLITS)
   reads_files = True
 
-  def load(self, target, split, *, data_type):
+  def load(self, target: str, split: str, *, data_type: str | None) -> MultipleChoiceSource:
     self.check_data_type(target, data_type)
     files = race_files(target, split)
     return choices_source(target, [example for path in files for example in parse_race_file(path)])
 
-  def input_files(self, target, data_dir=None):
+  def input_files(self, target: str, data_dir: str | None = None) -> list[str]:
     """Every split's article files (the training run reads one, its evaluation another)."""
     files = []
     for split in RACE_SPLITS:
@@ -174,7 +179,7 @@ class RaceSource(Source):
 # SWAG.
 
 
-def parse_swag(path):
+def parse_swag(path: str) -> list[ChoiceExample]:
   """The examples of a SWAG CSV file."""
   content = read_utf8(path)
   reader = csv.DictReader(io.StringIO(content))
@@ -218,7 +223,7 @@ class SwagSource(Source):
   data_types = (MULTIPLE_CHOICE,)
   reads_files = True
 
-  def load(self, target, split, *, data_type):
+  def load(self, target: str, split: str, *, data_type: str | None) -> MultipleChoiceSource:
     self.check_data_type(target, data_type)
     path = os.path.expanduser(target)
     return choices_source(path, parse_swag(path))
@@ -228,7 +233,7 @@ class SwagSource(Source):
 # JSON lines.
 
 
-def parse_choices_jsonl(path):
+def parse_choices_jsonl(path: str) -> list[ChoiceExample]:
   """The examples of a JSON-lines file of multiple-choice questions (see the module docstring)."""
   examples = []
   for number, record in json_lines(path):
@@ -247,7 +252,7 @@ def parse_choices_jsonl(path):
   return examples
 
 
-def load_jsonl(path):
+def load_jsonl(path: str) -> MultipleChoiceSource:
   """The `MultipleChoiceSource` of a JSON-lines file."""
   path = os.path.expanduser(path)
   return choices_source(path, parse_choices_jsonl(path))
@@ -264,7 +269,8 @@ class _TfdsRace:
 
   data_type = MULTIPLE_CHOICE
 
-  def load(self, name, split, *, data_dir, download, shuffle_files, data_type=None, **unused):
+  def load(self, name: str, split: str, *, data_dir: str | None, download: bool, shuffle_files: bool,
+         data_type: str | None = None, **unused: Any) -> MultipleChoiceSource:
     from tpu.data import tfds_datasets
     if data_type not in (None, MULTIPLE_CHOICE):
       raise ValueError(f"{tfds_datasets.spec_of(name)} holds {MULTIPLE_CHOICE} data; data_type {data_type!r} "

@@ -13,9 +13,15 @@ the SHA-256 of the bytes its lines depend on (`corpus_reading.piece_fingerprint`
 rerun on a corpus changed elsewhere keeps it (`tpu.data.chunk_plan`).
 """
 
+from __future__ import annotations
+
 import atexit
 import json
 import threading
+from collections.abc import Iterable
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from typing import Any
 
 from tpu.data import corpus_reading
 from tpu.data import documents
@@ -23,6 +29,12 @@ from tpu.data.records import serialize
 from tpu.data.records import vocab_checksum
 from zoo.atomic_files import atomic_path
 from zoo.atomic_files import write_atomically
+
+if TYPE_CHECKING:
+  import numpy as np
+
+  from tpu.data.chunk_plan import Plan
+  from zoo.text import TextEncoder
 
 # Lines tokenized per call of the tokenizer, and the bytes of text in one call, at most (lines can be
 # up to `corpus_reading.MAX_LINE_BYTES` long).
@@ -32,23 +44,25 @@ BATCH_BYTES = 1 << 20
 IDLE_SECONDS = 0.05
 
 
-def chunk_lines(plan, index):
+def chunk_lines(plan: Plan, index: int) -> Iterator[tuple[int, str]]:
   """(document number within the chunk, line) of chunk `index` (`corpus_reading`'s rule)."""
+  pieces: Iterable[Iterable[str]]
   if plan.tfds:
     shard = index if len(plan.chunks) > 1 else None
     pieces = [corpus_reading.tfds_lines(plan.tfds["name"], plan.tfds["text_key"], plan.tfds["split"],
                                         plan.tfds["data_dir"], shard)]
   else:
+    assert plan.files is not None, "a corpus of files"
     sizes = {path: size for path, size, _ in plan.files}
     pieces = (corpus_reading.piece_lines(path, start, end, sizes[path], plan.documents, plan.chunk_bytes)
               for path, start, end in plan.chunks[index])
   yield from corpus_reading.numbered_lines(pieces)
 
 
-_ENCODERS = {}
+_ENCODERS: dict[tuple[Any, ...], TextEncoder] = {}
 
 
-def encoder_of(plan):
+def encoder_of(plan: Plan) -> TextEncoder:
   """The plan's `zoo.text.TextEncoder`, built once per process (a Beam worker packs many chunks)."""
   from zoo.text import TextEncoder
   key = (vocab_checksum(plan.vocab), plan.lower_case, json.dumps(plan.tokenizer, sort_keys=True))
@@ -80,7 +94,7 @@ class _Packer:
                                                  sep_id=encoder.sep_id, pad_id=encoder.pad_id).prefetch(2)
     self.lock = threading.Lock()
 
-  def examples(self, lines):
+  def examples(self, lines: Iterable[tuple[int, str]]) -> Iterator[dict[str, np.ndarray]]:
     """Batches of the examples packed from `(document, line)` pairs (one chunk at a time per process)."""
     import queue
     with self.lock:
@@ -166,7 +180,7 @@ def _by_document(numbers, ids):
   return tf.boolean_mask(numbers, starts), merged
 
 
-_PACKERS = {}
+_PACKERS: dict[tuple[Any, ...], _Packer] = {}
 
 
 def _packer(plan):
@@ -179,13 +193,13 @@ def _packer(plan):
   return _PACKERS[key]
 
 
-def pack_chunk(plan, index, bar=None):
+def pack_chunk(plan: Plan, index: int, bar: Any = None) -> dict[str, Any]:
   """Packs chunk `index` into its packed-chunk file and index (step 2); returns the index."""
   import numpy as np
   import tensorflow as tf
 
   encoder = encoder_of(plan)
-  counter = dict(documents=0, error=None, bytes=0)
+  counter: dict[str, Any] = dict(documents=0, error=None, bytes=0)
   nominal = plan.piece_bytes(index)
 
   def pieces():
@@ -205,7 +219,7 @@ def pack_chunk(plan, index, bar=None):
       counter["error"] = error
 
   shards, seq_length = plan.shards, plan.seq_length
-  groups = [[] for _ in range(shards)]
+  groups: list[list[bytes]] = [[] for _ in range(shards)]
   full, tokens = np.zeros(shards, np.int64), np.zeros(shards, np.int64)
   not_tokens = np.array([encoder.cls_id, encoder.sep_id, encoder.pad_id])
   count = 0
@@ -230,9 +244,9 @@ def pack_chunk(plan, index, bar=None):
   starts, position = [], 0
   path = plan.chunk_path(index, "tfrecord")
   with atomic_path(path) as temporary, tf.io.TFRecordWriter(temporary) as writer:
-    for group in groups:
+    for records in groups:
       starts.append(position)
-      for record in group:
+      for record in records:
         writer.write(record)
         position += len(record) + 16
   chunk = dict(chunk=index, documents=counter["documents"], examples=count,
@@ -242,11 +256,12 @@ def pack_chunk(plan, index, bar=None):
   return chunk
 
 
-def fingerprints(plan, index):
+def fingerprints(plan: Plan, index: int) -> dict[str, Any]:
   """`pieces` and `fingerprints` of chunk `index` of a file corpus (`corpus_reading.piece_fingerprint`, one
   per piece): what a rerun on a changed corpus compares to keep the chunk (`chunk_plan`); none for TFDS."""
   if plan.tfds:
     return {}
+  assert plan.files is not None, "a corpus of files"
   sizes = {path: size for path, size, _ in plan.files}
   pieces = plan.chunks[index]
   return dict(pieces=pieces, fingerprints=[
@@ -254,7 +269,7 @@ def fingerprints(plan, index):
       for path, start, end in pieces])
 
 
-def packed_chunk(plan, index):
+def packed_chunk(plan: Plan, index: int) -> dict[str, Any] | None:
   """The index of chunk `index` if it is packed already, else None."""
   import tensorflow as tf
   path = plan.chunk_path(index, "json")
@@ -264,6 +279,6 @@ def packed_chunk(plan, index):
     return json.loads(file.read())
 
 
-def ensure_chunk(plan, index, bar=None):
+def ensure_chunk(plan: Plan, index: int, bar: Any = None) -> dict[str, Any]:
   """The index of chunk `index`: kept from an earlier run, else packed now."""
   return packed_chunk(plan, index) or pack_chunk(plan, index, bar)

@@ -21,6 +21,9 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Collection
+from collections.abc import Sequence
+from typing import Any
 
 from tpu.data import corpus_reading
 from tpu.data import tfds_datasets
@@ -64,31 +67,31 @@ class Plan:
   lower_case: bool
   tokenizer: dict
   inputs: list
-  files: list          # [[path, size, modified (ns)], ...] of a file corpus, None for TFDS
+  files: list | None   # [[path, size, modified (ns)], ...] of a file corpus, None for TFDS
   chunks: list         # per chunk, its pieces [[path, start, end], ...] (a TFDS corpus: [[shard]])
-  tfds: dict = None    # name, text_key, split, data_dir of a `tfds:` corpus
+  tfds: dict | None = None   # name, text_key, split, data_dir of a `tfds:` corpus
   documents: str = "blank-line"   # `corpus_reading.DOCUMENTS`
   retry_seconds: float = RETRY_SECONDS   # how long a step retries transient errors (`records.retrying`)
 
   @property
-  def work(self):
+  def work(self) -> str:
     return os.path.join(self.out, WORK_FOLDER)
 
   @property
-  def names(self):
+  def names(self) -> list[str]:
     return [shard_name(index, self.shards, self.compress) for index in range(self.shards)]
 
-  def shard_path(self, index):
+  def shard_path(self, index: int) -> str:
     return os.path.join(self.out, shard_name(index, self.shards, self.compress))
 
   @property
-  def plan_path(self):
+  def plan_path(self) -> str:
     return os.path.join(self.work, PLAN_FILE)
 
-  def chunk_path(self, index, suffix):
+  def chunk_path(self, index: int, suffix: str) -> str:
     return os.path.join(self.work, f"chunk-{index:05d}.{suffix}")
 
-  def settings(self):
+  def settings(self) -> dict[str, Any]:
     """The settings that make the bytes of the output (compared on a rerun)."""
     settings = dict(seq_length=self.seq_length, lower_case=self.lower_case, tokenizer=self.tokenizer,
                     vocab_sha256=vocab_checksum(self.vocab), shards=self.shards, compress=self.compress,
@@ -97,18 +100,18 @@ class Plan:
       settings["tfds"] = dict(text_key=self.tfds["text_key"], split=self.tfds["split"])
     return settings
 
-  def record(self):
+  def record(self) -> dict[str, Any]:
     """What `plan.json` records: the settings and the corpus files' states (compared on a rerun)."""
     return dict(self.settings(), files=self.files)
 
-  def piece_bytes(self, index):
+  def piece_bytes(self, index: int) -> int:
     """The bytes of corpus of chunk `index` (0 for a TFDS shard)."""
     return 0 if self.tfds else sum(end - start for _, start, end in self.chunks[index])
 
-  def corpus_bytes(self):
+  def corpus_bytes(self) -> int | None:
     return sum(size for _, size, _ in self.files) if self.files is not None else None
 
-  def chunk_where(self, index):
+  def chunk_where(self, index: int) -> str:
     """Where chunk `index` starts, briefly, for a message: its first piece, 'name[start:end]' (the file's
     name without its folder), and how many more files its pieces take, never all of them (a chunk of
     many small files has thousands); a TFDS chunk: its split's file shard."""
@@ -118,12 +121,12 @@ class Plan:
     more = f" + {len(others)} more file(s)" if others else ""
     return f"{os.path.basename(path)}[{start}:{end}]{more}"
 
-  def where(self):
+  def where(self) -> str:
     sources = [path for path, _, _ in self.files] if self.files is not None else self.inputs
     return ", ".join(sources[:5]) + (" …" if len(sources) > 5 else "")
 
 
-def file_states(paths):
+def file_states(paths: Sequence[str]) -> list[list[Any]]:
   """`[[path, size, modified], ...]`: what a rerun compares of each corpus file. `modified` is
   the modification time in nanoseconds (on gs://, the object's update time, which every new
   generation of it changes). A file that is gone since it was listed, or a dangling symbolic link,
@@ -139,7 +142,7 @@ def file_states(paths):
   return states
 
 
-def changed_files(there, here):
+def changed_files(there: Sequence[Sequence[Any]], here: Sequence[Sequence[Any]]) -> str:
   """'added …; removed …; changed …' naming the files of `here` that differ from `there`
   (`file_states` lists), or '' when none does."""
   before = {path: (size, modified) for path, size, modified in there}
@@ -158,7 +161,7 @@ def changed_files(there, here):
   return "; ".join(parts)
 
 
-def metadata_settings(metadata):
+def metadata_settings(metadata: dict[str, Any]) -> dict[str, Any]:
   """A finished output's settings, as `Plan.settings` gives them."""
   settings = dict(seq_length=metadata.get("seq_length"), lower_case=metadata.get("lower_case"),
                   tokenizer=metadata.get("tokenizer"), vocab_sha256=metadata.get("vocab_sha256"),
@@ -170,14 +173,15 @@ def metadata_settings(metadata):
   return settings
 
 
-def differences(there, here):
+def differences(there: dict[str, Any], here: dict[str, Any]) -> str:
   """'--seq-length: 128 there, 64 here; ...' for the settings that differ."""
   keys = [key for key in SETTING_NAMES if key in there or key in here]
   return "; ".join(f"{SETTING_NAMES[key]}: {json.dumps(there.get(key))} there, "
                    f"{json.dumps(here.get(key))} here" for key in keys if there.get(key) != here.get(key))
 
 
-def corpus_changes(there, here, what):
+def corpus_changes(there: Sequence[Sequence[Any]] | None, here: Sequence[Sequence[Any]] | None,
+                   what: str) -> str:
   """The differences of a recorded corpus (`there`: `file_states` or None) from this run's, or ''."""
   if here is None:   # a `tfds:` corpus: its name and split are among the settings
     return ""
@@ -186,14 +190,14 @@ def corpus_changes(there, here, what):
   return changed_files(there, here)
 
 
-def discard_work(plan):
+def discard_work(plan: Plan) -> None:
   """Removes the work folder (after a refusal: nothing of it can serve a rerun with other flags)."""
   import tensorflow as tf
   if tf.io.gfile.exists(plan.work):
     tf.io.gfile.rmtree(plan.work)
 
 
-def report(message):
+def report(message: str) -> None:
   print(f"tpu.pretraining_data: {message}", file=sys.stderr, flush=True)
 
 
@@ -206,9 +210,11 @@ def _remove_temporaries(folder):
         tf.io.gfile.remove(os.path.join(folder, name))
 
 
-def plan_run(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False, text_key="text",
-             split="train", data_dir=None, chunk_mb=CHUNK_MB, documents="blank-line", overwrite=False,
-             retry_seconds=RETRY_SECONDS):
+def plan_run(inputs: Sequence[str], vocab: str, seq_length: int, out: str, shards: int, *,
+             lower_case: bool | None = None, compress: bool = False, text_key: str = "text",
+             split: str = "train", data_dir: str | None = None, chunk_mb: float = CHUNK_MB,
+             documents: str = "blank-line", overwrite: bool = False,
+             retry_seconds: float = RETRY_SECONDS) -> tuple[Plan, dict[str, Any] | None]:
   """Checks the flags and the output folder; returns `(plan, metadata)`, metadata if it is complete already.
 
   Creates the output and work folders and `plan.json`; removes stale temporary files;
@@ -341,7 +347,8 @@ def _interrupted_run(plan, shard_files, finished):
   return recorded, changes
 
 
-def keep_unchanged(plan, recorded, changes, shard_files):
+def keep_unchanged(plan: Plan, recorded: Sequence[Sequence[Any]], changes: str,
+                   shard_files: Collection[str]) -> None:
   """After the corpus changed since an interrupted run (`changes`, from its recorded files): keeps each
   packed chunk whose pieces are this plan's and whose changed files' pieces have the same fingerprint
   (`corpus_reading.piece_fingerprint`), removes the other chunks and every shard (made of all chunks), and
@@ -349,6 +356,7 @@ def keep_unchanged(plan, recorded, changes, shard_files):
   import tensorflow as tf
 
   from tpu.data.records import retrying
+  assert plan.files is not None, "the corpus of a changed run is files"
   before = {path: (size, modified) for path, size, modified in recorded}
   sizes = {path: size for path, size, _ in plan.files}
   changed = {path for path, size, modified in plan.files if before.get(path) != (size, modified)}
@@ -396,13 +404,13 @@ def keep_unchanged(plan, recorded, changes, shard_files):
                                          "corpus" if shard_files else ""))
 
 
-def listing(folder):
+def listing(folder: str) -> set[str]:
   """The names in `folder` (one listing, not a request per file: on gs:// each is a round trip), or none."""
   import tensorflow as tf
   return set(tf.io.gfile.listdir(folder)) if tf.io.gfile.isdir(folder) else set()
 
 
-def report_kept(plan):
+def report_kept(plan: Plan) -> list[int]:
   """Says on stderr what an interrupted run left that this one keeps; returns the shards still to write."""
   work, out = listing(plan.work), listing(plan.out)
   packed = sum(os.path.basename(plan.chunk_path(index, "json")) in work for index in range(len(plan.chunks)))

@@ -55,6 +55,10 @@ led by the file's name, for the caller (`records.retrying`) to retry.
 """
 
 import math
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
 
 from tpu.data import tfds_datasets
 from tpu.data.records import CorpusError
@@ -74,22 +78,22 @@ MIN_BLOCK_BYTES = 4096
 _SPACES = b" \t\r"
 
 
-def check_documents(documents):
+def check_documents(documents: str) -> str:
   if documents not in DOCUMENTS:
     raise CorpusError(f"--documents must be one of {', '.join(DOCUMENTS)}, got {documents!r}")
   return documents
 
 
-def segment_bytes(chunk_bytes):
+def segment_bytes(chunk_bytes: int) -> int:
   """The longest line, in bytes, read as one piece with chunks of `chunk_bytes`."""
   return min(chunk_bytes, MAX_LINE_BYTES)
 
 
-def chunk_pieces(files, chunk_bytes):
+def chunk_pieces(files: Sequence[Sequence[Any]], chunk_bytes: int) -> list[list[list[Any]]]:
   """The chunks of files `[[path, size, ...], ...]` read as one stream: per chunk, `[[path, start, end],
   ...]`."""
   total = sum(file[1] for file in files)
-  chunks = [[] for _ in range(max(1, math.ceil(total / chunk_bytes)))]
+  chunks: list[list[list[Any]]] = [[] for _ in range(max(1, math.ceil(total / chunk_bytes)))]
   position = 0
   for path, size, *_ in files:
     for index in range(position // chunk_bytes, math.ceil((position + size) / chunk_bytes)):
@@ -101,19 +105,19 @@ def chunk_pieces(files, chunk_bytes):
   return chunks
 
 
-def block_bytes(chunk_bytes):
+def block_bytes(chunk_bytes: int) -> int:
   """The bytes read at a time for chunks of `chunk_bytes`: a 16th of a chunk, from 4 KiB to 1 MiB."""
   return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, chunk_bytes // 16))
 
 
-def reach(position, size, chunk_bytes):
+def reach(position: int, size: int, chunk_bytes: int) -> int:
   """The end (exclusive) of what `cut(position)` may read: `position + S + segment_bytes(S) + 1`, at most
   the file's end. The rule looks for a line start up to `p + S`, then at the line that starts there: at
   most `segment_bytes(S) + 1` bytes to tell a blank line from a longer one."""
   return min(size, position + chunk_bytes + segment_bytes(chunk_bytes) + 1)
 
 
-def piece_span(start, end, size, chunk_bytes):
+def piece_span(start: int, end: int, size: int, chunk_bytes: int) -> tuple[int, int]:
   """`(low, high)`: the byte range of a file of `size` bytes that decides the lines of its piece
   `[start, end)`: `cut(start)` reads from `start - 1`, the piece's lines end by `cut(end) + 3`, and
   `cut(end)` reads up to `reach(end)` (the file's end when `end` is). Nothing outside it is read, so
@@ -124,7 +128,7 @@ def piece_span(start, end, size, chunk_bytes):
   return low, high
 
 
-def piece_fingerprint(path, start, end, size, chunk_bytes):
+def piece_fingerprint(path: str, start: int, end: int, size: int, chunk_bytes: int) -> str:
   """The SHA-256 (hex) of `piece_span`'s bytes of `path` (with the span, and the size when the span
   reaches the file's end): what the piece `[start, end)`'s lines depend on."""
   import hashlib
@@ -160,7 +164,7 @@ class _Bytes:
     self.data = bytearray()
 
   @property
-  def ended(self):
+  def ended(self) -> bool:
     """Whether the file's end is read."""
     return self.read_to >= self.size
 
@@ -176,13 +180,13 @@ class _Bytes:
     else:   # shorter than its size (changed while read): its end is here
       self.size = self.read_to
 
-  def peek(self, count):
+  def peek(self, count: int) -> bytes:
     """Up to `count` bytes from the position (fewer at the file's end), not taken."""
     while len(self.data) < count and not self.ended:
       self._more(count - len(self.data))
     return bytes(self.data[:count])
 
-  def line_length(self, limit):
+  def line_length(self, limit: int) -> tuple[int, bool]:
     """`(n, whole)`: the bytes to the end of the line at the position (its newline included), at most
     `limit`; `whole` when the line ends within them (a newline, or the file's end)."""
     searched = 0
@@ -198,7 +202,7 @@ class _Bytes:
       searched = len(self.data)
       self._more()
 
-  def take(self, count):
+  def take(self, count: int) -> bytes:
     """The next `count` bytes (fewer at the file's end), taken."""
     self.peek(count)
     taken = bytes(self.data[:count])
@@ -232,7 +236,7 @@ def _character_start_before(raw, index):
   return back if back > 0 else index
 
 
-def cut(file, position, size, documents, chunk_bytes):
+def cut(file: Any, position: int, size: int, documents: str, chunk_bytes: int) -> int:
   """`cut(position)` of the module docstring's rule, for an open file of `size` bytes."""
   if position <= 0:
     return 0
@@ -278,7 +282,8 @@ def _split_point(file, position, size, chunk_bytes):
   return min(position - 1 + _character_start(raw, 1), size)
 
 
-def piece_lines(path, start, end, size, documents, chunk_bytes):
+def piece_lines(path: str, start: int, end: int, size: int, documents: str,
+                chunk_bytes: int) -> Iterator[str]:
   """The stripped lines (or segments of long lines) of the documents of the piece `[start, end)` of
   `path` (`size` bytes); "" ends a document (a piece's end ends one too).
 
@@ -322,7 +327,7 @@ def piece_lines(path, start, end, size, documents, chunk_bytes):
     raise read_error(path, error) from None
 
 
-def read_error(path, error):
+def read_error(path: str, error: Any) -> Exception:
   """What a failed read of the corpus file `path` (a TensorFlow `OpError`) raises: a transient storage
   error as it is, for the caller to retry (`records.retrying`), its message led by the file's name; else
   a `CorpusError` naming the file and why it cannot be read (a dangling symbolic link, a file removed
@@ -351,7 +356,7 @@ def _line_number(path, offset):
   return count
 
 
-def numbered_lines(pieces):
+def numbered_lines(pieces: Iterable[Iterable[str]]) -> Iterator[tuple[int, str]]:
   """`(document number, line)` of pieces' lines, numbering the documents from 0."""
   document, open_document = 0, False
   for lines in pieces:
@@ -365,7 +370,7 @@ def numbered_lines(pieces):
       document, open_document = document + 1, False
 
 
-def tfds_shards(name, split, data_dir):
+def tfds_shards(name: str, split: str, data_dir: str | None) -> int:
   """The number of file shards of a TFDS split (its chunks); 1 when the split is a slice or unknown."""
   import tensorflow_datasets as tfds
   if "[" in split or "+" in split:
@@ -377,7 +382,8 @@ def tfds_shards(name, split, data_dir):
     return 1
 
 
-def tfds_lines(name, text_key, split, data_dir, shard=None):
+def tfds_lines(name: str, text_key: str, split: str, data_dir: str | None,
+               shard: int | None = None) -> Iterator[str]:
   """The stripped lines of a TFDS split (or of its file shard `shard`), one document per example, "" after
   each, read with the TFDS API."""
   import tensorflow_datasets as tfds

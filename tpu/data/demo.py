@@ -36,7 +36,9 @@ Example:
 
 import functools
 import random
+from collections.abc import Sequence
 
+from tpu.data.source_registry import DataSource
 from tpu.data.source_registry import Source
 from tpu.data.source_registry import check_same_labels
 from tpu.data.source_registry import from_columns
@@ -74,7 +76,7 @@ _ALL_CUES = sorted(POLARITY)
 _MILD_CUES = sorted(cue for cue, polarity in POLARITY.items() if abs(polarity) == 1)
 
 
-def examples(split, seed=0):
+def examples(split: str, seed: int = 0) -> tuple[list[str], list[int]]:
   """Returns `(texts, labels)` of one split: lists of str and of int (index into LABEL_NAMES).
 
   Deterministic given `(split, seed)`; train has 4000 and validation 500 examples,
@@ -106,19 +108,19 @@ def _generated(split, seed):
   return tuple(texts), tuple(labels)
 
 
-def demo_corpus(seed=0):
+def demo_corpus(seed: int = 0) -> list[str]:
   """Returns every sentence of both splits (train first): text to build a vocabulary from."""
   return examples("train", seed)[0] + examples("validation", seed)[0]
 
 
-def demo_words():
+def demo_words() -> list[str]:
   """Returns the sorted list of every word the generator can emit (covers any seed)."""
   phrases = [*POLARITY, *NEGATIONS, *INTENSIFIERS, *DETERMINERS, *NEUTRAL_ADJECTIVES, *NOUNS, *VERBS,
              *CONNECTIVES, *TIME_PHRASES]
   return sorted({word for phrase in phrases for word in phrase.split()})
 
 
-def sentiment(text):
+def sentiment(text: str) -> int:
   """The labelling rule: 1 (positive) if the negation-aware sum of cue polarities is > 0, else 0.
 
   A negation word flips the polarity of the next cue adjective in its clause.
@@ -180,7 +182,8 @@ class DemoSource(Source):
   data_types = ("classification",)
   splits = tuple(SPLIT_SIZES)
 
-  def load(self, target, split, *, label_names, num_classes, seed):
+  def load(self, target: str, split: str, *, label_names: Sequence[str] | None, num_classes: int | None,
+         seed: int) -> DataSource:
     import numpy as np
     texts, labels = examples(split, seed=seed)
     source = from_columns([texts], "classification", np.array(labels, np.int64), list(LABEL_NAMES))

@@ -27,12 +27,15 @@ Example:
   [[2, 5, 6, 7, 3, 3], [2, 8, 9, 10, 3, 0]]
 """
 
+from typing import Any
+
 from zoo.lazy import lazy_module
 
 tf = lazy_module("tensorflow")
 
 
-def concatenate(pieces, seq_length, *, cls_id, sep_id, pad_id, cls_type_id=0):
+def concatenate(pieces: Any, seq_length: int, *, cls_id: int, sep_id: int, pad_id: int,
+                cls_type_id: int = 0) -> Any:
   """`(document, ids)` pairs -> examples `input_word_ids`, `input_mask`, `input_type_ids` int32 `[T]`.
 
   `input_type_ids` is `cls_type_id` at [CLS] (2 for Funnel-Transformer's tokenizer), 0 elsewhere.
@@ -46,7 +49,8 @@ def concatenate(pieces, seq_length, *, cls_id, sep_id, pad_id, cls_type_id=0):
   return rows.map(lambda row, length: example(row[:length], seq_length, cls_id, sep_id, pad_id, cls_type_id))
 
 
-def concatenate_streams(batches, seq_length, *, cls_id, sep_id, pad_id, cls_type_id=0):
+def concatenate_streams(batches: Any, seq_length: int, *, cls_id: int, sep_id: int, pad_id: int,
+                        cls_type_id: int = 0) -> Any:
   """Finite streams one after another, each packed as `concatenate` packs its pieces, one output per input.
 
   `batches`: `(documents [P], ids [P, (n)], final)` elements, the pieces of a stream in
@@ -120,7 +124,8 @@ def _step(state, item, body, sep_id, pad_id):
   return (rest, document), (rows, lengths)
 
 
-def example(tokens, seq_length, cls_id, sep_id, pad_id, cls_type_id=0):
+def example(tokens: Any, seq_length: int, cls_id: int, sep_id: int, pad_id: int,
+            cls_type_id: int = 0) -> dict[str, Any]:
   """`[CLS] tokens [SEP]` padded to `seq_length`: the encoder's int32 features `[T]`."""
   tokens = tf.cast(tokens, tf.int32)
   real = tf.concat([[cls_id], tokens, [sep_id]], axis=0)
@@ -132,7 +137,7 @@ def example(tokens, seq_length, cls_id, sep_id, pad_id, cls_type_id=0):
   return dict(input_word_ids=ids, input_mask=mask, input_type_ids=cls_token_types(ids, cls_type_id))
 
 
-def cls_token_types(ids, cls_type_id):
+def cls_token_types(ids: Any, cls_type_id: int | Any) -> Any:
   """Token types of concatenated examples: the [CLS] (first) position's type, 0 elsewhere."""
   first = tf.equal(tf.range(tf.shape(ids)[-1]), 0)
   return tf.broadcast_to(tf.where(first, cls_type_id, 0), tf.shape(ids))

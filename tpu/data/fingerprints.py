@@ -21,7 +21,10 @@ Example:
 
 import hashlib
 import os
+from collections.abc import Iterable
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 # Files up to this size are hashed (read whole), up to `HASH_TOTAL_BYTES` in all; the others are
 # compared by size and modification time.
@@ -68,14 +71,14 @@ def _sha256(path):
   return digest.hexdigest()
 
 
-def of_file(path, hash_it=None):
+def of_file(path: str, hash_it: bool | None = None) -> dict[str, Any]:
   """The fingerprint of one local or gs:// file (hashed if `hash_it`, else if at most `HASH_BYTES`)."""
   size, modified = _stat(path)
   hash_it = size <= HASH_BYTES if hash_it is None else hash_it
   return dict(path=path, size=size, modified=modified, sha256=_sha256(path) if hash_it else None)
 
 
-def of_files(paths):
+def of_files(paths: Iterable[str]) -> list[dict[str, Any]]:
   """The fingerprints of `paths`, in their order: files of at most `HASH_BYTES` are hashed, in order,
   while the bytes hashed stay within `HASH_TOTAL_BYTES` (a corpus of many small files is
   compared by size and time beyond that)."""
@@ -92,7 +95,7 @@ def of_files(paths):
           for path, (size, modified), digest in zip(paths, stats, digests, strict=True)]
 
 
-def same_file(before, after):
+def same_file(before: dict[str, Any], after: dict[str, Any]) -> bool:
   """Whether two fingerprints of a path are the same contents (see the module docstring)."""
   if before["size"] != after["size"]:
     return False
@@ -109,7 +112,7 @@ def _changed(before, after):
   return f"{after['path']} (the same size, modified since)"
 
 
-def changes(before, after):
+def changes(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> str:
   """'1 file(s) added: …; … removed: …; … changed: …' between two lists of fingerprints, or ''."""
   then = {item["path"]: item for item in before}
   now = {item["path"]: item for item in after}

@@ -43,14 +43,22 @@ Example:
   [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]
 """
 
+from __future__ import annotations
+
 import logging
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from typing import Any
 
 import tensorflow as tf
 
 from tpu.data import documents
 from tpu.data import records
 from tpu.data.source_registry import DataSource
+
+if TYPE_CHECKING:
+  from zoo.text import TextEncoder
 
 log = logging.getLogger("tpu.train")
 
@@ -64,7 +72,7 @@ def _pipeline_seed(seed, context):
   return seed + 1_000_003 * (context.input_pipeline_id if context else 0)
 
 
-def concatenated_text(dataset, text_encoder):
+def concatenated_text(dataset: Any, text_encoder: TextEncoder) -> Any:
   """Raw examples -> full-length examples: `input_word_ids`, `input_mask`, `input_type_ids` int32 `[T]`.
 
   Each text (`text_a`, then `text_b` when present) is a document; their tokens are
@@ -85,19 +93,22 @@ def _shard_counts(source):
   return {path: counts.get(os.path.basename(path)) for path in source.files}
 
 
-def reads_own_files(source, pipelines):
+def reads_own_files(source: DataSource, pipelines: int) -> bool:
   """Whether each of `pipelines` input pipelines reads its own record files (pipeline i the files
   i, i + n, ...): when there are as many files as pipelines or more and every pipeline's
   files hold an example. Otherwise every pipeline reads every file and keeps every n-th
   record, so none starves (empty or too few shards)."""
-  if pipelines <= 1 or len(source.files) < pipelines:
+  if pipelines <= 1:
+    return False
+  assert source.files is not None, "a source of record files"
+  if len(source.files) < pipelines:
     return False
   counts = list(_shard_counts(source).values())
   return all(any(count is None or count > 0 for count in counts[index::pipelines])
              for index in range(pipelines))
 
 
-def check_input(source, pipelines):
+def check_input(source: DataSource, pipelines: int) -> None:
   """Refuses training data that would leave one of `pipelines` input pipelines without an example
   (such a pipeline would wait for one for ever), naming the shards and their counts."""
   if source.files:
@@ -134,7 +145,7 @@ def _record_files(source, context, seed, shared_seed):
                        reshuffle_each_iteration=True), share_records
 
 
-def describe_share(source, context):
+def describe_share(source: DataSource, context: Any) -> str:
   """What input pipeline `context` reads of a source, for the log: its files or its records."""
   pipelines = context.num_input_pipelines if context else 1
   index = context.input_pipeline_id if context else 0
@@ -191,8 +202,9 @@ def _numbered_batches(examples, serialized, task, text_encoder, batch_size, *, d
   return batches.enumerate()
 
 
-def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, worker_name=None,
-                   capacities=None):
+def train_input_fn(source: DataSource | Any, task: Any, text_encoder: TextEncoder, batch_size: int, *,
+                   shuffle_buffer: int = 10000, seed: int = 0, worker_name: str | None = None,
+                   capacities: list[int] | None = None) -> Callable[..., Any]:
   """The `fn(input_context)` that `strategy.distribute_datasets_from_function` takes.
 
   Args:
@@ -224,8 +236,9 @@ def train_input_fn(source, task, text_encoder, batch_size, *, shuffle_buffer=100
   return input_fn
 
 
-def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=10000, seed=0, context=None,
-                  shared_seed=None, capacities=None):
+def train_dataset(source: DataSource | Any, task: Any, text_encoder: TextEncoder, batch_size: int, *,
+                  shuffle_buffer: int = 10000, seed: int = 0, context: Any = None,
+                  shared_seed: int | None = None, capacities: list[int] | None = None) -> Any:
   """Shuffled, repeated batches of `task.features`, `[batch_size, ...]`, remainder dropped.
 
   `source` is a `tpu.data.DataSource` (or, for raw text, its `dataset`); see
@@ -247,7 +260,7 @@ def train_dataset(source, task, text_encoder, batch_size, *, shuffle_buffer=1000
   return batches.prefetch(tf.data.AUTOTUNE)
 
 
-def bucketed(batches, batch_size, capacities):
+def bucketed(batches: Any, batch_size: int, capacities: list[int]) -> Any:
   """Batches regrouped by length: each of `batch_size` examples of one ladder length's bucket (the first whose
   capacity holds the example's real tokens, `zoo.models.bucketing`), in the order their buckets fill.
 
@@ -277,7 +290,8 @@ def _pad_batch(features, batch_size):
   return padded
 
 
-def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
+def eval_dataset(source: DataSource | Any, task: Any, text_encoder: TextEncoder, batch_size: int, *,
+                 seed: int = 0) -> Any:
   """Every example once, in batches of `batch_size` padded with examples of weight 0.
 
   MLM masking uses a fixed seed per batch, so evaluations of different checkpoints
@@ -296,7 +310,8 @@ def eval_dataset(source, task, text_encoder, batch_size, *, seed=0):
       tf.data.AUTOTUNE)
 
 
-def eval_input_fn(source, task, text_encoder, batch_size, *, seed=0):
+def eval_input_fn(source: DataSource | Any, task: Any, text_encoder: TextEncoder, batch_size: int, *,
+                  seed: int = 0) -> Callable[..., Any]:
   """The `fn(input_context)` of evaluation for `strategy.distribute_datasets_from_function`.
 
   Every input pipeline builds the same padded global batches as `eval_dataset` and keeps

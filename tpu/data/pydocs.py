@@ -37,6 +37,8 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Sequence
+from typing import Any
 
 from tpu.data.source_registry import DataSource
 from tpu.data.source_registry import Source
@@ -131,7 +133,7 @@ def _all_documents():
   return tuple(documents)
 
 
-def documents(split="train"):
+def documents(split: str = "train") -> list[tuple[str, str]]:
   """`[(name, text)]` of a split; a text's paragraphs are its lines."""
   if split not in SPLITS:
     raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
@@ -152,7 +154,7 @@ def _all_pairs():
   return tuple(pairs)
 
 
-def docstring_pairs(split="train"):
+def docstring_pairs(split: str = "train") -> list[tuple[str, str, str]]:
   """`[(name, summary, rest)]` of a split: the standard library's docstrings of two paragraphs or more, each
   summary and document distinct; split by module as `documents` is."""
   if split not in SPLITS:
@@ -160,7 +162,7 @@ def docstring_pairs(split="train"):
   return [(name, query, text) for name, query, text, module in _all_pairs() if _split_of(module) == split]
 
 
-def write_pairs(folder):
+def write_pairs(folder: str) -> dict[str, int]:
   """Writes `train.jsonl` (query, positive) and `validation/` in the BEIR layout (corpus.jsonl, queries.jsonl,
   qrels/dev.tsv); returns `{file: lines}`."""
   import json
@@ -184,7 +186,7 @@ def write_pairs(folder):
   return {name: text.count("\n") for name, text in files.items()}
 
 
-def dataset(split="train"):
+def dataset(split: str = "train") -> Any:
   """A `tf.data.Dataset` of `{"text_a": document}`."""
   import tensorflow as tf
   texts = [text for _, text in documents(split)]
@@ -201,7 +203,7 @@ class PydocsSource(Source):
   data_types = ("text", "pairs")
   splits = SPLITS
 
-  def load(self, target, split, *, data_type):
+  def load(self, target: str, split: str, *, data_type: str | None) -> DataSource:
     if data_type not in (None, "text", "pairs"):
       raise ValueError(f"{self.scheme} holds pre-training text without labels, or docstring pairs for the "
                        f"embed task; data_type must be 'text' or 'pairs', got {data_type!r}")
@@ -212,7 +214,7 @@ class PydocsSource(Source):
     return DataSource(dataset(split), "text", num_examples=len(documents(split)))
 
 
-def write_corpus(folder):
+def write_corpus(folder: str) -> dict[str, tuple[int, int]]:
   """Writes `train.txt` and `validation.txt` in BERT's format; returns `{split: (documents, bytes)}`."""
   from zoo.atomic_files import write_atomically
   written = {}
@@ -223,7 +225,7 @@ def write_corpus(folder):
   return written
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   p = argparse.ArgumentParser(prog="python -m tpu.pydocs", description=__doc__.split("\n\n")[0])
   p.add_argument("--out", metavar="DIR", help="folder for train.txt and validation.txt")
   p.add_argument("--pairs", metavar="DIR",

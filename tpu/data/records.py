@@ -13,10 +13,18 @@ special-token ids and the counts per shard and in all; `vocab.txt` is the vocabu
 See `tpu/pretraining_data.py` for how examples are made.
 """
 
+from __future__ import annotations
+
 import hashlib
 import os
 import sys
 import time
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import TypeVar
 
 from tpu.data import documents
 from tpu.data.source_registry import DataError
@@ -26,6 +34,13 @@ from tpu.data.source_registry import dangling_links
 from tpu.data.source_registry import matching_files
 from tpu.data.source_registry import missing_file
 from tpu.data.source_registry import register
+
+if TYPE_CHECKING:
+  import numpy as np
+
+  from zoo.text import TextEncoder
+
+T = TypeVar("T")
 
 METADATA_FILE = "metadata.json"
 FORMAT = "zoo-pretraining/1"
@@ -42,7 +57,7 @@ class StorageUnavailable(RuntimeError):
   every retry; the work done so far is kept for a rerun."""
 
 
-def is_transient(error):
+def is_transient(error: BaseException) -> bool:
   """Whether `error` is one storage gives and takes back (gs:// unavailable, a deadline, a reset
   connection), worth retrying, rather than a fault of the corpus."""
   import tensorflow as tf
@@ -63,7 +78,7 @@ RETRY_SECONDS = 300.0
 ERROR_CHARS = 100
 
 
-def brief(error):
+def brief(error: BaseException) -> str:
   """`'Type: text'` of an error, on one line of at most about `ERROR_CHARS` characters."""
   text = " ".join(str(error).split())
   if len(text) > ERROR_CHARS:
@@ -71,7 +86,7 @@ def brief(error):
   return f"{type(error).__name__}: {text}"
 
 
-def retrying(step, what, retry_seconds=None):
+def retrying(step: Callable[[], T], what: str, retry_seconds: float | None = None) -> T:
   """`step()`, again after transient storage errors (`is_transient`) with doubling waits (from
   `FIRST_WAIT_SECONDS`, at most `MAX_WAIT_SECONDS` each) while less than `retry_seconds` (default
   `RETRY_SECONDS`) have passed since the first; then `StorageUnavailable` naming `what`. Any other
@@ -100,15 +115,15 @@ def retrying(step, what, retry_seconds=None):
       wait, attempt = min(wait * 2, MAX_WAIT_SECONDS), attempt + 1
 
 
-def shard_name(index, count, compress):
+def shard_name(index: int, count: int, compress: bool) -> str:
   return f"{SHARD_PREFIX}-{index:05d}-of-{count:05d}.tfrecord" + (".gz" if compress else "")
 
 
-def input_files(patterns):
+def input_files(patterns: Iterable[str]) -> list[str]:
   """The files of local or `gs://` globs, sorted, without repeats; a pattern matching nothing, or a match
   that is a symbolic link whose target does not exist, is a `CorpusError` naming it."""
   import tensorflow as tf
-  files = []
+  files: list[str] = []
   for pattern in patterns:
     matched = sorted(path for path in tf.io.gfile.glob(os.path.expanduser(pattern))
                      if not tf.io.gfile.isdir(path))
@@ -121,7 +136,7 @@ def input_files(patterns):
   return files
 
 
-def serialize(ids):
+def serialize(ids: Sequence[int] | np.ndarray) -> bytes:
   """One `tf.train.Example` with the int64 feature `input_word_ids` (a list or a numpy vector)."""
   import tensorflow as tf
   # A list: protobuf converts numpy integers one by one, about 60 times slower.
@@ -130,12 +145,12 @@ def serialize(ids):
   return tf.train.Example(features=tf.train.Features(feature={FEATURE: feature})).SerializeToString()
 
 
-def vocab_checksum(tokens):
+def vocab_checksum(tokens: Iterable[str]) -> str:
   """SHA-256 of the vocabulary as written (one token per line)."""
   return hashlib.sha256("".join(f"{token}\n" for token in tokens).encode("utf-8")).hexdigest()
 
 
-def load_encoder(vocab_path, lower_case=None):
+def load_encoder(vocab_path: str, lower_case: bool | None = None) -> TextEncoder:
   """A `zoo.text.TextEncoder` of a vocabulary file or of a model directory; errors name the file.
 
   A model directory (a `python -m zoo.convert` output or a training run: `config.json`
@@ -182,13 +197,13 @@ def load_encoder(vocab_path, lower_case=None):
     raise CorpusError(message if message.startswith(where) else f"{where}: {message}") from None
 
 
-def tokenizer_settings(encoder):
+def tokenizer_settings(encoder: TextEncoder) -> dict[str, Any]:
   """The records' tokenizer settings for `metadata.json` (besides casing): special tokens, [CLS] type."""
   settings = encoder.settings()
   return {key: settings[key] for key in ("special_tokens", "cls_type_id", "max_chars_per_word")}
 
 
-def read_metadata(folder):
+def read_metadata(folder: str) -> dict[str, Any]:
   """The `metadata.json` of a pre-training data directory; errors name the file."""
   from zoo.model_dir import read_json
   path = os.path.join(folder, METADATA_FILE)
@@ -211,22 +226,22 @@ class RecordsSource(Source):
   options = frozenset({"data_type"})
   data_types = ("text",)
 
-  def load(self, target, split, *, data_type):
+  def load(self, target: str, split: str, *, data_type: str | None) -> DataSource:
     self.check_data_type(target, data_type)
     return load_records(target)
 
-  def input_files(self, target, data_dir=None):
+  def input_files(self, target: str, data_dir: str | None = None) -> list[str]:
     """The shards and the metadata.json beside them."""
     files = matching_files(target)
     return files + sorted({os.path.join(os.path.dirname(path), METADATA_FILE) for path in files})
 
 
-def spec_of(folder):
+def spec_of(folder: str) -> str:
   """The spec of the shards in `folder`."""
   return RecordsSource().spec(os.path.join(folder, f"{SHARD_PREFIX}-*"))
 
 
-def load_records(pattern):
+def load_records(pattern: str) -> DataSource:
   """Pre-tokenized shards and their metadata: a `DataSource` with `files` and `metadata`, no dataset."""
   files = matching_files(pattern)
   folders = sorted({os.path.dirname(path) for path in files})
@@ -245,7 +260,7 @@ def load_records(pattern):
                     num_examples=sum(counts[os.path.basename(path)] for path in files))
 
 
-def parse_records(records, seq_length, pad_id, cls_type_id=0):
+def parse_records(records: Any, seq_length: int, pad_id: int, cls_type_id: int = 0) -> dict[str, Any]:
   """Serialized `tf.train.Example`s `[B]` -> the encoder's int32 features `[B, T]` (core ops only).
 
   Token types are 0 but at [CLS] (the first position), which has `cls_type_id` (2 for

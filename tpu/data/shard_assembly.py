@@ -9,9 +9,15 @@ both counts named (`refusal`). Shards and metadata need only the chunks' indexes
 the order in which chunks were packed.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import struct
+from collections.abc import Iterable
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from typing import Any
 
 from tpu.data.chunk_packing import encoder_of
 from tpu.data.records import FORMAT
@@ -20,14 +26,17 @@ from tpu.data.records import vocab_checksum
 from zoo.atomic_files import atomic_path
 from zoo.atomic_files import write_atomically
 
+if TYPE_CHECKING:
+  from tpu.data.chunk_plan import Plan
 
-def refusal(plan, chunks):
+
+def refusal(plan: Plan, chunks: Iterable[dict[str, Any]]) -> str | None:
   """Why the packed chunks cannot make the shards (no text, fewer examples than shards), or None."""
   return refusal_of_counts(plan, sum(chunk["examples"] for chunk in chunks),
                            sum(sum(chunk["tokens"]) for chunk in chunks))
 
 
-def refusal_of_counts(plan, examples, tokens):
+def refusal_of_counts(plan: Plan, examples: int, tokens: int) -> str | None:
   """`refusal` from the corpus's examples and tokens in all."""
   if not tokens:
     return f"{plan.where()}: the corpus holds no text"
@@ -59,7 +68,7 @@ def _records(path, start, count):
       file.read(4)
 
 
-def chunk_offsets(counts):
+def chunk_offsets(counts: Iterable[tuple[int, int]]) -> dict[int, int]:
   """`{chunk: the global ordinal of its first example}` from `[(chunk, examples), ...]` in any order."""
   offsets, total = {}, 0
   for chunk, examples in sorted(counts):
@@ -68,7 +77,8 @@ def chunk_offsets(counts):
   return offsets
 
 
-def shard_pieces(plan, chunk, offset, shards=None):
+def shard_pieces(plan: Plan, chunk: dict[str, Any], offset: int,
+                 shards: Iterable[int] | None = None) -> Iterator[tuple[int, tuple[int, int, int]]]:
   """`(shard, (chunk, byte start, records))` of each shard's group in one packed chunk whose first example
   has the global ordinal `offset` (for the shards in `shards`, default every shard)."""
   for shard in range(plan.shards) if shards is None else shards:
@@ -77,7 +87,7 @@ def shard_pieces(plan, chunk, offset, shards=None):
       yield shard, (chunk["chunk"], chunk["starts"][group], chunk["counts"][group])
 
 
-def write_shard_pieces(plan, shard, pieces):
+def write_shard_pieces(plan: Plan, shard: int, pieces: Iterable[tuple[int, int, int]]) -> None:
   """Writes shard `shard` from its pieces `(chunk, byte start, records)` (any order: written in chunk
   order), through a temporary file beside it."""
   import tensorflow as tf
@@ -89,7 +99,7 @@ def write_shard_pieces(plan, shard, pieces):
         writer.write(record)
 
 
-def write_shard(plan, shard, chunks):
+def write_shard(plan: Plan, shard: int, chunks: Iterable[dict[str, Any]]) -> None:
   """Writes shard `shard` from the packed chunks' indexes (step 3)."""
   chunks = sorted(chunks, key=lambda chunk: chunk["chunk"])
   pieces = [piece for chunk, offset in zip(chunks, _offsets(chunks), strict=True)
@@ -97,10 +107,11 @@ def write_shard(plan, shard, chunks):
   write_shard_pieces(plan, shard, pieces)
 
 
-def metadata_of(plan, chunks):
+def metadata_of(plan: Plan, chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
   """`metadata.json`'s contents, from the packed chunks' indexes alone."""
   chunks = sorted(chunks, key=lambda chunk: chunk["chunk"])
-  per_shard = [dict(file=name, examples=0, full_examples=0, tokens=0) for name in plan.names]
+  per_shard: list[dict[str, Any]] = [dict(file=name, examples=0, full_examples=0, tokens=0)
+                                     for name in plan.names]
   for chunk, offset in zip(chunks, _offsets(chunks), strict=True):
     for shard, entry in enumerate(per_shard):
       group = (shard - offset) % plan.shards
@@ -123,7 +134,7 @@ def metadata_of(plan, chunks):
   return metadata
 
 
-def finish(plan, chunks):
+def finish(plan: Plan, chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
   """Writes `vocab.txt` and `metadata.json`, then removes the work folder; returns the metadata."""
   import tensorflow as tf
 

@@ -47,8 +47,16 @@ On Beam a step that gives up (either error) leaves its message in the work folde
 has run, so every other chunk and shard is finished and kept.
 """
 
+from __future__ import annotations
+
+import functools
 import sys
 import time
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Protocol
 
 from tpu.data.chunk_packing import pack_chunk
 from tpu.data.chunk_packing import packed_chunk
@@ -64,6 +72,19 @@ from tpu.data.shard_assembly import finish
 from tpu.data.shard_assembly import refusal
 from tpu.data.shard_assembly import write_shard
 
+if TYPE_CHECKING:
+  from tpu.data.chunk_plan import Plan
+
+
+class Engine(Protocol):
+  """What runs a plan's steps: `LocalEngine` (this process) or `tpu.data.beam_writer.BeamEngine`."""
+
+  name: str
+
+  def pack_and_write(self, plan: Plan, todo: list[int]) -> list[dict[str, Any]]:
+    """Every chunk's index (packing those not packed yet), after writing the shards `todo`."""
+    ...
+
 
 class _Progress:
   """Bytes read (or documents), tokens per second and the ETA on stderr."""
@@ -75,19 +96,21 @@ class _Progress:
     self.started = time.monotonic()
     self.tokens = 0
 
-  def update(self, amount, tokens):
+  def update(self, amount: int, tokens: int) -> None:
     self.tokens += tokens
     rate = self.tokens / max(time.monotonic() - self.started, 1e-9)
     self.bar.set_postfix_str(f"{self.tokens:,} tokens, {rate:,.0f} tokens/s", refresh=False)
     self.bar.update(amount)
 
-  def close(self):
+  def close(self) -> None:
     self.bar.close()
 
 
-def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case=None, compress=False,
-                           text_key="text", split="train", data_dir=None, progress=True, chunk_mb=CHUNK_MB,
-                           documents="blank-line", overwrite=False, retry_seconds=RETRY_SECONDS):
+def write_pretraining_data(inputs: Sequence[str], vocab: str, seq_length: int, out: str, shards: int, *,
+                           lower_case: bool | None = None, compress: bool = False, text_key: str = "text",
+                           split: str = "train", data_dir: str | None = None, progress: bool = True,
+                           chunk_mb: float = CHUNK_MB, documents: str = "blank-line", overwrite: bool = False,
+                           retry_seconds: float = RETRY_SECONDS) -> dict[str, Any]:
   """Writes the shards, `vocab.txt` and `metadata.json` in this process (see the module docstring).
 
   Args:
@@ -121,7 +144,7 @@ def write_pretraining_data(inputs, vocab, seq_length, out, shards, *, lower_case
   return run(plan, LocalEngine(progress))
 
 
-def run(plan, engine):
+def run(plan: Plan, engine: Engine) -> dict[str, Any]:
   """The steps of a planned run on `engine`, one sequence for both engines: what an interrupted run
   left is reported and kept (`report_kept`); the engine packs the chunks not packed yet and writes
   the shards not written yet, unless the chunks cannot fill them; then a refusal discards the work,
@@ -145,20 +168,20 @@ class LocalEngine:
 
   name = "this process"
 
-  def __init__(self, progress=True):
+  def __init__(self, progress: bool = True) -> None:
     self.progress = progress
 
-  def pack_and_write(self, plan, todo):
+  def pack_and_write(self, plan: Plan, todo: Iterable[int]) -> list[dict[str, Any]]:
     """Every chunk's index (packing those not packed yet); then the shards `todo`, if the chunks fill them."""
     bar = _Progress(plan.corpus_bytes(), "doc" if plan.tfds else "B") if self.progress else None
-    chunks = []
+    chunks: list[dict[str, Any]] = []
     try:
       for index in range(len(plan.chunks)):
-        chunk = retrying(lambda index=index: packed_chunk(plan, index),
+        chunk = retrying(functools.partial(packed_chunk, plan, index),
                          f"reading {plan.chunk_path(index, 'json')}", plan.retry_seconds)
         if chunk is not None and bar is not None:
           bar.update(plan.piece_bytes(index), sum(chunk["tokens"]))
-        chunks.append(chunk or retrying(lambda index=index: pack_chunk(plan, index, bar),
+        chunks.append(chunk or retrying(functools.partial(pack_chunk, plan, index, bar),
                                         f"packing chunk {index} ({plan.chunk_where(index)})",
                                         plan.retry_seconds))
     except CorpusError as error:   # a fault of the corpus: the chunks packed before it stay
@@ -170,6 +193,6 @@ class LocalEngine:
         bar.close()
     if refusal(plan, chunks) is None:
       for shard in todo:
-        retrying(lambda shard=shard: write_shard(plan, shard, chunks), f"writing {plan.shard_path(shard)}",
+        retrying(functools.partial(write_shard, plan, shard, chunks), f"writing {plan.shard_path(shard)}",
                  plan.retry_seconds)
     return chunks

@@ -11,6 +11,10 @@ the sources without it).
 """
 
 import dataclasses
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeVar
 
 from zoo.lazy import lazy_module
 
@@ -19,7 +23,7 @@ tf = lazy_module("tensorflow")
 # What a source's examples are (`DataSource.data_type`); a task reads one of them (`Task.data_type`).
 DATA_TYPES = ("classification", "regression", "text", "tagging", "question_answering", "multiple_choice",
               "pairs", "retrieval")
-SOURCES = {}
+SOURCES: dict[str, "Source"] = {}
 
 # Every option of `load`, with its default: a source takes the ones it declares in
 # `Source.options`; any other one set to a non-default value is an error.
@@ -36,7 +40,7 @@ class DataError(ValueError):
     line: the 1-based line number, or None when the problem is not on one line.
   """
 
-  def __init__(self, path, line, message):
+  def __init__(self, path: str, line: int | None, message: str) -> None:
     self.path = path
     self.line = line
     location = f"{path}:{line}" if line is not None else f"{path}"
@@ -63,7 +67,7 @@ class DataSource:
     metadata: the shards' `metadata.json` (`tpu.data.records`), else None.
   """
 
-  dataset: object
+  dataset: Any
   data_type: str
   label_names: list | None = None
   sentence_pair: bool = False
@@ -74,9 +78,10 @@ class DataSource:
   metadata: dict | None = None
 
   @property
-  def num_classes(self):
+  def num_classes(self) -> int | None:
     """Width of the head's output: len(label_names) for classification, 1 for regression, else None."""
     if self.data_type == "classification":
+      assert self.label_names is not None, "a classification source names its classes"
       return len(self.label_names)
     return 1 if self.data_type == "regression" else None
 
@@ -102,33 +107,36 @@ class Source:
   usage = ""
   description = ""
   target = "required"
-  options = frozenset()
-  data_types = ()
-  splits = None
+  options: frozenset[str] = frozenset()
+  data_types: tuple[str, ...] = ()
+  splits: tuple[str, ...] | None = None
   typed_by_caller = False
   reads_files = False
 
-  def load(self, target, split, **options):
+  def load(self, target: str, split: str, *args: Any, **options: Any) -> DataSource:
     """The `DataSource` of `scheme:target`; `options` holds the declared options only."""
     raise NotImplementedError
 
-  def input_files(self, target, data_dir=None):
+  def input_files(self, target: str, data_dir: str | None = None) -> list[str] | None:
     """The files `scheme:target` reads, sorted (a resumed run fingerprints them:
     `tpu.data.fingerprints`), or None for a source that reads none of the user's (generated data)."""
     return matching_files(target) if self.reads_files else None
 
-  def check_data_type(self, target, data_type):
+  def check_data_type(self, target: str, data_type: str | None) -> None:
     """Refuses a `data_type` this source does not yield (None: its own)."""
     if data_type not in (None, *self.data_types):
       raise ValueError(f"{self.spec(target)} holds {' or '.join(self.data_types)} data; data_type "
                        f"{data_type!r} does not apply")
 
-  def spec(self, target=""):
+  def spec(self, target: str = "") -> str:
     """The spec string of `target` for this source."""
     return f"{self.scheme}:{target}" if self.target == "required" else self.scheme
 
 
-def register(cls):
+SourceType = TypeVar("SourceType", bound=Source)
+
+
+def register(cls: type[SourceType]) -> type[SourceType]:
   """Class decorator: registers a `Source` subclass under its scheme."""
   if not cls.scheme or cls.scheme in SOURCES:
     raise ValueError(f"a source needs a new, non-empty scheme; got {cls.scheme!r} (taken: {sorted(SOURCES)})")
@@ -140,17 +148,17 @@ def register(cls):
   return cls
 
 
-def unregister(scheme):
+def unregister(scheme: str) -> None:
   """Removes a source (for tests that register a source of their own)."""
   SOURCES.pop(scheme)
 
 
-def usages():
+def usages() -> list[str]:
   """The registered spec forms, e.g. ['tfds:NAME[/CONFIG]', 'tsv:PATH', ...]."""
   return [source.usage for source in SOURCES.values()]
 
 
-def source_of(spec):
+def source_of(spec: str) -> Source:
   """The `Source` of a spec; a ValueError lists the registered ones."""
   scheme = spec.partition(":")[0]
   if scheme not in SOURCES:
@@ -158,7 +166,7 @@ def source_of(spec):
   return SOURCES[scheme]
 
 
-def load(spec, split="train", **options):
+def load(spec: str, split: str = "train", **options: Any) -> DataSource:
   """Returns the `DataSource` of a spec (see `tpu.data` for the specs).
 
   Args:
@@ -204,12 +212,13 @@ def load(spec, split="train", **options):
   return dataclasses.replace(result, spec=spec, split=split if source.splits is not None else None)
 
 
-def input_files(spec, data_dir=None):
+def input_files(spec: str, data_dir: str | None = None) -> list[str] | None:
   """The files the data spec reads (`Source.input_files`), or None."""
   return source_of(spec).input_files(spec.partition(":")[2], data_dir=data_dir)
 
 
-def check_same_labels(spec, source, label_names, num_classes):
+def check_same_labels(spec: str, source: DataSource, label_names: Sequence[str] | None,
+                      num_classes: int | None) -> None:
   """Refuses `label_names` / `num_classes` given for a dataset whose classes are fixed but differ."""
   if label_names is not None and list(label_names) != source.label_names:
     raise ValueError(f"{spec} has label names {source.label_names}, not the label_names given: {label_names}")
@@ -217,7 +226,8 @@ def check_same_labels(spec, source, label_names, num_classes):
     raise ValueError(f"{spec} has {source.num_classes} classes, not num_classes={num_classes}")
 
 
-def from_columns(texts, data_type, labels=None, label_names=None):
+def from_columns(texts: Sequence[Sequence[str]], data_type: str, labels: Any = None,
+                 label_names: list[str] | None = None) -> DataSource:
   """A DataSource from Python lists of text (one or two) and a numpy array of labels."""
   tensors = {"text_a": tf.constant(texts[0], tf.string)}
   if len(texts) == 2:
@@ -228,7 +238,7 @@ def from_columns(texts, data_type, labels=None, label_names=None):
                     sentence_pair=len(texts) == 2, num_examples=len(texts[0]))
 
 
-def text_columns_tuple(text_columns):
+def text_columns_tuple(text_columns: str | Sequence[str] | None) -> tuple[str, ...] | None:
   """One or two column names as a tuple (None stays None); a ValueError otherwise."""
   if text_columns is None:
     return None
@@ -238,7 +248,7 @@ def text_columns_tuple(text_columns):
   return columns
 
 
-def missing_file(path, listed=False):
+def missing_file(path: str, listed: bool = False) -> str:
   """Why the file `path` is not there, for a message after its name: a symbolic link whose target does not
   exist names its target; else no file has the name (`listed`: it was listed a moment ago, so it was
   removed since)."""
@@ -248,13 +258,13 @@ def missing_file(path, listed=False):
   return "no such file (removed since it was listed)" if listed else "no such file"
 
 
-def dangling_links(paths):
+def dangling_links(paths: Iterable[str]) -> list[str]:
   """The local paths among `paths` that are symbolic links whose targets do not exist."""
   import os
   return [path for path in paths if "://" not in path and os.path.islink(path) and not os.path.exists(path)]
 
 
-def read_utf8(path):
+def read_utf8(path: str) -> str:
   """The text of a UTF-8 file (a BOM dropped); `DataError` names the file, and the line of a bad byte, or
   why it cannot be read (a dangling symbolic link, no such file, no permission)."""
   if not tf.io.gfile.exists(path):
@@ -272,7 +282,7 @@ def read_utf8(path):
     raise DataError(path, data.count(b"\n", 0, e.start) + 1, f"not valid UTF-8 ({e.reason})") from e
 
 
-def json_lines(path, content=None):
+def json_lines(path: str, content: str | None = None) -> list[tuple[int, dict[str, Any]]]:
   """`[(line number, object)]` of a JSON-lines file (blank lines skipped); `DataError` names the line of
   invalid JSON or of a value that is not an object, and an empty file. `content`: the file's text, if
   read already."""
@@ -294,7 +304,7 @@ def json_lines(path, content=None):
   return rows
 
 
-def matching_files(pattern):
+def matching_files(pattern: str) -> list[str]:
   """The files of a local or `gs://` glob, sorted; `DataError` when none matches, or naming a match that
   is a symbolic link whose target does not exist."""
   import os

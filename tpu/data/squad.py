@@ -13,6 +13,7 @@ entry without its fields, an answer outside its context).
 import dataclasses
 import json
 import os
+from typing import Any
 
 from tpu.data import tfds_datasets
 from tpu.data.source_registry import DataError
@@ -44,7 +45,7 @@ class SquadSource(Source):
   options = frozenset({"data_type"})
   data_types = (QUESTION_ANSWERING,)
 
-  def load(self, target, split, *, data_type):
+  def load(self, target: str, split: str, *, data_type: str | None) -> QuestionAnsweringSource:
     if data_type not in (None, QUESTION_ANSWERING):
       raise ValueError(f"{self.spec(target)} holds {QUESTION_ANSWERING} data; data_type {data_type!r} does "
                        "not apply")
@@ -56,10 +57,11 @@ class _TfdsSquad:
 
   data_type = QUESTION_ANSWERING
 
-  def __init__(self, unanswerable):
+  def __init__(self, unanswerable: bool) -> None:
     self.unanswerable = unanswerable
 
-  def load(self, name, split, *, data_dir, download, shuffle_files, data_type=None, **unused):
+  def load(self, name: str, split: str, *, data_dir: str | None, download: bool, shuffle_files: bool,
+         data_type: str | None = None, **unused: Any) -> QuestionAnsweringSource:
     if data_type not in (None, QUESTION_ANSWERING):
       raise ValueError(f"{tfds_datasets.spec_of(name)} holds {QUESTION_ANSWERING} data; data_type "
                        f"{data_type!r} does not apply")
@@ -89,7 +91,7 @@ tfds_datasets.register_dataset("squad/v1.1", _TfdsSquad(unanswerable=False))
 tfds_datasets.register_dataset("squad/v2.0", _TfdsSquad(unanswerable=True))
 
 
-def load_squad_json(path):
+def load_squad_json(path: str) -> QuestionAnsweringSource:
   text = read_utf8(path)
   try:
     content = json.loads(text)
@@ -97,7 +99,8 @@ def load_squad_json(path):
     raise DataError(path, e.lineno, f"invalid JSON: {e.msg} (column {e.colno})") from e
   if not isinstance(content, dict) or not isinstance(content.get("data"), list):
     raise DataError(path, 1, "expected SQuAD's format: an object whose \"data\" is a list of articles")
-  columns = dict(text_a=[], text_b=[], id=[], answers=[], answer_starts=[], is_impossible=[])
+  columns: dict[str, list[Any]] = dict(text_a=[], text_b=[], id=[], answers=[], answer_starts=[],
+                                       is_impossible=[])
   counts = []
   unanswerable = False
   for article_index, article in enumerate(content["data"]):

@@ -25,11 +25,13 @@ import io
 import math
 import os
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
 from tpu.data import tagged
 from tpu.data.source_registry import DataError
+from tpu.data.source_registry import DataSource
 from tpu.data.source_registry import Source
 from tpu.data.source_registry import from_columns
 from tpu.data.source_registry import json_lines
@@ -44,11 +46,13 @@ DEFAULT_LABEL_COLUMN = "label"
 
 class _Table(Source):
   options = frozenset({"text_columns", "label_column", "data_type", "label_names", "num_classes"})
-  data_types = ("classification", "regression", "text")
+  data_types: tuple[str, ...] = ("classification", "regression", "text")
   typed_by_caller = True
   reads_files = True
 
-  def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
+  def load(self, target: str, split: str, *, text_columns: str | Sequence[str] | None,
+           label_column: str | None, data_type: str | None, label_names: Sequence[str] | None,
+           num_classes: int | None) -> DataSource:
     if data_type not in (None, *self.data_types):
       raise ValueError(f"{self.spec(target)} holds one of {self.data_types} data, not {data_type!r}")
     return load_table(self.scheme, target, text_columns_tuple(text_columns),
@@ -64,7 +68,9 @@ class TsvSource(_Table):
                  "with --task embed)")
   data_types = ("classification", "regression", "text", "pairs")
 
-  def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
+  def load(self, target: str, split: str, *, text_columns: str | Sequence[str] | None,
+           label_column: str | None, data_type: str | None, label_names: Sequence[str] | None,
+           num_classes: int | None) -> DataSource:
     if data_type == "pairs":   # imported here: its sources register after the tables'
       from tpu.data import text_pairs
       return text_pairs.load_tsv(target)
@@ -87,7 +93,9 @@ class JsonlSource(_Table):
                  "multiple_choice, text pairs with --task embed)")
   data_types = ("classification", "regression", "text", "tagging", "multiple_choice", "pairs")
 
-  def load(self, target, split, *, text_columns, label_column, data_type, label_names, num_classes):
+  def load(self, target: str, split: str, *, text_columns: str | Sequence[str] | None,
+           label_column: str | None, data_type: str | None, label_names: Sequence[str] | None,
+           num_classes: int | None) -> DataSource:
     if data_type == "multiple_choice":   # imported here: its sources register after the tables'
       from tpu.data import choice_questions
       return choice_questions.load_jsonl(target)
@@ -102,7 +110,8 @@ class JsonlSource(_Table):
                         data_type=data_type, label_names=label_names, num_classes=num_classes)
 
 
-def load_table(kind, path, text_columns, label_column, data_type, label_names, num_classes):
+def load_table(kind: str, path: str, text_columns: tuple[str, ...] | None, label_column: str, data_type: str,
+               label_names: Sequence[str] | None, num_classes: int | None) -> DataSource:
   """The `DataSource` of a table file (see the module docstring)."""
   path = os.path.expanduser(path)
   content = read_utf8(path)
@@ -120,7 +129,7 @@ def load_table(kind, path, text_columns, label_column, data_type, label_names, n
     for name in needed:
       if name not in columns:
         raise DataError(path, first_line, f"no column {name!r}; the columns are {columns}")
-  texts = [[] for _ in text_columns]
+  texts: list[list[str]] = [[] for _ in text_columns]
   raw_labels = []
   for line, row in rows:
     for name in needed:
@@ -136,8 +145,8 @@ def load_table(kind, path, text_columns, label_column, data_type, label_names, n
   if data_type == "regression":
     return from_columns(texts, data_type, _regression_labels(path, raw_labels))
   if data_type == "classification":
-    labels, label_names = _class_labels(path, raw_labels, label_names, num_classes)
-    return from_columns(texts, data_type, labels, label_names)
+    labels, names = _class_labels(path, raw_labels, label_names, num_classes)
+    return from_columns(texts, data_type, labels, names)
   return from_columns(texts, data_type)
 
 

@@ -26,6 +26,10 @@ validation file), invalid JSON. Tag names are sorted when not given.
 import dataclasses
 import os
 import re
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
 
 from tpu.data import tfds_datasets
 from tpu.data.source_registry import DataError
@@ -45,10 +49,12 @@ OUTSIDE = "O"
 # The schemes and the prefixes each uses (besides "O").
 TAG_SCHEMES = {"iob1": "BI", "iob2": "BI", "iobes": "BIES", "bilou": "BILU"}
 _TAG = re.compile(r"([BIESLU])-(.+)")
+# A sentence as read: `(its first line, words, [(line, tag)])`.
+Sentence = tuple[int, list[str], list[tuple[int, str]]]
 _KNOWN_PREFIXES = "tags are O or B-, I-, E-, S-, L-, U- followed by a type (IOB1, IOB2, IOBES, BILOU)"
 
 
-def split_tag(tag):
+def split_tag(tag: str) -> tuple[str, str | None] | None:
   """`(prefix, type)` of a tag: `("B", "PER")` for "B-PER", `("O", None)` for "O"; None for other tags."""
   if tag == OUTSIDE:
     return OUTSIDE, None
@@ -56,7 +62,7 @@ def split_tag(tag):
   return (match.group(1), match.group(2)) if match else None
 
 
-def detect_scheme(sentences):
+def detect_scheme(sentences: Iterable[Iterable[str]]) -> str:
   """The tag scheme of sentences of tag strings (see the module docstring).
 
   Raises:
@@ -65,7 +71,7 @@ def detect_scheme(sentences):
   prefixes = set()
   starts_inside = False
   for tags in sentences:
-    previous = (OUTSIDE, None)
+    previous: tuple[str, str | None] = (OUTSIDE, None)
     for tag in tags:
       split = split_tag(tag)
       if split is None:
@@ -99,14 +105,16 @@ class ConllSource(Source):
   reads_files = True
   data_types = (TAGGING,)
 
-  def load(self, target, split, *, data_type, label_names):
+  def load(self, target: str, split: str, *, data_type: str | None,
+         label_names: Sequence[str] | None) -> TaggedSource:
     if data_type not in (None, TAGGING):
       raise ValueError(f"{self.spec(target)} holds {TAGGING} data; data_type {data_type!r} does not apply")
     path = os.path.expanduser(target)
     return tagged_source(path, parse_conll(path), label_names)
 
 
-def load_jsonl(path, *, words_key=None, tags_key=None, label_names=None):
+def load_jsonl(path: str, *, words_key: str | None = None, tags_key: str | None = None,
+               label_names: Sequence[str] | None = None) -> TaggedSource:
   """The `DataSource` of a JSON-lines file of tagged sentences."""
   sentences = parse_tagged_jsonl(path, words_key or DEFAULT_WORDS_KEY, tags_key or DEFAULT_TAGS_KEY)
   return tagged_source(path, sentences, label_names)
@@ -118,7 +126,8 @@ class _Conll2003:
   data_type = TAGGING
   splits = {"train": "train", "validation": "dev", "dev": "dev", "test": "test"}
 
-  def load(self, name, split, *, label_names, data_dir, download, shuffle_files, data_type=None, **unused):
+  def load(self, name: str, split: str, *, label_names: Sequence[str] | None, data_dir: str | None,
+         download: bool, shuffle_files: bool, data_type: str | None = None, **unused: Any) -> TaggedSource:
     if data_type not in (None, TAGGING):
       raise ValueError(f"{tfds_datasets.spec_of(name)} holds {TAGGING} data; data_type {data_type!r} does "
                        "not apply")
@@ -143,13 +152,17 @@ class _Conll2003:
 tfds_datasets.register_dataset("conll2003", _Conll2003())
 
 
-def parse_conll(path):
+def parse_conll(path: str) -> list[Sentence]:
   """[(line, words, tags)] of a CoNLL file, `line` the sentence's first line."""
-  sentences, words, tags, first = [], [], [], None
+  sentences: list[Sentence] = []
+  words: list[str] = []
+  tags: list[tuple[int, str]] = []
+  first: int | None = None
   for number, text in enumerate(read_utf8(path).split("\n"), start=1):
     fields = text.split()
     if not fields or fields[0] == "-DOCSTART-":
       if words:
+        assert first is not None
         sentences.append((first, words, tags))
       words, tags, first = [], [], None
       continue
@@ -160,6 +173,7 @@ def parse_conll(path):
     words.append(fields[0])
     tags.append((number, fields[-1]))
   if words:
+    assert first is not None
     sentences.append((first, words, tags))
   if not sentences:
     raise DataError(path, 1, "no sentences: expected one word and its tag per line, blank lines between "
@@ -167,7 +181,7 @@ def parse_conll(path):
   return sentences
 
 
-def parse_tagged_jsonl(path, words_key, tags_key):
+def parse_tagged_jsonl(path: str, words_key: str, tags_key: str) -> list[Sentence]:
   sentences = []
   for number, record in json_lines(path):
     for key in (words_key, tags_key):
@@ -184,7 +198,8 @@ def parse_tagged_jsonl(path, words_key, tags_key):
   return sentences
 
 
-def tagged_source(path, sentences, label_names):
+def tagged_source(path: str, sentences: Sequence[Sentence],
+                  label_names: Sequence[str] | None) -> TaggedSource:
   for _, _, tags in sentences:
     for line, tag in tags:
       if split_tag(tag) is None:
@@ -211,7 +226,7 @@ def tagged_source(path, sentences, label_names):
   return TaggedSource(dataset, TAGGING, list(label_names), num_examples=len(sentences), tag_scheme=scheme)
 
 
-def ragged(dataset, keys):
+def ragged(dataset: Any, keys: Collection[str]) -> Any:
   """The list-valued `keys` of each example as (rank-0-ragged) ragged tensors, as file sources give them.
 
   Examples with ragged fields batch into `[B, (n)]` ragged tensors with `Dataset.batch`,

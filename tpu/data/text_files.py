@@ -36,7 +36,7 @@ class TextFilesSource(Source):
   reads_files = True
   data_types = ("text",)
 
-  def load(self, target, split, *, data_type, documents):
+  def load(self, target: str, split: str, *, data_type: str | None, documents: str | None) -> DataSource:
     from tpu.data import corpus_reading
     self.check_data_type(target, data_type)
     documents = corpus_reading.check_documents(documents or DEFAULT_DOCUMENTS)

@@ -33,6 +33,8 @@ Example:
 
 import dataclasses
 import os
+from collections.abc import Iterable
+from collections.abc import Sequence
 
 from tpu.data.source_registry import DataError
 from tpu.data.source_registry import DataSource
@@ -49,6 +51,9 @@ RETRIEVAL = "retrieval"
 QUERY_KEYS = ("query", "anchor")
 BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
 BEIR_SPLITS = dict(train=("train",), validation=("dev", "test"), test=("test",))
+
+# A pair as read: `((file, line), query, positive, negative or None)`.
+PairRow = tuple[tuple[str, int | None], str, str, str | None]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -83,7 +88,7 @@ def _text(file, line, record, key, required=True):
   return value
 
 
-def pairs_source(path, rows):
+def pairs_source(path: str, rows: Sequence[PairRow]) -> PairsSource:
   """The `PairsSource` of `rows` `[((file, line), query, positive, negative or None)]`; refuses a dataset
   where some rows have a negative and others not."""
   if not rows:
@@ -102,7 +107,7 @@ def pairs_source(path, rows):
                      rows=tuple(rows), has_negatives=has_negatives)
 
 
-def load_jsonl(path):
+def load_jsonl(path: str) -> PairsSource:
   """The pairs of a JSON-lines file (see the module docstring)."""
   path = os.path.expanduser(path)
   rows = []
@@ -113,7 +118,7 @@ def load_jsonl(path):
   return pairs_source(path, rows)
 
 
-def load_tsv(path):
+def load_tsv(path: str) -> PairsSource:
   """The pairs of a TSV file: two or three columns per line, an optional header (module docstring)."""
   path = os.path.expanduser(path)
   rows, first = [], True
@@ -134,7 +139,8 @@ def load_tsv(path):
   return pairs_source(path, rows)
 
 
-def retrieval_source(queries, documents, query_ids, document_ids, relevant):
+def retrieval_source(queries: Sequence[str], documents: Sequence[str], query_ids: Sequence[str],
+                     document_ids: Sequence[str], relevant: Iterable[Iterable[int]]) -> RetrievalSource:
   """A `RetrievalSource` whose elements are the queries, then the documents."""
   texts = list(queries) + list(documents)
   dataset = tf.data.Dataset.from_tensor_slices(dict(text=tf.constant(texts, tf.string),
@@ -144,7 +150,7 @@ def retrieval_source(queries, documents, query_ids, document_ids, relevant):
                          document_ids=tuple(document_ids), relevant=tuple(tuple(r) for r in relevant))
 
 
-def retrieval_set(source):
+def retrieval_set(source: DataSource) -> RetrievalSource:
   """A retrieval set from held-out pairs: the distinct queries, the distinct positives and negatives as the
   corpus, and each query's positives as its relevant documents. A `RetrievalSource` is returned as it is."""
   if isinstance(source, RetrievalSource):
@@ -152,7 +158,9 @@ def retrieval_set(source):
   if not isinstance(source, PairsSource):
     raise ValueError(f"{source.spec}: the embed task evaluates on pairs or a retrieval set (beir:DIR), not "
                      f"{source.data_type} data")
-  queries, documents, relevant = {}, {}, {}
+  queries: dict[str, int] = {}
+  documents: dict[str, int] = {}
+  relevant: dict[int, list[int]] = {}
   for _, query, positive, negative in source.rows:
     q = queries.setdefault(query, len(queries))
     d = documents.setdefault(positive, len(documents))
@@ -210,7 +218,7 @@ def _qrels(path, queries, corpus):
   return {query: documents for query, documents in judged.items() if documents}
 
 
-def beir_qrels_file(folder, split):
+def beir_qrels_file(folder: str, split: str) -> str:
   """The qrels file of `split` in a BEIR folder (the first of `BEIR_SPLITS[split]` that exists)."""
   names = BEIR_SPLITS.get(split, (split,))
   for name in names:
@@ -222,7 +230,7 @@ def beir_qrels_file(folder, split):
                   "{train,dev,test}.tsv")
 
 
-def load_beir(folder, split):
+def load_beir(folder: str, split: str) -> PairsSource | RetrievalSource:
   """The pairs (split "train") or the retrieval set (other splits) of a BEIR folder."""
   folder = os.path.expanduser(folder)
   for name in BEIR_FILES:
@@ -256,10 +264,10 @@ class BeirSource(Source):
   splits = ("train", "validation", "test")
   reads_files = True
 
-  def load(self, target, split):
+  def load(self, target: str, split: str) -> DataSource:
     return load_beir(target, split)
 
-  def input_files(self, target, data_dir=None):
+  def input_files(self, target: str, data_dir: str | None = None) -> list[str]:
     folder = os.path.expanduser(target)
     qrels = sorted(tf.io.gfile.glob(os.path.join(folder, "qrels", "*.tsv")))
     return [os.path.join(folder, name) for name in BEIR_FILES] + qrels

@@ -12,10 +12,15 @@ available by name) and the labelled test split for imdb_reviews and ag_news_subs
 which have no validation split. GLUE test splits are refused: their labels are all -1.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import logging
 import os
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 from tpu.data.source_registry import DataSource
 from tpu.data.source_registry import Source
@@ -23,6 +28,9 @@ from tpu.data.source_registry import check_same_labels
 from tpu.data.source_registry import register
 from tpu.data.source_registry import text_columns_tuple
 from zoo.lazy import lazy_module
+
+if TYPE_CHECKING:
+  from tpu.data.source_registry import DataError
 
 tf = lazy_module("tensorflow")
 
@@ -50,8 +58,9 @@ class TextDataset:
   splits: dict = dataclasses.field(default_factory=lambda: dict(TRAIN_VALIDATION))
   label_feature: str = "label"
 
-  def load(self, name, split, *, text_columns, label_column, data_type, label_names, num_classes, data_dir,
-           download, shuffle_files):
+  def load(self, name: str, split: str, *, text_columns: str | Sequence[str] | None, label_column: str | None,
+         data_type: str | None, label_names: Sequence[str] | None, num_classes: int | None,
+         data_dir: str | None, download: bool, shuffle_files: bool) -> DataSource:
     builder = tfds_builder(name, data_dir)
     tfds_split = split_name(name, split, self.splits)
     features = builder.info.features
@@ -83,7 +92,7 @@ class TextDataset:
     return source
 
 
-DATASETS = {
+DATASETS: dict[str, Any] = {
     "glue/cola": TextDataset(("sentence",)),
     "glue/sst2": TextDataset(("sentence",)),
     "glue/mrpc": TextDataset(("sentence1", "sentence2")),
@@ -102,30 +111,30 @@ DATASETS = {
 }
 
 
-def register_dataset(name, dataset):
+def register_dataset(name: str, dataset: Any) -> None:
   """Adds a dataset: an object with a `data_type` and `load(name, split, **options)` (`TextDataset`'s)."""
   if name in DATASETS:
     raise ValueError(f"{spec_of(name)} is registered already")
   DATASETS[name] = dataset
 
 
-def spec_of(name):
+def spec_of(name: str) -> str:
   """The spec of a TFDS dataset name, e.g. "tfds:glue/sst2"."""
   return f"{SCHEME}:{name}"
 
 
-def dataset_name(spec):
+def dataset_name(spec: str) -> str | None:
   """The dataset name of a TFDS spec, or None for a spec of another scheme."""
   scheme, _, name = spec.partition(":")
   return name if scheme == SCHEME and name else None
 
 
-def tfds_builder(name, data_dir):
+def tfds_builder(name: str, data_dir: str | None) -> Any:
   import tensorflow_datasets as tfds  # slow to import; only TFDS specs need it
   return tfds.builder(name, data_dir=data_dir)
 
 
-def not_prepared_error(builder, error):
+def not_prepared_error(builder: Any, error: BaseException) -> DataError:
   """The DataError of a dataset that is not prepared under its data directory and could not be."""
   from tpu.data.source_registry import DataError
   name = builder.info.full_name.rsplit("/", 1)[0] if "/" in builder.info.full_name else builder.name
@@ -143,14 +152,14 @@ class DownloadUnreachable(OSError):
   """None of a dataset's download hosts answers (no network access): raised before any download."""
 
 
-def download_hosts(builder):
+def download_hosts(builder: Any) -> list[str]:
   """The hosts a dataset downloads from: those of its checksums file's URLs, else its homepage's."""
   from urllib.parse import urlparse
   urls = list(builder.url_infos or ()) or [builder.info.homepage or ""]
   return sorted({urlparse(url).hostname for url in urls if urlparse(url).hostname})
 
 
-def check_download_hosts(builder, timeout=PROBE_SECONDS):
+def check_download_hosts(builder: Any, timeout: float = PROBE_SECONDS) -> None:
   """Raises `DownloadUnreachable` where none of the dataset's download hosts takes a connection.
 
   TFDS's downloader retries each URL ten times with doubling waits (about 4 minutes in all) before it
@@ -188,9 +197,11 @@ def _checking_hosts_first(builder):
   return builder
 
 
-def split_name(name, split, splits):
+def split_name(name: str, split: str, splits: dict[str, str]) -> str:
   """The TFDS split (with its slice) of a `load` split; errors list the splits."""
-  base, slice_ = re.fullmatch(r"([^\[]*)(\[.*\])?", split).groups()
+  match = re.fullmatch(r"([^\[]*)(\[.*\])?", split)
+  assert match is not None, f"split {split!r} is a name with an optional [slice]"
+  base, slice_ = match.groups()
   if name.startswith("glue/") and base.startswith("test"):
     raise ValueError(f"{spec_of(name)}: GLUE test splits carry no labels (every label is -1); "
                      "evaluate on split 'validation'")
@@ -199,7 +210,7 @@ def split_name(name, split, splits):
   return splits[base] + (slice_ or "")
 
 
-def read(builder, tfds_split, download, shuffle_files):
+def read(builder: Any, tfds_split: str, download: bool, shuffle_files: bool) -> tuple[Any, int | None]:
   """(the split's `tf.data.Dataset`, its number of examples or None), prepared first if `download`.
 
   Raises:
@@ -234,7 +245,7 @@ class TfdsSource(Source):
   data_types = ("classification", "regression", "text", "tagging", "question_answering")
   splits = ("train", "validation")
 
-  def load(self, target, split, **options):
+  def load(self, target: str, split: str, **options: Any) -> DataSource:
     dataset = DATASETS.get(target.partition(":")[0])
     if dataset is None:
       others = ", ".join(source.usage for source in _table_sources())
@@ -242,7 +253,7 @@ class TfdsSource(Source):
                        f"Other data can be read from {others} files")
     return dataset.load(target, split, **options)
 
-  def input_files(self, target, data_dir=None):
+  def input_files(self, target: str, data_dir: str | None = None) -> list[str] | None:
     """The prepared dataset's files (its version's folder: record shards, dataset_info.json), or None
     when it is not prepared there."""
     import tensorflow as tf

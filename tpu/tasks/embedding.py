@@ -34,15 +34,30 @@ The export's `embed` signature (also `serving_default`) takes raw text `[B]` and
 `embeddings` `[B, D]`, the vectors the evaluation ranked.
 """
 
+from __future__ import annotations
+
 import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import cast
 
 import numpy as np
 
+from tpu.tasks.base import Config
+from tpu.tasks.base import Features
+from tpu.tasks.base import Stats
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
 from tpu.tasks.task_registry import Setting
 from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
+
+if TYPE_CHECKING:
+  from tpu.data import DataSource
+  from tpu.data.text_pairs import PairsSource
+  from tpu.data.text_pairs import RetrievalSource
+  from zoo.text import TextEncoder
 
 tf = lazy_module("tensorflow")
 log = logging.getLogger("tpu.train")
@@ -55,7 +70,7 @@ RECALL_AT = (1, 10)
 MRR_AT = 10
 
 
-def encode_texts(texts, text_encoder):
+def encode_texts(texts: Any, text_encoder: TextEncoder) -> Features:
   """int32 `[B, N, T]` features of string `[B, N]` texts, each encoded alone."""
   texts = tf.convert_to_tensor(texts)
   shape = tf.shape(texts)
@@ -91,36 +106,38 @@ class EmbedTask(Task):
   stat_names = ()
   prediction_fields = (("embedding", "embeddings", "list"),)
 
-  def __init__(self, config):
+  def __init__(self, config: Config) -> None:
     super().__init__(config)
-    self._retrieval = None
+    self._retrieval: RetrievalSource | None = None
 
   @classmethod
-  def derived_settings(cls, config):
+  def derived_settings(cls, config: Config) -> dict[str, Any]:
     return dict(pooling=config.pooling or DEFAULT_POOLING,
                 normalize=DEFAULT_NORMALIZE if config.normalize is None else config.normalize)
 
-  @property
-  def gathers_across_replicas(self):
+  @property   # the setting's (the base class's is a class attribute)
+  def gathers_across_replicas(self) -> bool:  # type: ignore[override]
     return self.config.gather_negatives
 
-  def data_metadata(self, source):
-    return dict(sentence_pair=False, hard_negatives=source.has_negatives, num_classes=None, label_names=None)
+  def data_metadata(self, source: DataSource) -> dict[str, Any]:
+    pairs = cast("PairsSource", source)   # the data type "pairs" (`check_source`)
+    return dict(sentence_pair=False, hard_negatives=pairs.has_negatives, num_classes=None, label_names=None)
 
-  def check_source(self, source, spec):
+  def check_source(self, source: DataSource, spec: str) -> None:
     super().check_source(source, spec)
-    if self.config.hard_negatives is not None and source.has_negatives != self.config.hard_negatives:
-      raise ValueError(f"{spec} {'has' if source.has_negatives else 'has no'} hard negatives, but this run "
+    pairs = cast("PairsSource", source)   # of the data type "pairs": `super().check_source` refuses others
+    if self.config.hard_negatives is not None and pairs.has_negatives != self.config.hard_negatives:
+      raise ValueError(f"{spec} {'has' if pairs.has_negatives else 'has no'} hard negatives, but this run "
                        f"was trained {'with' if self.config.hard_negatives else 'without'} them")
 
-  def build(self):
+  def build(self) -> Any:
     from zoo.models import TextEmbedder
     config = self.config
     return TextEmbedder(build_encoder(config), pooling=config.pooling, normalize=config.normalize,
                         name="embedder")
 
   # Input pipeline: training pairs become [B, K, T] (query, positive, negative?); evaluation texts [B, 1, T].
-  def features(self, raw, text_encoder, seed=None):
+  def features(self, raw: Features, text_encoder: TextEncoder, seed: Any = None) -> Features:
     if "text" in raw:
       features = encode_texts(raw["text"][:, tf.newaxis], text_encoder)
       features["index"] = tf.cast(raw["index"], tf.int64)
@@ -132,10 +149,10 @@ class EmbedTask(Task):
     features["weight"] = tf.ones(tf.shape(raw["query"])[:1], tf.float32)
     return features
 
-  def denominators(self, features):
+  def denominators(self, features: Features) -> Features:
     return dict(examples=tf.reduce_sum(features["weight"]))
 
-  def loss(self, features, outputs, denominator=None):
+  def loss(self, features: Features, outputs: Any, denominator: Any = None) -> Any:
     """The ranking loss of vectors `[B, K, D]`: the query's, then its documents'."""
     from zoo.models import losses
     config = self.config
@@ -143,19 +160,19 @@ class EmbedTask(Task):
                                symmetric=config.symmetric_loss, weights=features["weight"],
                                denominator=denominator, across_replicas=config.gather_negatives)
 
-  def loss_and_stats(self, features, outputs, denominators):
+  def loss_and_stats(self, features: Features, outputs: Any, denominators: Features) -> tuple[Any, Stats]:
     return self.loss(features, outputs, denominators["examples"]), {}
 
   # Evaluation: the retrieval set's texts embedded, then ranked on the host.
-  def prepare_evaluation(self, source):
+  def prepare_evaluation(self, source: DataSource) -> DataSource | None:
     from tpu.data.text_pairs import retrieval_set
     self._retrieval = retrieval_set(source)
     return self._retrieval
 
-  def eval_outputs(self, features, outputs, denominators):
+  def eval_outputs(self, features: Features, outputs: Any, denominators: Features) -> tuple[Stats, Features]:
     return {}, dict(vectors=outputs[:, 0], index=features["index"], weight=features["weight"])
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     if self._retrieval is None:
       raise RuntimeError("prepare_evaluation(source) must read the retrieval set before metrics")
     retrieval = self._retrieval
@@ -169,26 +186,27 @@ class EmbedTask(Task):
                              index=self.config.retrieval_index)
 
   # Serving: one text per example.
-  def serving_network(self, model):
+  def serving_network(self, model: Any) -> Any:
     return model
 
-  def serving_text_inputs(self):
+  def serving_text_inputs(self) -> tuple[str, ...]:
     return ("text",)
 
-  def serving_signature_aliases(self):
+  def serving_signature_aliases(self) -> dict[str, str]:
     return dict(embed="serving_default")
 
-  def serving_outputs(self, network, features, label_names):
+  def serving_outputs(self, network: Any, features: Features, label_names: Any) -> Features:
     vectors = network({name: value[:, tf.newaxis] for name, value in features.items()}, training=False)
     return dict(embeddings=tf.cast(vectors[:, 0], tf.float32))
 
-  def export_info(self):
+  def export_info(self) -> dict[str, Any]:
     config = self.config
     return dict(super().export_info(), pooling=config.pooling, normalize=config.normalize,
                 similarity="cosine")
 
 
-def retrieval_results(queries, documents, relevant, index="hnsw"):
+def retrieval_results(queries: np.ndarray, documents: np.ndarray, relevant: Sequence[Sequence[int]],
+                      index: str | None = "hnsw") -> dict[str, float]:
   """recall@1, recall@10 and MRR@10 of an exact ranking of `documents` for `queries` (vectors) against each
   query's `relevant` document indices; with an index (`zoo.retrieval.Index`), the same through it
   (`index_...`) and `index_recall_gap@10`, exact minus index recall@10."""

@@ -40,12 +40,26 @@ Example:
   ['Look.\\nIt is red.', 'Look.\\nIt is blue.']
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import cast
+
+from tpu.tasks.base import Config
+from tpu.tasks.base import Features
+from tpu.tasks.base import Stats
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
 from tpu.tasks.sequence import SoftmaxLoss
 from tpu.tasks.task_registry import Setting
 from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
+
+if TYPE_CHECKING:
+  from tpu.data import DataSource
+  from tpu.data.choice_questions import MultipleChoiceSource
+  from zoo.text import TextEncoder
 
 tf = lazy_module("tensorflow")
 
@@ -55,12 +69,12 @@ BLANK = "_"
 RESERVED = 4
 
 
-def default_max_qa_length(seq_length):
+def default_max_qa_length(seq_length: int) -> int:
   """`max_qa_length` when not set: a quarter of `seq_length` (128 of 512, the paper's RACE setting)."""
   return max(1, seq_length // 4)
 
 
-def qa_length_problem(seq_length, max_qa_length):
+def qa_length_problem(seq_length: int, max_qa_length: int) -> str | None:
   """None when a question with an option of `max_qa_length` tokens leaves the context room in a pair of
   `seq_length` tokens, else a message naming both and the largest valid `max_qa_length`."""
   largest = seq_length - RESERVED
@@ -94,14 +108,14 @@ def _filled(questions, options):
   return tf.where(has_blank, filled, appended), tf.where(has_blank, head, "")
 
 
-def question_with_options(questions, options):
+def question_with_options(questions: Any, options: Any) -> Any:
   """string `[B]` questions and `[B, N]` options -> `[B, N]`: each option in its question's blank (every
   `_`, on any line), or after the question and a space where it has none."""
   options = tf.convert_to_tensor(options)
   return tf.reshape(_filled(questions, options)[0], tf.shape(options))
 
 
-def keep_option(tokens, head_lengths, count):
+def keep_option(tokens: Any, head_lengths: Any, count: Any) -> Any:
   """`count` tokens of each row r of a ragged `[R, (n)]`: its last ones or, where these would hold none of
   its first `head_lengths[r]` (a cloze question up to the end of its last blank's option; 0 without a
   blank), the first `count` that hold the last of those, so that the option is kept."""
@@ -113,13 +127,14 @@ def keep_option(tokens, head_lengths, count):
   return tf.ragged.boolean_mask(tokens, (positions >= start) & (positions < start + count))
 
 
-def keep_first(tokens, counts):
+def keep_first(tokens: Any, counts: Any) -> Any:
   """The first `counts[r]` tokens of each row r of a ragged `[R, (n)]`."""
   positions = tf.ragged.range(tokens.row_lengths())
   return tf.ragged.boolean_mask(tokens, positions < tf.expand_dims(tf.cast(counts, positions.dtype), 1))
 
 
-def encode_choices(text_encoder, contexts, questions, options, max_qa_length, layout):
+def encode_choices(text_encoder: TextEncoder, contexts: Any, questions: Any, options: Any, max_qa_length: int,
+                   layout: str) -> Features:
   """int32 `[B, N, T]` encoder inputs of the N text pairs of each example (see the module docstring).
 
   Raises:
@@ -145,14 +160,14 @@ def encode_choices(text_encoder, contexts, questions, options, max_qa_length, la
   return {name: tf.reshape(value, tf.concat([shape, [seq_length]], 0)) for name, value in features.items()}
 
 
-def qa_length(config):
+def qa_length(config: Config) -> int:
   """The run's `max_qa_length`: its own, or `default_max_qa_length` of its `seq_length`."""
   if config.max_qa_length is None:
     return default_max_qa_length(config.seq_length)
   return config.max_qa_length
 
 
-def checked_choices(tensor, num_choices, name):
+def checked_choices(tensor: Any, num_choices: int | None, name: str) -> Any:
   """`tensor` `[B, N, ...]` (a serving input) once N is `num_choices` (any N >= 1 if None); a call with
   another N, or none, fails with an InvalidArgumentError naming `name` and both counts (core ops only). A
   call of no examples passes whatever its N, as `[0, num_choices, ...]`."""
@@ -193,31 +208,33 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
   prediction_fields = (("choice", "choices", "integer"), ("probabilities", "probabilities", "list"))
 
   @classmethod
-  def derived_settings(cls, config):
+  def derived_settings(cls, config: Config) -> dict[str, Any]:
     return dict(max_qa_length=qa_length(config))
 
   @classmethod
-  def check_config(cls, config):
+  def check_config(cls, config: Config) -> None:
     problem = qa_length_problem(config.seq_length, qa_length(config))
     if problem:
       raise ValueError(problem)
 
-  def data_metadata(self, source):
-    return dict(sentence_pair=True, num_choices=source.num_choices, num_classes=None, label_names=None)
+  def data_metadata(self, source: DataSource) -> dict[str, Any]:
+    choices = cast("MultipleChoiceSource", source)   # the data type "multiple_choice" (`check_source`)
+    return dict(sentence_pair=True, num_choices=choices.num_choices, num_classes=None, label_names=None)
 
-  def check_source(self, source, spec):
+  def check_source(self, source: DataSource, spec: str) -> None:
     super().check_source(source, spec)
-    if self.config.num_choices is not None and source.num_choices != self.config.num_choices:
-      raise ValueError(f"{spec} has {source.num_choices} options per example, but this run has num_choices="
+    choices = cast("MultipleChoiceSource", source)   # `super().check_source` refuses other data
+    if self.config.num_choices is not None and choices.num_choices != self.config.num_choices:
+      raise ValueError(f"{spec} has {choices.num_choices} options per example, but this run has num_choices="
                        f"{self.config.num_choices}")
 
-  def build(self):
+  def build(self) -> Any:
     from zoo import models
     self.check_config(self.config)   # an export reads config.json without validating it
     dropout = 0.1 if self.config.dropout is None else self.config.dropout
     return models.MultipleChoice(build_encoder(self.config), dropout=dropout, name="multiple_choice")
 
-  def features(self, raw, text_encoder, seed=None):
+  def features(self, raw: Features, text_encoder: TextEncoder, seed: Any = None) -> Features:
     config = self.config
     features = encode_choices(text_encoder, raw["context"], raw["question"], raw["options"],
                               qa_length(config), config.choice_layout)
@@ -227,11 +244,11 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
     features["weight"] = tf.ones_like(features["label"], tf.float32)
     return features
 
-  def eval_outputs(self, features, outputs, denominators):
+  def eval_outputs(self, features: Features, outputs: Any, denominators: Features) -> tuple[Stats, Features]:
     return (dict(loss=(self.loss(features, outputs, 1.0), denominators["examples"])),
             dict(scores=outputs, label=features["label"], weight=features["weight"]))
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     keep = examples["weight"] > 0
     results = super().metrics(stats, examples)
     results["accuracy"] = float((examples["scores"][keep].argmax(axis=-1) == examples["label"][keep]).mean())
@@ -240,24 +257,24 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
 
   # Serving: the context and question of each example, and its options as a string [B, N], N the trained
   # num_choices (`checked_choices`; the token-id signatures check their N too).
-  def serving_network(self, model):
+  def serving_network(self, model: Any) -> Any:
     return model
 
-  def serving_text_inputs(self):
+  def serving_text_inputs(self) -> tuple[str, ...]:
     return ("context", "question", "options")
 
-  def serving_text_shapes(self):
+  def serving_text_shapes(self) -> dict[str, list[int | None]]:
     return dict(options=[None, None])
 
-  def token_id_shape(self):
+  def token_id_shape(self) -> list[int | None]:
     return [None, None, self.config.seq_length]
 
-  def encode_text(self, texts, text_encoder):
+  def encode_text(self, texts: Features, text_encoder: TextEncoder) -> Features:
     options = checked_choices(texts["options"], self.config.num_choices, "options")
     return encode_choices(text_encoder, texts["context"], texts["question"], options,
                           qa_length(self.config), self.config.choice_layout)
 
-  def encoder_outputs(self, encoder, features):
+  def encoder_outputs(self, encoder: Any, features: Features) -> Features:
     """The encoder's outputs of each option's pair, `[B, N, ...]`."""
     from tpu.tasks.base import encoder_serving_outputs
     features = dict(features, input_word_ids=checked_choices(features["input_word_ids"],
@@ -268,13 +285,13 @@ class MultipleChoiceTask(SoftmaxLoss, Task):
     return {name: tf.reshape(value, tf.concat([shape[:2], tf.shape(value)[1:]], 0))
             for name, value in outputs.items()}
 
-  def serving_outputs(self, network, features, label_names):
+  def serving_outputs(self, network: Any, features: Features, label_names: Any) -> Features:
     features = dict(features, input_word_ids=checked_choices(features["input_word_ids"],
                                                              self.config.num_choices, "input_word_ids"))
     scores = tf.cast(network(features, training=False), tf.float32)   # [B, N]
     return dict(scores=scores, probabilities=tf.nn.softmax(scores),
                 choices=tf.argmax(scores, axis=-1, output_type=tf.int32))
 
-  def export_info(self):
+  def export_info(self) -> dict[str, Any]:
     return dict(super().export_info(), num_choices=self.config.num_choices,
                 choice_layout=self.config.choice_layout, max_qa_length=qa_length(self.config))

@@ -1,7 +1,14 @@
 """Pre-training tasks: masked language modelling (BERT) and replaced-token detection (ELECTRA)."""
 
-import math
+from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+from typing import Any
+
+from tpu.tasks.base import Config
+from tpu.tasks.base import Features
+from tpu.tasks.base import Stats
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
 from tpu.tasks.base import check_full_length
@@ -17,10 +24,13 @@ from zoo.model_dir import checkpoint_roots
 from zoo.model_dir import encoder_root
 from zoo.model_dir import find_checkpoint
 
+if TYPE_CHECKING:
+  from zoo.text import TextEncoder
+
 tf = lazy_module("tensorflow")
 
 
-def generator_overrides(config):
+def generator_overrides(config: Config) -> dict[str, Any]:
   """ELECTRA's generator: the model's preset at a quarter of the width (Clark et al., 2020, Sec. 3.2).
 
   Width, heads and feed-forward width are divided by 4 (heads at least 1); the word
@@ -35,7 +45,7 @@ def generator_overrides(config):
   return {**defaults, **(config.generator_overrides or {})}
 
 
-def restore_generator(model, path):
+def restore_generator(model: Any, path: str) -> str:
   """Restores an ELECTRA model's generator (its encoder and masked-LM head) from the encoder and
   the masked-LM head of a checkpoint (a masked-LM run or a converted masked-LM model of the
   generator's size); returns the checkpoint prefix."""
@@ -60,7 +70,7 @@ class MaskedLMTask(Task):
   name = "mlm"
   data_type = "text"
   description = "masked language modelling (pre-training)"
-  settings = (
+  settings: tuple[Setting, ...] = (
       Setting("max_predictions_per_seq", int, None, "masked-LM predictions per sequence (default: 15% of "
               "--seq-length, rounded up)", minimum=1, input=True),
       Setting("whole_word_masking", bool, False, "mask whole words", input=True),
@@ -72,11 +82,11 @@ class MaskedLMTask(Task):
               "discriminator's dense layer (zoo.layers.activations.ACTIVATIONS; default: the encoder's, "
               "as BERT's and ELECTRA's heads)", flag=False, architecture=True),
   )
-  stat_names = ("mlm_loss", "mlm_accuracy")
+  stat_names: tuple[str, ...] = ("mlm_loss", "mlm_accuracy")
   concatenates_documents = True
 
   @classmethod
-  def derived_settings(cls, config):
+  def derived_settings(cls, config: Config) -> dict[str, Any]:
     from zoo import presets
     predictions = config.max_predictions_per_seq or math.ceil(0.15 * config.seq_length)
     derived = dict(max_predictions_per_seq=predictions)
@@ -86,16 +96,17 @@ class MaskedLMTask(Task):
       # than the embeddings it shares, so its head keeps the transform to the embedding width.
       transform = encoder.masked_lm_transform or cls.name != "mlm"
       derived.update(mlm_transform=transform if config.mlm_transform is None else config.mlm_transform,
-                     head_activation=config.head_activation or encoder.activation)
+                     # Every family's configuration has an activation; `EncoderConfig` declares none.
+                     head_activation=config.head_activation or encoder.activation)  # type: ignore[attr-defined]
     return derived
 
-  def build(self):
+  def build(self) -> Any:
     from zoo import models
     check_full_length(self.config, "an encoder")
     return models.MaskedLMPretrainer(build_encoder(self.config), activation=self.config.head_activation,
                                      mlm_transform=self.config.mlm_transform, name="pretrainer")
 
-  def features(self, raw, text_encoder, seed=None):
+  def features(self, raw: Features, text_encoder: TextEncoder, seed: Any = None) -> Features:
     from zoo.text import MaskedLMMasker
     masker = MaskedLMMasker.from_encoder(
         text_encoder, max_predictions_per_seq=self.config.max_predictions_per_seq,
@@ -104,7 +115,7 @@ class MaskedLMTask(Task):
     inputs = dict(raw) if "input_word_ids" in raw else encode_texts(raw, text_encoder)
     return masker(inputs, seed=seed)
 
-  def denominators(self, features):
+  def denominators(self, features: Features) -> Features:
     return dict(masked=tf.reduce_sum(features["masked_lm_weights"]))
 
   def _mlm_stats(self, features, logits, loss, count):
@@ -112,14 +123,14 @@ class MaskedLMTask(Task):
     return dict(mlm_loss=(loss * count, count),
                 mlm_accuracy=(weighted_sum(correct, features["masked_lm_weights"]), count))
 
-  def loss_and_stats(self, features, outputs, denominators):
+  def loss_and_stats(self, features: Features, outputs: Any, denominators: Features) -> tuple[Any, Stats]:
     from zoo.models import losses
     count = denominators["masked"]
     logits = outputs["mlm_logits"]
     loss = losses.masked_lm_loss(features["masked_lm_ids"], logits, features["masked_lm_weights"], count)
     return loss, self._mlm_stats(features, logits, loss, count)
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     results = super().metrics(stats, examples)
     return dict(loss=results["mlm_loss"], **results)
 
@@ -139,7 +150,7 @@ class ElectraTask(MaskedLMTask):
   )
   stat_names = ("mlm_loss", "mlm_accuracy", "disc_loss", "disc_accuracy")
 
-  def build(self):
+  def build(self) -> Any:
     from zoo import models
     check_full_length(self.config, "a discriminator and a generator")
     generator = build_encoder(self.config, **generator_overrides(self.config))
@@ -148,17 +159,17 @@ class ElectraTask(MaskedLMTask):
                                     activation=self.config.head_activation,
                                     mlm_transform=self.config.mlm_transform, name="electra")
 
-  def initialise(self, model):
+  def initialise(self, model: Any) -> str | None:
     """The generator from `generator_checkpoint`, when given; returns what was restored, for the log."""
     if not self.config.generator_checkpoint:
       return None
     return restore_generator(model, self.config.generator_checkpoint)
 
-  def denominators(self, features):
+  def denominators(self, features: Features) -> Features:
     return dict(masked=tf.reduce_sum(features["masked_lm_weights"]),
                 tokens=tf.reduce_sum(tf.cast(features["input_mask"], tf.float32)))
 
-  def loss_and_stats(self, features, outputs, denominators):
+  def loss_and_stats(self, features: Features, outputs: Any, denominators: Features) -> tuple[Any, Stats]:
     from zoo.models import losses
     masked, tokens = denominators["masked"], denominators["tokens"]
     loss = losses.electra_losses(features, outputs, self.config.discriminator_weight, masked, tokens)
@@ -169,7 +180,7 @@ class ElectraTask(MaskedLMTask):
                  disc_accuracy=(weighted_sum(correct, features["input_mask"]), tokens))
     return loss["loss"], stats
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     results = Task.metrics(self, stats, examples)
     return dict(loss=results["mlm_loss"] + self.config.discriminator_weight * results["disc_loss"], **results)
 

@@ -10,8 +10,15 @@ Example:
   {'accuracy': 0.75, 'f1': 0.6666666666666666, 'mcc': 0.5773502691896258}
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from typing import Any
+
 import numpy as np
 
+from tpu.tasks.base import Features
+from tpu.tasks.base import Stats
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
 from tpu.tasks.base import encode_texts
@@ -19,10 +26,14 @@ from tpu.tasks.base import weighted_sum
 from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
 
+if TYPE_CHECKING:
+  from tpu.data import DataSource
+  from zoo.text import TextEncoder
+
 tf = lazy_module("tensorflow")
 
 
-def confusion_matrix(labels, predictions, num_classes):
+def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> np.ndarray:
   """int64 `[C, C]`: entry `[i, j]` counts examples of class i predicted as j."""
   labels = np.asarray(labels, np.int64)
   predictions = np.asarray(predictions, np.int64)
@@ -39,7 +50,7 @@ def _ratio(numerator, denominator):
   return float(numerator / denominator) if denominator else 0.0
 
 
-def classification_metrics(labels, predictions, num_classes):
+def classification_metrics(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> dict[str, float]:
   """Accuracy, F1 and Matthews correlation coefficient.
 
   With two classes, F1 is that of class 1 (GLUE's convention: "equivalent",
@@ -74,14 +85,14 @@ def _ranks(values):
   return (sums / counts)[inverse]
 
 
-def pearson(x, y):
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
   """Pearson's correlation coefficient; 0 when either side is constant."""
   x = np.asarray(x, np.float64) - np.mean(x)
   y = np.asarray(y, np.float64) - np.mean(y)
   return _ratio(x @ y, np.sqrt((x @ x) * (y @ y)))
 
 
-def regression_metrics(labels, predictions):
+def regression_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
   """Pearson and Spearman correlation of predictions with labels."""
   if len(labels) < 2:
     return dict(pearson=float("nan"), spearman=float("nan"))
@@ -93,14 +104,14 @@ class SoftmaxLoss:
   normalised by the global count of examples (`weight` 1; padding 0): the loss of `classify` and of
   `multiple_choice`. A mixin for `Task` subclasses (before `Task` in the bases)."""
 
-  def denominators(self, features):
+  def denominators(self, features: Features) -> Features:
     return dict(examples=tf.reduce_sum(features["weight"]))
 
-  def loss(self, features, outputs, denominator=None):
+  def loss(self, features: Features, outputs: Any, denominator: Any = None) -> Any:
     from zoo.models import losses
     return losses.classification_loss(features["label"], outputs, features["weight"], denominator)
 
-  def loss_and_stats(self, features, outputs, denominators):
+  def loss_and_stats(self, features: Features, outputs: Any, denominators: Features) -> tuple[Any, Stats]:
     count = denominators["examples"]
     correct = tf.equal(tf.argmax(outputs, axis=-1, output_type=tf.int32), features["label"])
     accuracy = (weighted_sum(correct, features["weight"]), count)
@@ -118,19 +129,19 @@ class _SequenceTask(Task):
     return models.SequenceClassifier(build_encoder(self.config), num_classes=num_classes, dropout=dropout,
                                      name=name)
 
-  def features(self, raw, text_encoder, seed=None):
+  def features(self, raw: Features, text_encoder: TextEncoder, seed: Any = None) -> Features:
     features = encode_texts(raw, text_encoder)
     features["label"] = tf.cast(raw["label"], self.label_dtype)
     features["weight"] = tf.ones_like(features["label"], tf.float32)
     return features
 
-  def denominators(self, features):
+  def denominators(self, features: Features) -> Features:
     return dict(examples=tf.reduce_sum(features["weight"]))
 
-  def loss(self, features, outputs, denominator=None):
+  def loss(self, features: Features, outputs: Any, denominator: Any = None) -> Any:
     raise NotImplementedError
 
-  def serving_network(self, model):
+  def serving_network(self, model: Any) -> Any:
     return model
 
   def _keep(self, examples):
@@ -147,22 +158,23 @@ class ClassifyTask(SoftmaxLoss, _SequenceTask):
   stat_names = ("accuracy",)
   prediction_fields = (("label", "labels", "text"), ("probabilities", "probabilities", "by_label"))
 
-  def data_metadata(self, source):
+  def data_metadata(self, source: DataSource) -> dict[str, Any]:
+    assert source.label_names is not None, "classification data names its classes"
     return dict(super().data_metadata(source), num_classes=source.num_classes,
                 label_names=list(source.label_names))
 
-  def eval_load_kwargs(self, train_source):
+  def eval_load_kwargs(self, train_source: DataSource) -> dict[str, Any]:
     return dict(label_names=train_source.label_names)
 
-  def build(self):
+  def build(self) -> Any:
     return self._classifier(self.config.num_classes, "classifier")
 
-  def eval_outputs(self, features, outputs, denominators):
+  def eval_outputs(self, features: Features, outputs: Any, denominators: Features) -> tuple[Stats, Features]:
     count = denominators["examples"]
     return (dict(loss=(self.loss(features, outputs, 1.0), count)),
             dict(logits=outputs, label=features["label"], weight=features["weight"]))
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     keep = self._keep(examples)
     results = super().metrics(stats, examples)
     results.update(classification_metrics(examples["label"][keep],
@@ -171,7 +183,7 @@ class ClassifyTask(SoftmaxLoss, _SequenceTask):
     results["examples"] = int(keep.sum())
     return results
 
-  def label_names(self):
+  def label_names(self) -> list[str]:
     """The class names (ids as names when the data had none)."""
     config = self.config
     if not config.num_classes:
@@ -181,13 +193,13 @@ class ClassifyTask(SoftmaxLoss, _SequenceTask):
       raise ValueError(f"config.json has {len(names)} label_names for num_classes={config.num_classes}")
     return [str(name) for name in names]
 
-  def serving_outputs(self, network, features, label_names):
+  def serving_outputs(self, network: Any, features: Features, label_names: Any) -> Features:
     logits = tf.cast(network(features, training=False), tf.float32)   # [B, C]
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return dict(probabilities=tf.nn.softmax(logits), label_ids=label_ids,
                 labels=tf.gather(label_names, label_ids), logits=logits)
 
-  def export_info(self):
+  def export_info(self) -> dict[str, Any]:
     return dict(super().export_info(), num_classes=self.config.num_classes, label_names=self.label_names())
 
 
@@ -201,35 +213,35 @@ class RegressTask(_SequenceTask):
   label_dtype = "float32"
   prediction_fields = (("prediction", "predictions", "number"),)
 
-  def data_metadata(self, source):
+  def data_metadata(self, source: DataSource) -> dict[str, Any]:
     return dict(super().data_metadata(source), num_classes=1, label_names=None)
 
-  def build(self):
+  def build(self) -> Any:
     return self._classifier(1, "regressor")
 
-  def loss(self, features, outputs, denominator=None):
+  def loss(self, features: Features, outputs: Any, denominator: Any = None) -> Any:
     from zoo.models import losses
     return losses.regression_loss(features["label"], outputs[:, 0], features["weight"], denominator)
 
-  def loss_and_stats(self, features, outputs, denominators):
+  def loss_and_stats(self, features: Features, outputs: Any, denominators: Features) -> tuple[Any, Stats]:
     return self.loss(features, outputs, denominators["examples"]), {}
 
-  def eval_outputs(self, features, outputs, denominators):
+  def eval_outputs(self, features: Features, outputs: Any, denominators: Features) -> tuple[Stats, Features]:
     count = denominators["examples"]
     return (dict(loss=(self.loss(features, outputs, 1.0), count)),
             dict(predictions=outputs[:, 0], label=features["label"], weight=features["weight"]))
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     keep = self._keep(examples)
     results = super().metrics(stats, examples)
     results.update(regression_metrics(examples["label"][keep], examples["predictions"][keep]))
     results["examples"] = int(keep.sum())
     return results
 
-  def serving_outputs(self, network, features, label_names):
+  def serving_outputs(self, network: Any, features: Features, label_names: Any) -> Features:
     return dict(predictions=tf.cast(network(features, training=False), tf.float32)[:, 0])
 
-  def export_info(self):
+  def export_info(self) -> dict[str, Any]:
     return dict(super().export_info(), num_classes=1)
 
 

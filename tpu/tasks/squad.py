@@ -34,12 +34,21 @@ percent, where Model Garden's copy gives fractions).
 Axes: B questions, N windows, T positions.
 """
 
+from __future__ import annotations
+
 import collections
 import re
 import string
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
+from tpu.tasks.base import Config
+from tpu.tasks.base import Features
+from tpu.tasks.base import Stats
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
 from tpu.tasks.base import check_full_length
@@ -47,6 +56,10 @@ from tpu.tasks.base import weighted_sum
 from tpu.tasks.task_registry import Setting
 from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
+
+if TYPE_CHECKING:
+  from tpu.data import DataSource
+  from zoo.text import TextEncoder
 
 tf = lazy_module("tensorflow")
 
@@ -66,8 +79,8 @@ def _gather_padded(values, indices, inside):
   return tf.where(inside, tf.gather(padded, safe), 0)
 
 
-def windows(text_encoder, questions, contexts, *, max_query_length, doc_stride, answers=None,
-            answer_starts=None):
+def windows(text_encoder: TextEncoder, questions: Any, contexts: Any, *, max_query_length: int,
+            doc_stride: int, answers: Any = None, answer_starts: Any = None) -> Features:
   """Questions and contexts `[B]` -> the features of their windows, `[N, ...]`.
 
   Args:
@@ -167,7 +180,8 @@ def _positions_of_answers(contexts, answers, answer_starts, token_starts, token_
               end_positions=tf.where(inside, last_token - first + queries + 2, 0))
 
 
-def window_spans(start_logits, end_logits, token_starts, max_context, max_answer_length):
+def window_spans(start_logits: Any, end_logits: Any, token_starts: Any, max_context: Any,
+                 max_answer_length: int) -> tuple[Any, Any, Any, Any]:
   """The best span of each window: (score float32 `[N]`, start int32 `[N]`, end `[N]`, null score `[N]`).
 
   A span starts on a token of its maximum-context window and ends on a context token
@@ -187,8 +201,9 @@ def window_spans(start_logits, end_logits, token_starts, max_context, max_answer
   return (tf.reduce_max(flat, axis=1), best // length, best % length, start_logits[:, 0] + end_logits[:, 0])
 
 
-def answers_of(features, start_logits, end_logits, contexts, *, max_answer_length, num_questions,
-               unanswerable=False, null_score_diff_threshold=0.0):
+def answers_of(features: Features, start_logits: Any, end_logits: Any, contexts: Any, *,
+               max_answer_length: int, num_questions: Any, unanswerable: bool = False,
+               null_score_diff_threshold: float = 0.0) -> Features:
   """The answer to each question, in TensorFlow ops (serving).
 
   Args:
@@ -225,7 +240,7 @@ def answers_of(features, start_logits, end_logits, contexts, *, max_answer_lengt
   byte_start = tf.gather_nd(at(features["token_starts"]), tf.stack([rows, at(start)], 1))
   byte_end = tf.gather_nd(at(features["token_ends"]), tf.stack([rows, at(end)], 1))
   answered = has_span
-  outputs = {}
+  outputs: Features = {}
   if unanswerable:
     null_score = tf.math.unsorted_segment_min(null, example, num_questions)
     difference = null_score - best_score
@@ -243,7 +258,8 @@ def answers_of(features, start_logits, end_logits, contexts, *, max_answer_lengt
   return outputs
 
 
-def decode(windows_arrays, contexts, *, max_answer_length):
+def decode(windows_arrays: dict[str, np.ndarray], contexts: Sequence[str], *,
+           max_answer_length: int) -> tuple[list[str], np.ndarray, np.ndarray]:
   """Evaluation: the best span of every question, from the windows' numpy arrays.
 
   Args:
@@ -257,7 +273,8 @@ def decode(windows_arrays, contexts, *, max_answer_length):
     (answers: list of str, one per question ("" where no window has a span), the best
     span score of each and the null score of each, float64 `[B]`).
   """
-  spans = [window_spans(*(windows_arrays[key][at:at + DECODE_CHUNK]
+  # (The four arrays fill the four tensor parameters: mypy cannot count a starred generator's items.)
+  spans = [window_spans(*(windows_arrays[key][at:at + DECODE_CHUNK]  # type: ignore[arg-type, call-arg]
                           for key in ("start_logits", "end_logits", "token_starts", "max_context")),
                         max_answer_length)
            for at in range(0, len(windows_arrays["example"]), DECODE_CHUNK)]
@@ -280,7 +297,7 @@ def decode(windows_arrays, contexts, *, max_answer_length):
 
 # SQuAD's metrics.
 
-def normalize_answer(text):
+def normalize_answer(text: str) -> str:
   """SQuAD's normalisation: lower case, no punctuation, no articles, single spaces."""
   text = "".join(char for char in text.lower() if char not in set(string.punctuation))
   return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
@@ -297,7 +314,7 @@ def _f1(prediction, gold, empty_matches):
   return 2 * precision * recall / (precision + recall)
 
 
-def squad_v1_metrics(golds, predictions):
+def squad_v1_metrics(golds: dict[str, list[str]], predictions: dict[str, str]) -> dict[str, float]:
   """SQuAD v1.1: `exact_match` and `f1` in percent.
 
   Args:
@@ -314,7 +331,8 @@ def squad_v1_metrics(golds, predictions):
   return dict(exact_match=100.0 * exact / len(golds), f1=100.0 * f1 / len(golds))
 
 
-def squad_v2_metrics(golds, predictions, null_score_diffs=None):
+def squad_v2_metrics(golds: dict[str, list[str]], predictions: dict[str, str],
+                     null_score_diffs: dict[str, float] | None = None) -> dict[str, float]:
   """SQuAD v2.0: `exact` and `f1` in percent, over all, answerable (`HasAns_*`) and unanswerable
   (`NoAns_*`) questions; with `null_score_diffs`, the best no-answer thresholds (`best_exact`,
   `best_exact_thresh`, `best_f1`, `best_f1_thresh`).
@@ -395,17 +413,17 @@ class SquadTask(Task):
   expand_batch = 64
 
   @classmethod
-  def check_config(cls, config):
+  def check_config(cls, config: Config) -> None:
     if config.seq_length < config.max_query_length + 4:
       raise ValueError(f"seq_length {config.seq_length} leaves no room for the context after a question of "
                        f"max_query_length {config.max_query_length} ([CLS] question [SEP] context [SEP]): "
                        f"raise --seq-length to at least {config.max_query_length + 4} or lower "
                        "--max-query-length")
 
-  def data_metadata(self, source):
+  def data_metadata(self, source: DataSource) -> dict[str, Any]:
     return dict(sentence_pair=True, unanswerable=bool(getattr(source, "unanswerable", False)))
 
-  def build(self):
+  def build(self) -> Any:
     from zoo import models
     check_full_length(self.config, "a span classifier")
     return models.SpanQA(build_encoder(self.config), name="span_qa")
@@ -415,7 +433,7 @@ class SquadTask(Task):
     return windows(text_encoder, questions, contexts, max_query_length=self.config.max_query_length,
                          doc_stride=self.config.doc_stride, **answers)
 
-  def expand(self, examples, text_encoder):
+  def expand(self, examples: Any, text_encoder: TextEncoder) -> Any:
     """Each question -> its windows; `example` is the question's index in `examples`."""
     def windows(raw):
       first = lambda values, empty: tf.pad(values.to_tensor(empty), [[0, 0], [0, 1]],   # noqa: E731
@@ -425,21 +443,21 @@ class SquadTask(Task):
 
     return self.expand_in_windows(examples, windows, self.expand_batch)
 
-  def features(self, raw, text_encoder, seed=None):
+  def features(self, raw: Features, text_encoder: TextEncoder, seed: Any = None) -> Features:
     features = dict(raw)
     features["weight"] = tf.ones_like(features["example"], tf.float32)
     return features
 
   # Loss.
-  def denominators(self, features):
+  def denominators(self, features: Features) -> Features:
     return dict(windows=tf.reduce_sum(features["weight"]))
 
-  def loss(self, features, outputs, denominator):
+  def loss(self, features: Features, outputs: Any, denominator: Any) -> Any:
     from zoo.models import losses
     return losses.span_loss(features["start_positions"], features["end_positions"], outputs["start_logits"],
                             outputs["end_logits"], features["weight"], denominator)
 
-  def loss_and_stats(self, features, outputs, denominators):
+  def loss_and_stats(self, features: Features, outputs: Any, denominators: Features) -> tuple[Any, Stats]:
     count = denominators["windows"]
     found = [tf.equal(tf.argmax(outputs[f"{side}_logits"], axis=-1, output_type=tf.int32),
                       features[f"{side}_positions"]) for side in ("start", "end")]
@@ -447,24 +465,25 @@ class SquadTask(Task):
             dict(span_accuracy=(weighted_sum(found[0] & found[1], features["weight"]), count)))
 
   # Evaluation.
-  def prepare_evaluation(self, source):
+  def prepare_evaluation(self, source: DataSource) -> DataSource | None:
     """Keeps the evaluation questions' ids, contexts and gold answers, in the order of the data."""
-    self._reference = []
+    self._reference: list[tuple[str, str, list[str]]] = []
     for example in source.dataset:
       answers = example["answers"]
       answers = answers.to_list() if hasattr(answers, "to_list") else answers.numpy().tolist()
       self._reference.append((example["id"].numpy().decode("utf-8"),
                               example["text_b"].numpy().decode("utf-8", errors="ignore"),
                               [answer.decode("utf-8") for answer in answers]))
+    return None
 
-  def eval_outputs(self, features, outputs, denominators):
+  def eval_outputs(self, features: Features, outputs: Any, denominators: Features) -> tuple[Stats, Features]:
     keys = ("token_starts", "token_ends", "max_context", "example", "weight")
     return (dict(loss=(self.loss(features, outputs, 1.0), denominators["windows"])),
             dict(start_logits=tf.cast(outputs["start_logits"], tf.float32),
                  end_logits=tf.cast(outputs["end_logits"], tf.float32),
                  **{key: features[key] for key in keys}))
 
-  def predictions(self, examples):
+  def predictions(self, examples: dict[str, np.ndarray]) -> tuple[dict[str, str], dict[str, float]]:
     """`(answers, null score diffs)`: `{id: answer text}` (v2.0: "" for no answer) and `{id: null - best}`."""
     if getattr(self, "_reference", None) is None:
       raise RuntimeError("prepare_evaluation(source) must read the evaluation data before metrics")
@@ -480,7 +499,7 @@ class SquadTask(Task):
     return (dict(zip(ids, answers, strict=True)),
             dict(zip(ids, differences.astype(float).tolist(), strict=True)))
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     results = super().metrics(stats, examples)
     predictions, differences = self.predictions(examples)
     golds = {question: answers for question, _, answers in self._reference}
@@ -492,30 +511,31 @@ class SquadTask(Task):
     results.update(examples=len(golds), windows=int((examples["weight"] > 0).sum()))
     return results
 
-  def eval_predictions(self):
+  def eval_predictions(self) -> tuple[dict[str, Any], dict[str, float] | None] | None:
     return getattr(self, "_predictions", None)
 
   # Serving.
-  @property
-  def prediction_fields(self):
-    fields = (("answer", "answer", "text"), ("start", "start", "integer"), ("end", "end", "integer"),
-              ("score", "score", "number"))
+  @property   # the fields of the settings (the base class's is a class attribute)
+  def prediction_fields(self) -> tuple[tuple[str, ...], ...]:   # type: ignore[override]
+    fields: tuple[tuple[str, ...], ...] = (("answer", "answer", "text"), ("start", "start", "integer"),
+                                           ("end", "end", "integer"), ("score", "score", "number"))
     if self.config.unanswerable:
       fields += (("no_answer", "no_answer", "flag"), ("null_score_diff", "null_score_diff", "number"))
     return fields
 
-  def serving_network(self, model):
+  def serving_network(self, model: Any) -> Any:
     return model
 
-  def serving_outputs(self, network, features, label_names):
+  def serving_outputs(self, network: Any, features: Features, label_names: Any) -> Features:
     """`start_logits` and `end_logits` `[B, T]` of the windows."""
     outputs = network(features, training=False)
     return {name: tf.cast(outputs[name], tf.float32) for name in ("start_logits", "end_logits")}
 
-  def serving_text_inputs(self):
+  def serving_text_inputs(self) -> tuple[str, ...]:
     return ("question", "context")
 
-  def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
+  def serving_from_text(self, texts: Features, text_encoder: TextEncoder, from_token_ids: Callable[..., Any],
+                        label_names: Any) -> Features:
     """Per question: `answer`, its characters `start` and `end` in the context (-1: none), `score`
     (v2.0 also `no_answer` and `null_score_diff`), over all windows of its context."""
     from zoo.graphs.kit import INPUT_NAMES
@@ -526,7 +546,7 @@ class SquadTask(Task):
                             num_questions=tf.size(texts["question"]), unanswerable=self.config.unanswerable,
                             null_score_diff_threshold=self.config.null_score_diff_threshold)
 
-  def export_info(self):
+  def export_info(self) -> dict[str, Any]:
     config = self.config
     return dict(super().export_info(), max_query_length=config.max_query_length, doc_stride=config.doc_stride,
                 max_answer_length=config.max_answer_length, unanswerable=config.unanswerable,

@@ -35,11 +35,21 @@ Example:
   {'precision': 0.0, 'recall': 0.0, 'f1': 0.0, 'token_accuracy': 0.6666666666666666, 'entities': 1}
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+
 import numpy as np
 
 from tpu.data.tagged import OUTSIDE
 from tpu.data.tagged import TAG_SCHEMES
 from tpu.data.tagged import split_tag
+from tpu.tasks.base import Config
+from tpu.tasks.base import Features
+from tpu.tasks.base import Stats
 from tpu.tasks.base import Task
 from tpu.tasks.base import build_encoder
 from tpu.tasks.base import check_full_length
@@ -47,6 +57,10 @@ from tpu.tasks.base import weighted_sum
 from tpu.tasks.task_registry import Setting
 from tpu.tasks.task_registry import register
 from zoo.lazy import lazy_module
+
+if TYPE_CHECKING:
+  from tpu.data import DataSource
+  from zoo.text import TextEncoder
 
 tf = lazy_module("tensorflow")
 
@@ -97,7 +111,7 @@ def _strict_spans(tags, scheme):
   return found
 
 
-def spans(tags, scheme="iob2"):
+def spans(tags: Sequence[str], scheme: str = "iob2") -> list[tuple[str, int, int]]:
   """The entities of one sentence's tags: `[(type, start, end)]`, end exclusive, in order.
 
   `scheme` (`tpu.data.tagged.TAG_SCHEMES`): "iob1" and "iob2" chunk as conlleval does,
@@ -109,7 +123,8 @@ def spans(tags, scheme="iob2"):
   return _strict_spans(tags, scheme) if scheme in _STRICT else _conlleval_spans(tags)
 
 
-def entity_metrics(gold, predicted, scheme="iob2"):
+def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],
+                   scheme: str = "iob2") -> dict[str, float]:
   """Entity precision, recall and F1 and token accuracy over sentences of tag strings.
 
   Args:
@@ -123,7 +138,9 @@ def entity_metrics(gold, predicted, scheme="iob2"):
   """
   if len(gold) != len(predicted):
     raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted ones")
-  gold_entities, predicted_entities, correct_tokens, tokens = set(), set(), 0, 0
+  gold_entities: set[tuple[Any, ...]] = set()
+  predicted_entities: set[tuple[Any, ...]] = set()
+  correct_tokens, tokens = 0, 0
   for index, (gold_tags, predicted_tags) in enumerate(zip(gold, predicted, strict=True)):
     if len(gold_tags) != len(predicted_tags):
       raise ValueError(f"sentence {index}: {len(gold_tags)} gold tags but {len(predicted_tags)} predicted")
@@ -139,7 +156,7 @@ def entity_metrics(gold, predicted, scheme="iob2"):
               token_accuracy=correct_tokens / tokens if tokens else 0.0, entities=len(gold_entities))
 
 
-def sentence_predictions(windows, num_words):
+def sentence_predictions(windows: dict[str, np.ndarray], num_words: Sequence[int]) -> list[np.ndarray]:
   """Per sentence, the predicted tag id of each word from its max-context window (-1: none).
 
   Args:
@@ -155,7 +172,7 @@ def sentence_predictions(windows, num_words):
   return predicted
 
 
-def word_windows(text_encoder, words, tags=None, *, stride):
+def word_windows(text_encoder: TextEncoder, words: Any, tags: Any = None, *, stride: int) -> Features:
   """Sentences of words -> their windows (see the module docstring).
 
   Args:
@@ -265,26 +282,27 @@ class TagTask(Task):
   expand_batch = 64
 
   @classmethod
-  def derived_settings(cls, config):
+  def derived_settings(cls, config: Config) -> dict[str, Any]:
     return dict(tag_stride=config.tag_stride or max(1, (config.seq_length - 2) // 2))
 
   @classmethod
-  def check_config(cls, config):
+  def check_config(cls, config: Config) -> None:
     if config.tag_stride is not None and config.tag_stride > config.seq_length - 2:
       raise ValueError(f"tag_stride {config.tag_stride} leaves words of a long sentence in no window: it "
                        f"must be at most seq_length - 2 = {config.seq_length - 2}")
 
-  def data_metadata(self, source):
+  def data_metadata(self, source: DataSource) -> dict[str, Any]:
+    assert source.label_names is not None, "tagging data names its tags"
     names = list(source.label_names)
     scheme = self.config.tag_scheme
     if scheme == "auto":
       scheme = getattr(source, "tag_scheme", "iob2")
     return dict(sentence_pair=False, num_classes=len(names), label_names=names, tag_scheme=scheme)
 
-  def eval_load_kwargs(self, train_source):
+  def eval_load_kwargs(self, train_source: DataSource) -> dict[str, Any]:
     return dict(label_names=train_source.label_names)
 
-  def build(self):
+  def build(self) -> Any:
     from zoo import models
     check_full_length(self.config, "a token classifier")
     dropout = 0.1 if self.config.dropout is None else self.config.dropout
@@ -292,7 +310,7 @@ class TagTask(Task):
                                   dropout=dropout, name="tagger")
 
   @property
-  def scheme(self):
+  def scheme(self) -> str:
     scheme = self.config.tag_scheme
     return "iob2" if scheme == "auto" else scheme
 
@@ -300,31 +318,31 @@ class TagTask(Task):
   def _windows(self, text_encoder, words, tags=None):
     return word_windows(text_encoder, words, tags, stride=self.config.tag_stride)
 
-  def expand(self, examples, text_encoder):
+  def expand(self, examples: Any, text_encoder: TextEncoder) -> Any:
     """Each sentence -> its windows; `example` is the sentence's index in `examples`."""
     return self.expand_in_windows(
         examples, lambda raw: self._windows(text_encoder, raw["words"], raw["tags"]), self.expand_batch)
 
-  def features(self, raw, text_encoder, seed=None):
+  def features(self, raw: Features, text_encoder: TextEncoder, seed: Any = None) -> Features:
     features = dict(raw)
     features["word_weights"] = tf.cast((features["word_positions"] > 0) & (features["word_labels"] >= 0),
                                        tf.float32)
     features["weight"] = tf.ones_like(features["example"], tf.float32)
     return features
 
-  def denominators(self, features):
+  def denominators(self, features: Features) -> Features:
     return dict(words=tf.reduce_sum(features["word_weights"]))
 
   def _word_logits(self, features, logits):
     """The logits of each word's first piece, `[B, P, C]`."""
     return tf.gather(tf.cast(logits, tf.float32), features["word_positions"], batch_dims=1)
 
-  def loss(self, features, word_logits, denominator):
+  def loss(self, features: Features, word_logits: Any, denominator: Any) -> Any:
     from zoo.models import losses
     return losses.token_classification_loss(features["word_labels"], word_logits, features["word_weights"],
                                             denominator)
 
-  def loss_and_stats(self, features, outputs, denominators):
+  def loss_and_stats(self, features: Features, outputs: Any, denominators: Features) -> tuple[Any, Stats]:
     count = denominators["words"]
     word_logits = self._word_logits(features, outputs)
     correct = tf.equal(tf.argmax(word_logits, axis=-1, output_type=tf.int32), features["word_labels"])
@@ -332,15 +350,16 @@ class TagTask(Task):
             dict(token_accuracy=(weighted_sum(correct, features["word_weights"]), count)))
 
   # Evaluation.
-  def prepare_evaluation(self, source):
+  def prepare_evaluation(self, source: DataSource) -> DataSource | None:
     """Keeps the gold tags of every word of every evaluation sentence, in the order of the data."""
-    self._gold = []
+    self._gold: list[np.ndarray] = []
     for example in source.dataset:
       tags = example["tags"]
       tags = tags.to_list() if hasattr(tags, "to_list") else tags.numpy()
       self._gold.append(np.asarray(tags, np.int64))
+    return None
 
-  def eval_outputs(self, features, outputs, denominators):
+  def eval_outputs(self, features: Features, outputs: Any, denominators: Features) -> tuple[Stats, Features]:
     word_logits = self._word_logits(features, outputs)
     predictions = tf.where(features["word_positions"] > 0,
                            tf.argmax(word_logits, axis=-1, output_type=tf.int32), -1)
@@ -348,7 +367,7 @@ class TagTask(Task):
             dict(word_predictions=predictions, word_index=features["word_index"],
                  max_context=features["max_context"], example=features["example"], weight=features["weight"]))
 
-  def metrics(self, stats, examples):
+  def metrics(self, stats: Stats, examples: dict[str, Any]) -> dict[str, float]:
     if getattr(self, "_gold", None) is None:
       raise RuntimeError("prepare_evaluation(source) must read the evaluation data before metrics")
     keep = examples["weight"] > 0
@@ -363,12 +382,12 @@ class TagTask(Task):
     self._predictions = {str(index): tags for index, tags in enumerate(predicted_tags)}
     return results
 
-  def eval_predictions(self):
+  def eval_predictions(self) -> tuple[dict[str, Any], dict[str, float] | None] | None:
     """`{sentence index: [predicted tag of every word]}` of the last evaluation (no null odds)."""
     predictions = getattr(self, "_predictions", None)
     return None if predictions is None else (predictions, None)
 
-  def label_names(self):
+  def label_names(self) -> list[str]:
     names = self.config.label_names
     if not names or len(names) != self.config.num_classes:
       raise ValueError(f"the {self.name} run in {self.config.model_dir} needs its tag names in config.json "
@@ -376,17 +395,18 @@ class TagTask(Task):
     return [str(name) for name in names]
 
   # Serving.
-  def serving_network(self, model):
+  def serving_network(self, model: Any) -> Any:
     return model
 
-  def serving_outputs(self, network, features, label_names):
+  def serving_outputs(self, network: Any, features: Features, label_names: Any) -> Features:
     """Per token: `logits` and `probabilities` `[B, T, C]`, `label_ids` and `labels` `[B, T]`."""
     logits = tf.cast(network(features, training=False), tf.float32)
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return dict(logits=logits, probabilities=tf.nn.softmax(logits), label_ids=label_ids,
                 labels=tf.gather(label_names, label_ids))
 
-  def serving_from_text(self, texts, text_encoder, from_token_ids, label_names):
+  def serving_from_text(self, texts: Features, text_encoder: TextEncoder, from_token_ids: Callable[..., Any],
+                        label_names: Any) -> Features:
     """Per word of the raw text, `[B, W]`: `words` (as they appear in the text), `starts` and `ends`
     (their characters in the text, end exclusive), `tags`, `tag_ids` and `tag_probabilities`; and
     `num_words` `[B]`.
@@ -422,6 +442,6 @@ class TagTask(Task):
                 ends=tf.where(present, characters(ends), -1), tags=tags, tag_ids=tag_ids,
                 tag_probabilities=tag_probabilities, num_words=num_words)
 
-  def export_info(self):
+  def export_info(self) -> dict[str, Any]:
     return dict(super().export_info(), num_classes=self.config.num_classes, label_names=self.label_names(),
                 tag_scheme=self.scheme, tag_stride=self.config.tag_stride)

@@ -13,9 +13,17 @@ Example:
   ('--doc-stride', 'doc_stride must be at least 1, got 0')
 """
 
-import dataclasses
+from __future__ import annotations
 
-TASKS = {}
+import dataclasses
+from typing import Any
+from typing import TypeVar
+
+# `tpu.tasks.base`, whose `Task` the classes subclass, imports this module: the types name no `Task`.
+TASKS: dict[str, type[Any]] = {}
+TaskClass = TypeVar("TaskClass", bound=type[Any])
+# The run's configuration: a `tpu.config.TrainConfig` (which imports this package, so it is not named here).
+Config = Any
 SETTING_TYPES = (int, float, bool, str, dict, list)
 
 
@@ -49,15 +57,15 @@ class Setting:
   architecture: bool = False
   input: bool = False
 
-  def __post_init__(self):
+  def __post_init__(self) -> None:
     if self.type not in SETTING_TYPES:
       raise ValueError(f"setting {self.name}: type must be one of {[t.__name__ for t in SETTING_TYPES]}")
 
   @property
-  def flag_name(self):
+  def flag_name(self) -> str:
     return "--" + self.name.replace("_", "-")
 
-  def check(self, value):
+  def check(self, value: Any) -> str | None:
     """None when `value` is valid, else a message naming the setting and what it takes."""
     if value is None and self.default is None:
       return None
@@ -73,7 +81,7 @@ class Setting:
     return None
 
 
-def register(cls):
+def register(cls: TaskClass) -> TaskClass:
   """Class decorator: adds a `Task` subclass to `TASKS` under its `name`.
 
   Raises:
@@ -94,42 +102,42 @@ def register(cls):
   return cls
 
 
-def unregister(name):
+def unregister(name: str) -> None:
   """Removes a task (for tests that register a task of their own)."""
   TASKS.pop(name)
 
 
-def names():
+def names() -> tuple[str, ...]:
   """The registered task names, in registration order."""
   return tuple(TASKS)
 
 
-def task_class(name):
+def task_class(name: str) -> type[Any]:
   """The `Task` class of `name`; a ValueError lists the registered tasks."""
   if name not in TASKS:
     raise ValueError(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
   return TASKS[name]
 
 
-def get_task(config):
+def get_task(config: Config) -> Any:
   """The `Task` of `config.task`."""
   return task_class(config.task)(config)
 
 
-def build_model(config):
+def build_model(config: Config) -> Any:
   """Builds the model of a (resolved) config: what the job trains and the exporter restores."""
   return get_task(config).build()
 
 
-def declared_settings():
+def declared_settings() -> dict[str, tuple[Setting, list[str]]]:
   """`{name: (Setting, [task names])}` over every registered task, in registration order."""
-  declared = {}
+  declared: dict[str, tuple[Setting, list[str]]] = {}
   for task_name, cls in TASKS.items():
     for setting in cls.settings:
       declared.setdefault(setting.name, (setting, []))[1].append(task_name)
   return declared
 
 
-def settings_of(name):
+def settings_of(name: str) -> dict[str, Setting]:
   """`{setting name: Setting}` of the task `name`."""
   return {setting.name: setting for setting in task_class(name).settings}

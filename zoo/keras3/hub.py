@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.configs import EncoderConfig
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
 from zoo.keras3.loading import LoadedModelDir
 from zoo.keras3.loading import load_model_dir
@@ -264,14 +265,15 @@ def classifier_from_preset(preset: str, vocab: Sequence[str], num_classes: int, 
   from zoo import presets
   check_special_tokens(vocab, special_tokens)
   chosen = presets.get(preset)
-  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  dtype = overrides.pop("dtype", None)
+  config = chosen.encoder_config(**{**overrides, "vocab_size": len(vocab), "seq_length": seq_length})
   family = FAMILIES[chosen.family]
   backbone_class, tokenizer_class = family.backbone, family.tokenizer
   preprocessor_class, classifier_class = family.classifier_preprocessor, family.classifier
   tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
                               special_tokens_names=special_tokens)
   preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length)
-  return classifier_class(backbone_class(config), num_classes, preprocessor=preprocessor,
+  return classifier_class(backbone_class(config, dtype=dtype), num_classes, preprocessor=preprocessor,
                           activation=activation, dropout=dropout)
 
 
@@ -286,25 +288,26 @@ def embedder_from_preset(preset: str, vocab: Sequence[str], seq_length: int, poo
   from zoo import presets
   check_special_tokens(vocab, special_tokens)
   chosen = presets.get(preset)
-  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  dtype = overrides.pop("dtype", None)
+  config = chosen.encoder_config(**{**overrides, "vocab_size": len(vocab), "seq_length": seq_length})
   family = FAMILIES[chosen.family]
   tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case,
                                special_tokens_names=special_tokens)
   preprocessor = family.embedder_preprocessor(tokenizer, sequence_length=seq_length)
-  return family.embedder(family.backbone(config), preprocessor=preprocessor, pooling_mode=pooling_mode,
-                         normalize=normalize)
+  return family.embedder(family.backbone(config, dtype=dtype), preprocessor=preprocessor,
+                         pooling_mode=pooling_mode, normalize=normalize)
 
 
 def _pretraining_parts(kind: str, preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool,
                        special_tokens: dict[str, str] | None, mask_selection_length: int | None,
-                       overrides: dict[str, Any]) -> tuple[type, ZooBackbone, Any, dict[str, Any]]:
+                       overrides: dict[str, Any]) -> tuple[type, ZooBackbone, Any, EncoderConfig]:
   """`(task class, backbone, preprocessor, encoder config)` of a pre-training task (`kind`: "masked_lm"
   or "electra") on a zoo preset's encoder with random weights; see `masked_lm_from_preset`."""
   from zoo import presets
   check_special_tokens(vocab, special_tokens)
   chosen = presets.get(preset)
   dtype = overrides.pop("dtype", None)
-  config = {**chosen.config, **overrides, "vocab_size": len(vocab), "seq_length": seq_length}
+  config = chosen.encoder_config(**{**overrides, "vocab_size": len(vocab), "seq_length": seq_length})
   family = FAMILIES[chosen.family]
   tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case,
                                special_tokens_names=special_tokens)

@@ -187,7 +187,7 @@ def _dtypes(keras, keras_hub, zoo_hub, model_dir, preset_dir, inputs, loaded):
 
   directory_float32 = keras.ops.convert_to_numpy(output(zoo_hub.backbone_from_model_dir(model_dir)[0]))
   preset_float32 = keras.ops.convert_to_numpy(output(keras_hub.models.Backbone.from_preset(preset_dir)))
-  architecture = {key: loaded.encoder_config[key]
+  architecture = {key: getattr(loaded.encoder_config, key)
                   for key in ("hidden_size", "num_heads", "intermediate_size", "block_sizes")}
   result = dict(global_policy=keras.config.dtype_policy().name)
   mixed = zoo_hub.classifier_from_model_dir(model_dir, num_classes=2, dtype="mixed_bfloat16")

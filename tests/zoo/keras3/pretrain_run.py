@@ -116,7 +116,7 @@ def _electra(zoo_pretraining, vocab, texts, out_dir):
   return dict(losses=[float(loss) for loss in history.history["loss"]], masked=int(np.asarray(weights).sum()),
               shared=[model.generator.token_embedding is model.backbone.token_embedding
                       for model in (task, reloaded)],
-              generator_width=task.generator.encoder_config["hidden_size"],
+              generator_width=task.generator.encoder_config.hidden_size,
               reloaded_difference=float(np.abs(reloaded_logits - outputs["mlm_logits"]).max()),
               reloaded_class=type(reloaded).__name__)
 

@@ -117,7 +117,7 @@ class ZooElectra(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Task):
     config = backbone.encoder_config
     if not config.full_length_output:
       raise ValueError(f"ELECTRA needs a full-length sequence output, which this {config.encoder_name} pools "
-                       "away (a Funnel-Transformer needs its decoder: num_decoder_layers >= 1): the "
+                       "away (a Funnel-Transformer needs the decoder: num_decoder_layers >= 1): the "
                        "discriminator labels every token, and masked positions index the full-length input")
     if generator_config is None:
       generator_config = electra_generator_config(config)
@@ -134,10 +134,10 @@ class ZooElectra(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Task):
                                     word_embeddings=backbone.token_embedding, name=GENERATOR_ROOT)
     self.masked_lm_head = MaskedLMHead(self.generator.token_embedding, activation=activation,
                                        transform=mlm_transform, name=GENERATOR_MASKED_LM_ROOT,
-                                       initializer_range=config.get("initializer_range", 0.02))
+                                       initializer_range=config.initializer_range)
     self.sampler = ReplacedTokenSampler(name="sampler")
     self.discriminator_transform = keras.layers.Dense(
-        config["hidden_size"], activation=ACTIVATIONS[activation], kernel_initializer=initializer,
+        config.hidden_size, activation=ACTIVATIONS[activation], kernel_initializer=initializer,
         dtype=backbone.dtype_policy, name="discriminator_transform")
     self.discriminator_logits = keras.layers.Dense(1, kernel_initializer=initializer, dtype="float32",
                                                    name="discriminator_logits")

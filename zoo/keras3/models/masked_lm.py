@@ -110,7 +110,7 @@ class ZooMaskedLM(TrainsWhatItReads, PerLengthFunctions, keras_hub.models.Masked
     config = backbone.encoder_config
     if not config.full_length_output:
       raise ValueError(f"a masked LM needs a full-length sequence output, which this {config.encoder_name} "
-                       "pools away (a Funnel-Transformer needs its decoder: num_decoder_layers >= 1): masked "
+                       "pools away (a Funnel-Transformer needs the decoder: num_decoder_layers >= 1): masked "
                        "positions index the full-length input")
     activation = activation or config.activation
     self.backbone = backbone
