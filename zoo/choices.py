@@ -1,7 +1,7 @@
 """The named choices of the zoo's layers and encoders, each defined once, in plain Python.
 
 Both editions of the layers read these: the `tf_keras` one (`zoo.layers`, whose activation
-functions are `zoo.layers.activations`) and the Keras 3 one (`zoo.keras3`). So the valid choices an
+functions are `zoo.layers.ACTIVATIONS`) and the Keras 3 one (`zoo.keras3`). So the valid choices an
 error message lists are always the ones the code accepts, and importing them loads no
 Keras.
 """

@@ -79,7 +79,7 @@ class MaskedLMTask(Task):
               "none for a Funnel's masked-LM pre-training, as Funnel's published heads and Hugging Face's "
               "FunnelForMaskedLM)", flag=False, architecture=True),
       Setting("head_activation", str, None, "activation of the masked-LM transform and of the "
-              "discriminator's dense layer (zoo.layers.activations.ACTIVATIONS; default: the encoder's, "
+              "discriminator's dense layer (zoo.layers.ACTIVATIONS; default: the encoder's, "
               "as BERT's and ELECTRA's heads)", flag=False, architecture=True),
   )
   stat_names: tuple[str, ...] = ("mlm_loss", "mlm_accuracy")

@@ -274,7 +274,7 @@ def masked_lm_head(encoder: Any, weights: Mapping[str, np.ndarray], layout: str,
   """
   import tensorflow as tf
 
-  from zoo.layers.activations import ACTIVATIONS
+  from zoo.layers.transformer_block import ACTIVATIONS
   from zoo.models.heads import MaskedLMHead
   names = _mlm_names(layout)
   present = [name for name in names.values() if name in weights]

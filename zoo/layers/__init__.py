@@ -2,7 +2,6 @@
 
 from zoo.grids import pool_positions
 from zoo.grids import pooled_length
-from zoo.layers import activations
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import drop_attention_probs
@@ -12,9 +11,11 @@ from zoo.layers.funnel_pooling import FunnelPooling
 from zoo.layers.funnel_pooling import FunnelUpsampling
 from zoo.layers.funnel_pooling import pool_sequence
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
+from zoo.layers.transformer_block import ACTIVATIONS
 from zoo.layers.transformer_block import TransformerBlock
 
 __all__ = [
+    "ACTIVATIONS",
     "AttentionResult",
     "ClsSegmentIds",
     "EncoderEmbeddings",
@@ -23,7 +24,6 @@ __all__ = [
     "MultiHeadAttention",
     "RelativeMultiHeadAttention",
     "TransformerBlock",
-    "activations",
     "drop_attention_probs",
     "pool_positions",
     "pool_sequence",

@@ -13,9 +13,12 @@ With `q̂ = q / sqrt(H)` and the per-head biases scaled the same way:
 and j share a segment or either is [cls] (segment id `cls_segment_id`).
 """
 
+from typing import TypeAlias
+
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
+from numpy.typing import ArrayLike
 from official.modeling.tf_utils import clone_initializer
 
 from zoo.choices import FACTORIZED
@@ -23,16 +26,44 @@ from zoo.choices import RELATIVE_POSITION_ENCODINGS
 from zoo.choices import SHIFT
 from zoo.choices import check_choice
 from zoo.grids import position_grid
-from zoo.layers import positions as pos_lib
+from zoo.grids import static_vector
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import Carry
 from zoo.layers.attention import MultiHeadAttention
-from zoo.layers.positions import Positions
 
 
 def _length(heads: tf.Tensor) -> int | tf.Tensor:
   """Static length of axis 1 of `[B, L, N, H]` when known, else a scalar tensor."""
   return heads.shape[1] if heads.shape[1] is not None else tf.shape(heads)[1]
+
+
+# Positions as the layers take them: a tensor (`[T]` or `[B, T]`), or numbers `tf.convert_to_tensor` takes.
+Positions: TypeAlias = tf.Tensor | ArrayLike
+
+
+def sinusoid_frequencies(width: int) -> tf.Tensor:
+  """`f_k = 10000^(-2k/width)` for `k < width/2`, float32 `[width/2]`."""
+  if width % 2:
+    raise ValueError(f"the sinusoid width must be even, got {width}")
+  k = tf.range(width // 2, dtype=tf.float32)
+  return 1.0 / tf.pow(10000.0, 2.0 * k / float(width))
+
+
+def sinusoid(positions: Positions, width: int) -> tf.Tensor:
+  """`concat[sin(t·f), cos(t·f)]` (not interleaved): `[..., L] -> [..., L, width]`."""
+  angles = tf.cast(positions, tf.float32)[..., None] * sinusoid_frequencies(width)
+  return tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+
+
+def static_positions(positions: Positions | None, length: int, name: str) -> np.ndarray | None:
+  """Returns `positions` as a 1-D float numpy array when known at trace time, else None.
+
+  `None` means the default grid `0, 1, ..., length-1`.
+  """
+  if positions is None:
+    return np.arange(length, dtype=np.float64)
+  value = tf.get_static_value(positions) if tf.is_tensor(positions) else positions
+  return None if value is None else static_vector(value, length, name)
 
 
 @keras.utils.register_keras_serializable(package="zoo")
@@ -158,7 +189,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     return config
 
 
-  _static_positions = staticmethod(pos_lib.static_positions)
+  _static_positions = staticmethod(static_positions)
   _local_scores = MultiHeadAttention._local_scores_by_parts   # each part has positions of its own
 
   # Positions and segment ids come before the carry, unlike in MultiHeadAttention.call: pass the carry
@@ -214,7 +245,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
     query_positions = self._positions_or_default(query_positions, _length(query_heads))
     key_positions = self._positions_or_default(key_positions, key_length)
     # Positional tables are float32; cast only where they meet the activations.
-    frequencies = pos_lib.sinusoid_frequencies(width)
+    frequencies = sinusoid_frequencies(width)
     query_angles = tf.cast(query_positions, tf.float32)[..., None] * frequencies   # [(B,) T, D/2]
     key_angles = tf.cast(key_positions, tf.float32)[..., None] * frequencies       # [(B,) S, D/2]
     cast = lambda t: tf.cast(t, self.compute_dtype)  # noqa: E731
@@ -236,7 +267,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
                                           None if tf.is_tensor(key_length) else key_length)
     num_distances = distances.shape[0]
     width = self.position_kernel.shape[0]
-    table = tf.cast(pos_lib.sinusoid(distances, width), self.compute_dtype)
+    table = tf.cast(sinusoid(distances, width), self.compute_dtype)
     position_heads = tf.einsum("LD,DNH->LNH", table, self.position_kernel)        # [L, N, H]
     scores = tf.einsum("BTNH,LNH->BNTL", query_heads, position_heads)              # [B, N, T, L]
     # Row i needs the slice starting at ratio·(T - i): drop ratio·T flat entries,

@@ -14,13 +14,21 @@ from zoo.choices import POSITION_ENCODINGS
 from zoo.choices import check_choice
 from zoo.configs.encoder import check_local_attention
 from zoo.layers import seeds
-from zoo.layers.activations import ACTIVATIONS
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import Carry
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.base import ZooLayer
-from zoo.layers.positions import Positions
+from zoo.layers.relative_attention import Positions
 from zoo.layers.relative_attention import RelativeMultiHeadAttention
+
+# Activation names -> Keras activations ("gelu_approximate" is the tanh form, which
+# Hugging Face calls "gelu_new").
+ACTIVATIONS = {
+    "gelu": lambda x: keras.activations.gelu(x, approximate=False),
+    "gelu_approximate": lambda x: keras.activations.gelu(x, approximate=True),
+    "relu": keras.activations.relu,
+    "swish": keras.activations.swish,
+}
 
 
 @keras.utils.register_keras_serializable(package="zoo")
@@ -43,7 +51,7 @@ class TransformerBlock(ZooLayer):
     num_heads: number of heads.
     head_size: width of each head.
     intermediate_size: feed-forward width F.
-    activation: one of `zoo.layers.activations.ACTIVATIONS`.
+    activation: one of `zoo.layers.ACTIVATIONS`.
     dropout: hidden dropout, on the attention output and the feed-forward output.
     attention_dropout: dropout on the attention probabilities.
     activation_dropout: dropout after the feed-forward activation.

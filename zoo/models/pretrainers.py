@@ -19,8 +19,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from zoo.layers import seeds
-from zoo.layers.activations import ACTIVATIONS
 from zoo.layers.base import ZooLayer
+from zoo.layers.transformer_block import ACTIVATIONS
 from zoo.model_dir import DISCRIMINATOR_HEAD_ROOT
 from zoo.model_dir import ENCODER_ROOT
 from zoo.model_dir import GENERATOR_MASKED_LM_ROOT
@@ -37,7 +37,7 @@ from zoo.models.losses import masked_lm_loss
 
 
 def head_activation(activation: str | Callable[..., Any]) -> str | Callable[..., Any]:
-  """A head's activation: a name of `zoo.layers.activations.ACTIVATIONS` ("gelu_approximate" is the
+  """A head's activation: a name of `zoo.layers.ACTIVATIONS` ("gelu_approximate" is the
   tanh form), else whatever Keras takes."""
   return ACTIVATIONS.get(activation, activation) if isinstance(activation, str) else activation
 
@@ -78,7 +78,7 @@ class MaskedLMPretrainer(EncoderHead):
   Args:
     encoder: an encoder with a full-length `sequence_output` and `get_embedding_table()`.
     activation: activation of the MLM transform (BERT: "gelu"; a name of
-      `zoo.layers.activations.ACTIVATIONS`, or a Keras activation).
+      `zoo.layers.ACTIVATIONS`, or a Keras activation).
     initializer_range: stddev of the truncated-normal initializer of the MLM transform.
     mlm_transform: the head's dense and layer norm (BERT's); False for the single
       tied projection of Funnel's published masked-LM models (`MaskedLMHead`).

@@ -1,4 +1,4 @@
-"""The named choices (`zoo.choices`) and the activations (`zoo.layers.activations`): what every layer and
+"""The named choices (`zoo.choices`) and the activations (`zoo.layers.ACTIVATIONS`): what every layer and
 encoder accepts and lists."""
 
 import ast
@@ -12,7 +12,7 @@ from zoo.layers import FunnelPooling
 from zoo.layers import RelativeMultiHeadAttention
 from zoo.layers import TransformerBlock
 from zoo.layers import pool_sequence
-from zoo.layers.activations import ACTIVATIONS
+from zoo.layers.transformer_block import ACTIVATIONS
 from zoo.models import FunnelEncoder
 from zoo.models import TransformerEncoder
 
