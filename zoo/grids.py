@@ -66,6 +66,29 @@ def position_grid(positions: np.ndarray, name: str) -> tuple[float, float | None
   return start, stride
 
 
+def shift_distances(query_positions: np.ndarray, key_positions: np.ndarray) -> tuple[int, np.ndarray]:
+  """The shift form's static table of two known position vectors: `(ratio, float32 distances)`.
+
+  The positions must be evenly spaced (`position_grid`), the query spacing a whole multiple `ratio`
+  of the key spacing. With `T` queries and `S` keys the distances are
+  `t_n = (q0 - k0) + (ratio·T - n)·k_stride` for `n < L = ratio·T + S`, so that pair `(i, j)` sits at
+  `n = ratio·(T - i) + j`.
+  """
+  q_start, q_stride = position_grid(query_positions, "query_positions")
+  k_start, k_stride = position_grid(key_positions, "key_positions")
+  k_stride = k_stride or q_stride or 1.0
+  q_stride = q_stride or k_stride
+  ratio = q_stride / k_stride
+  if ratio < 1 or ratio != int(ratio):
+    raise ValueError(
+        "position_encoding='shift' needs the query spacing to be a whole multiple of the "
+        f"key spacing, got {q_stride} and {k_stride}")
+  query_length, key_length = query_positions.shape[0], key_positions.shape[0]
+  num_distances = int(ratio) * query_length + key_length
+  distances = (q_start - k_start) + (int(ratio) * query_length - np.arange(num_distances)) * k_stride
+  return int(ratio), distances.astype(np.float32)
+
+
 def static_vector(value: ArrayLike, length: int, name: str) -> np.ndarray:
   """A known position vector as 1-D float64 numpy, checked against `length`."""
   value = np.asarray(value, dtype=np.float64)

@@ -220,7 +220,6 @@ class FunnelPooling(ZooLayer):
       config["semantics"] = recorded_pooling_semantics(config["semantics"])
     return super().from_config(config)
 
-
   _pool_sequence = staticmethod(pool_sequence)
 
 

@@ -25,7 +25,7 @@ from zoo.choices import FACTORIZED
 from zoo.choices import RELATIVE_POSITION_ENCODINGS
 from zoo.choices import SHIFT
 from zoo.choices import check_choice
-from zoo.grids import position_grid
+from zoo.grids import shift_distances
 from zoo.grids import static_vector
 from zoo.layers.attention import AttentionResult
 from zoo.layers.attention import Carry
@@ -145,38 +145,21 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
       raise ValueError("use_segment_bias=True needs query_segment_ids")
 
   def _shift_layout(self, query_positions, key_positions, query_length, key_length):
-    """The shift form's static table: `(ratio, distances)`.
-
-    The positions must be known when the model is built (`self._static_positions` reads
-    them; None is the default grid) and evenly spaced, the query spacing a whole multiple
-    `ratio` of the key spacing. The distances are
-    `t_n = (q0 - k0) + (ratio·T - n)·k_stride` for `n < L = ratio·T + S`, so that pair
-    `(i, j)` sits at `n = ratio·(T - i) + j`.
-    """
+    """The shift form's static table `(ratio, distances)` (`zoo.grids.shift_distances`) of positions known
+    when the model is built (`_static_positions`; None is the default grid)."""
     if query_length is None or key_length is None:
       raise ValueError("position_encoding='shift' needs static sequence lengths")
-    q_start, q_stride = self._static_grid(query_positions, query_length, "query_positions")
-    k_start, k_stride = self._static_grid(key_positions, key_length, "key_positions")
-    k_stride = k_stride or q_stride or 1.0
-    q_stride = q_stride or k_stride
-    ratio = q_stride / k_stride
-    if ratio < 1 or ratio != int(ratio):
-      raise ValueError(
-          "position_encoding='shift' needs the query spacing to be a whole multiple of the "
-          f"key spacing, got {q_stride} and {k_stride}")
-    ratio = int(ratio)
-    num_distances = ratio * query_length + key_length
-    distances = (q_start - k_start) + (ratio * query_length - np.arange(num_distances)) * k_stride
-    return ratio, distances.astype(np.float32)
-
-  def _static_grid(self, positions, length, name):
-    values = self._static_positions(positions, length, name)
-    if values is None:
-      raise ValueError(
-          f"position_encoding='shift' needs {name} known when the graph is built "
-          "(a Python list, NumPy array or constant); use position_encoding='factorized' "
-          "for positions computed at run time")
-    return position_grid(values, name)
+    known = []
+    for positions, length, name in ((query_positions, query_length, "query_positions"),
+                                    (key_positions, key_length, "key_positions")):
+      values = self._static_positions(positions, length, name)
+      if values is None:
+        raise ValueError(
+            f"position_encoding='shift' needs {name} known when the graph is built "
+            "(a Python list, NumPy array or constant); use position_encoding='factorized' "
+            "for positions computed at run time")
+      known.append(values)
+    return shift_distances(*known)
 
   def get_config(self):
     config = super().get_config()
@@ -187,7 +170,6 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
         cls_segment_id=self.cls_segment_id,
     )
     return config
-
 
   _static_positions = staticmethod(static_positions)
   _local_scores = MultiHeadAttention._local_scores_by_parts   # each part has positions of its own

@@ -154,7 +154,6 @@ class FunnelPooling(WeightlessLayer):
       config["semantics"] = recorded_pooling_semantics(config["semantics"])
     return super().from_config(config)
 
-
   _pool_sequence = staticmethod(pool_sequence)
 
 
