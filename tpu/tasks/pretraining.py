@@ -97,7 +97,7 @@ class MaskedLMTask(Task):
       transform = encoder.masked_lm_transform or cls.name != "mlm"
       derived.update(mlm_transform=transform if config.mlm_transform is None else config.mlm_transform,
                      # Every family's configuration has an activation; `EncoderConfig` declares none.
-                     head_activation=config.head_activation or encoder.activation)  # type: ignore[attr-defined]
+                     head_activation=config.head_activation or encoder.activation)
     return derived
 
   def build(self) -> Any:

@@ -19,6 +19,9 @@ from zoo.configs.encoder import EncoderConfig
 from zoo.configs.funnel import FunnelConfig
 from zoo.configs.transformer import TransformerConfig
 
+# Either family's configuration: what the presets, model directories and converters give.
+FamilyConfig = TransformerConfig | FunnelConfig
+
 CONFIGS: dict[str, type[EncoderConfig]] = {config.family: config
                                            for config in (TransformerConfig, FunnelConfig)}
 
@@ -30,9 +33,12 @@ def config_class(family: str) -> type[EncoderConfig]:
   return CONFIGS[family]
 
 
-def from_dict(family: str, values: dict[str, Any]) -> EncoderConfig:
+def from_dict(family: str, values: dict[str, Any]) -> FamilyConfig:
   """The `family` configuration a recorded dict describes (`EncoderConfig.from_dict`)."""
-  return config_class(family).from_dict(values)
+  config = config_class(family).from_dict(values)
+  assert isinstance(config, (TransformerConfig, FunnelConfig))
+  return config
 
 
-__all__ = ["CONFIGS", "EncoderConfig", "FunnelConfig", "TransformerConfig", "config_class", "from_dict"]
+__all__ = ["CONFIGS", "EncoderConfig", "FamilyConfig", "FunnelConfig", "TransformerConfig", "config_class",
+           "from_dict"]

@@ -50,8 +50,9 @@ from typing import Any
 
 from zoo.choices import HF_POOLING
 from zoo.choices import ZOO_POOLING
-from zoo.configs import EncoderConfig
+from zoo.configs import FamilyConfig
 from zoo.configs import config_class
+from zoo.configs import from_dict
 
 if TYPE_CHECKING:   # the encoders load with Keras on first use (`Preset.encoder_class`)
   from zoo.models import FunnelEncoder
@@ -94,10 +95,10 @@ class Preset:
   config: dict[str, Any]
   description: str
 
-  def encoder_config(self, **overrides: Any) -> EncoderConfig:
+  def encoder_config(self, **overrides: Any) -> FamilyConfig:
     """The family's typed configuration (`zoo.configs`) of this preset with `overrides`; unknown names are
     refused with the valid ones."""
-    return config_class(self.family).from_dict({**self.config, **overrides})
+    return from_dict(self.family, {**self.config, **overrides})
 
   def encoder_class(self) -> type[TransformerEncoder] | type[FunnelEncoder]:
     """The tf_keras encoder class of the family (`zoo.models`)."""
@@ -217,7 +218,7 @@ def as_written(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
   return values
 
 
-def encoder_config(settings: Mapping[str, Any], **overrides: Any) -> EncoderConfig:
+def encoder_config(settings: Mapping[str, Any], **overrides: Any) -> FamilyConfig:
   """The encoder configuration (`zoo.configs`) a model directory's config.json describes.
 
   The preset `model`, its `model_overrides` (`as_written`), `dropout` (for both dropout
