@@ -190,8 +190,8 @@ class FunnelPooling(ZooLayer):
   def call(self, inputs, input_mask=None, axis=1, mode=None):
     if self.semantics != ZOO_POOLING:
       input_mask = None   # every token of a window counts, padding included
-    return self._pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls,
-                               self.truncate_seq, input_mask=input_mask)
+    return pool_sequence(inputs, axis, mode or self.pooling_type, self.separate_cls, self.truncate_seq,
+                         input_mask=input_mask)
 
   def pool_mask(self, input_mask):
     """`[B, T]` mask -> `[B, T']`: a window is real if every token of it is (Hugging Face's semantics),
@@ -219,8 +219,6 @@ class FunnelPooling(ZooLayer):
     if "semantics" in config:
       config["semantics"] = recorded_pooling_semantics(config["semantics"])
     return super().from_config(config)
-
-  _pool_sequence = staticmethod(pool_sequence)
 
 
 @keras.utils.register_keras_serializable(package="zoo")

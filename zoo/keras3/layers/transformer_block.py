@@ -89,9 +89,9 @@ class TransformerBlock(AttentionLayer):
     self.running_mean = running_mean
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
-  def _attention_layer(self, absolute_class, relative_class, **options):
-    """The block's `attention` sublayer: `absolute_class` or, for relative positions, `relative_class`
-    (or `shared_attention`'s)."""
+  def _attention_layer(self, **options):
+    """The block's `attention` sublayer: `MultiHeadAttention` or, for relative positions,
+    `RelativeMultiHeadAttention` (or `shared_attention`'s)."""
     if self._shared_attention is not None:
       return self._shared_part(self._shared_attention, "attention")[0]
     arguments = dict(
@@ -100,9 +100,10 @@ class TransformerBlock(AttentionLayer):
         kernel_initializer=self.kernel_initializer, attention_window=self.attention_window,
         global_tokens=self.global_tokens, name="attention", **options)
     if self.position_encoding == ABSOLUTE:
-      return absolute_class(**arguments)
-    return relative_class(position_encoding=self.position_encoding, use_segment_bias=self.use_segment_bias,
-                          separate_cls=self.separate_cls, cls_segment_id=self.cls_segment_id, **arguments)
+      return MultiHeadAttention(**arguments)
+    return RelativeMultiHeadAttention(
+        position_encoding=self.position_encoding, use_segment_bias=self.use_segment_bias,
+        separate_cls=self.separate_cls, cls_segment_id=self.cls_segment_id, **arguments)
 
   def _ffn_layers(self, make):
     """`(intermediate, output)` dense layers: `shared_ffn`'s, else `make()`'s."""
@@ -152,8 +153,7 @@ class TransformerBlock(AttentionLayer):
 
   def build(self, input_shape):
     width = input_shape[-1]
-    self.attention = self._attention_layer(MultiHeadAttention, RelativeMultiHeadAttention,
-                                           dtype=self.dtype_policy)
+    self.attention = self._attention_layer(dtype=self.dtype_policy)
     if not self.attention.built:
       self.attention.build((None, None, width))
     # Layer norms compute in float32 under mixed precision.
