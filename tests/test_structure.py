@@ -551,3 +551,37 @@ def test_task_choices_come_from_the_registry(capsys):
   description = train.parser().description
   assert all(re.search(rf"\b{name}\b", description) for name in tasks.names()), description
   assert "--tag-scheme {auto,iob1,iob2,iobes,bilou}" in train.parser().format_help()
+
+
+def forward_pass_files(encoder, inputs):
+  """The project's files whose code runs while `encoder` (built) is called on `inputs`: what a reader of its
+  forward pass opens."""
+  import sys
+  files = set()
+
+  def profile(frame, event, argument):
+    path = pathlib.Path(frame.f_code.co_filename)
+    if event == "call" and path.is_relative_to(ROOT / "zoo"):
+      files.add(str(path.relative_to(ROOT)))
+
+  sys.setprofile(profile)
+  try:
+    encoder(inputs)
+  finally:
+    sys.setprofile(None)
+  return sorted(files)
+
+
+@pytest.mark.parametrize("family", ["transformer", "funnel"])
+def test_a_tf_keras_encoders_forward_pass_reads_few_files(family):
+  import numpy as np
+
+  from zoo import models
+  settings = dict(vocab_size=20, hidden_size=8, num_heads=2, intermediate_size=16)
+  if family == "funnel":
+    encoder = models.FunnelEncoder(**settings, block_sizes=(1, 1), num_decoder_layers=1, seq_length=8)
+  else:
+    encoder = models.TransformerEncoder(**settings, num_layers=2, residual_attention=True)
+  ids = np.ones([2, 8], np.int32)
+  files = forward_pass_files(encoder, dict(input_word_ids=ids, input_mask=ids, input_type_ids=0 * ids))
+  assert "zoo/layers/transformer_block.py" in files and len(files) <= 8, files

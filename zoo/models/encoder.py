@@ -53,6 +53,7 @@ class EncoderModel(keras.Model):
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
     # Not tracked (the functional graph tracks the layers).
     object.__setattr__(self, "config", config)
+    object.__setattr__(self, "_built_length", config.built_length)   # the length every call compares
     object.__setattr__(self, "_embeddings", embeddings)
     # What wires the same layers at another static length, for length buckets.
     object.__setattr__(self, "_rewire", lambda length, inputs: type(self).graph(
@@ -140,7 +141,7 @@ class EncoderModel(keras.Model):
 
   def _at_length(self, length, inputs, training, mask):
     """The encoder's outputs for `inputs` cut to `length` tokens, padded back to the built graph's shapes."""
-    if length == self.config.built_length:
+    if length == self._built_length:
       outputs = super().call(inputs, training=training, mask=mask)
     else:
       outputs = self._rewire(length, {name: value[:, :length] for name, value in inputs.items()})

@@ -115,6 +115,7 @@ class EncoderModel(PerLengthFunctions, keras.Model):
     self.dtype_policy = policy   # a functional model takes no dtype: its layers' policy
     # Not tracked (the functional graph tracks the layers).
     object.__setattr__(self, "config", config)
+    object.__setattr__(self, "_built_length", config.built_length)   # the length every call compares
     object.__setattr__(self, "_embeddings", embeddings)
     # What wires the same layers at other lengths.
     object.__setattr__(self, "_rewire", lambda length, inputs: type(self).graph(
@@ -155,16 +156,18 @@ class EncoderModel(PerLengthFunctions, keras.Model):
     """`inputs`' length when the built graph does not take it as it is, else None; raises on a length
     the encoder cannot take."""
     length = self._length(inputs)
-    built = self.config.built_length
+    built = self._built_length
     if length is None:
       if built is None:
         return None
       raise ValueError(f"{self.name}: the sequence length must be known when traced (the graph is built per "
                        "length): pad the inputs to a fixed length, as keras-hub's preprocessors do")
+    if length == built:   # the configuration's checks took it
+      return None
     problem = self.length_problem(length)
     if problem:
       raise ValueError(f"{self.name}: {problem}")
-    return None if built is None or length == built else length
+    return None if built is None else length
 
   def call(self, inputs, training=None, mask=None):
     length = self._other_length(inputs)
@@ -174,7 +177,7 @@ class EncoderModel(PerLengthFunctions, keras.Model):
         zip(INPUT_NAMES, keras.tree.flatten(inputs), strict=True)))
 
   def compute_output_spec(self, inputs, training=None, mask=None):
-    if self._length(inputs) is None and self.config.built_length is not None:
+    if self._length(inputs) is None and self._built_length is not None:
       # Symbolic inputs of any length (a keras-hub backbone's): the built graph's outputs with
       # the lengths unknown.
       def any_length(spec):
