@@ -108,10 +108,10 @@ def worker(preset, seq_length, batch_size, repeats, overrides=None):
   return result
 
 
-def run(preset, seq_length, batch_size, repeats, overrides=None, progress=print):
-  """`{backend: worker result}`, one worker process per backend, one after the other."""
+def run(preset, seq_length, batch_size, repeats, overrides=None, progress=print, backends=BACKENDS):
+  """`{backend: worker result}`, one worker process per backend of `backends`, one after the other."""
   results = {}
-  for backend in BACKENDS:
+  for backend in backends:
     progress(f"keras 3 / {backend} and tf_keras, alternating: {preset}, {batch_size}x{seq_length}")
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))

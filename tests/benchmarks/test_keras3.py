@@ -41,9 +41,10 @@ def test_the_section_reports_per_process_ratios_and_the_xla_flags_and_replaces_i
 
 
 @pytest.mark.slow
-def test_a_run_of_a_tiny_model_times_both_steps_in_each_backends_process():
-  results = keras3.run("funnel_b4_4_4", 16, 2, 2, TINY, progress=lambda message: None)
-  assert sorted(results) == ["jax", "tensorflow"]
+def test_a_run_of_a_tiny_model_times_both_steps_in_a_backends_process():
+  # One backend: the worker is the same code under each (`KERAS_BACKEND`); the benchmark runs both.
+  results = keras3.run("funnel_b4_4_4", 16, 2, 2, TINY, progress=lambda message: None, backends=("jax",))
+  assert sorted(results) == ["jax"]
   for backend, result in results.items():
     assert result["backend"] == backend and result["rounds"] == 2 and len(result["load"]) == 2
     for kind in ("wall", "cpu"):
