@@ -76,17 +76,25 @@ def shift_distances(query_positions: np.ndarray, key_positions: np.ndarray) -> t
   """
   q_start, q_stride = position_grid(query_positions, "query_positions")
   k_start, k_stride = position_grid(key_positions, "key_positions")
-  k_stride = k_stride or q_stride or 1.0
-  q_stride = q_stride or k_stride
-  ratio = q_stride / k_stride
-  if ratio < 1 or ratio != int(ratio):
-    raise ValueError(
-        "position_encoding='shift' needs the query spacing to be a whole multiple of the "
-        f"key spacing, got {q_stride} and {k_stride}")
+  _, k_stride, ratio = spacing_ratio(q_stride, k_stride, "position_encoding='shift'")
   query_length, key_length = query_positions.shape[0], key_positions.shape[0]
-  num_distances = int(ratio) * query_length + key_length
-  distances = (q_start - k_start) + (int(ratio) * query_length - np.arange(num_distances)) * k_stride
-  return int(ratio), distances.astype(np.float32)
+  num_distances = ratio * query_length + key_length
+  distances = (q_start - k_start) + (ratio * query_length - np.arange(num_distances)) * k_stride
+  return ratio, distances.astype(np.float32)
+
+
+def spacing_ratio(query_stride: float | None, key_stride: float | None, feature: str
+                  ) -> tuple[float, float, int]:
+  """`(query spacing, key spacing, ratio)` of two grids (`position_grid`'s strides; a grid of one position
+  takes the other's spacing, 1 for both) whose query spacing is a whole multiple `ratio` of the key
+  spacing, as the shift form and local attention need (`feature` names which, for the error)."""
+  key_stride = key_stride or query_stride or 1.0
+  query_stride = query_stride or key_stride
+  ratio = query_stride / key_stride
+  if ratio < 1 or ratio != int(ratio):
+    raise ValueError(f"{feature} needs the query spacing to be a whole multiple of the key spacing, got "
+                     f"{query_stride} and {key_stride}")
+  return query_stride, key_stride, int(ratio)
 
 
 def static_vector(value: ArrayLike, length: int, name: str) -> np.ndarray:

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from zoo.grids import position_grid
+from zoo.grids import spacing_ratio
 
 
 class LocalGeometry:
@@ -69,13 +70,8 @@ class LocalGeometry:
                        f"({self.query_length} queries, {self.key_length} keys)")
     q_start, q_stride = _grid(query_positions, "query_positions")
     k_start, k_stride = _grid(key_positions, "key_positions")
-    k_stride = k_stride or q_stride or 1.0
-    q_stride = q_stride or k_stride
-    ratio = q_stride / k_stride
-    if ratio < 1 or ratio != int(ratio):
-      raise ValueError("local attention needs the query spacing to be a whole multiple of the key "
-                       f"spacing, got {q_stride} and {k_stride}")
-    self.ratio = ratio = int(ratio)
+    q_stride, k_stride, ratio = spacing_ratio(q_stride, k_stride, "local attention")
+    self.ratio = ratio
     self.key_stride = k_stride
     # Query i sits at key coordinate c_i = c0 + ratio · i (key j sits at j).
     c0 = (q_start - k_start) / k_stride
