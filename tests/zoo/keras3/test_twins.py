@@ -56,6 +56,15 @@ def test_keras_files_load_in_safe_mode_and_configs_round_trip(backend_report, ba
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_keras_3_encoders_forward_pass_reads_few_files(backend_report, backend):
+  checks = backend_report(backend)["checks"]
+  for name in ("funnel", "transformer"):
+    files = checks[f"forward_pass_files_{name}"]
+    assert "zoo/keras3/layers/transformer_block.py" in files and len(files) <= 8, files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_mixed_bfloat16_keeps_the_float32_islands(backend_report, backend):
   checks = backend_report(backend)["checks"]
   assert checks["bfloat16_dtypes"] == dict(
