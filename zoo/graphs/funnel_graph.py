@@ -6,6 +6,7 @@ decoder back to full length. `funnel_graph` wires the layers of a `FunnelConfig`
 """
 
 import typing
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,8 @@ class LayerRunner:
     return result.output
 
 
-def pooled_block_start(c: FunnelConfig, layer, sequence, pooling, run, block):
+def pooled_block_start(c: FunnelConfig, layer: Any, sequence: Sequence, pooling: Any, run: LayerRunner,
+                       block: int) -> Sequence:
   """The first layer application of pooled block `block`: pools the hidden states, mask, segment ids,
   positions and the carry, then runs `layer` (pooled queries on the unpooled keys with
   `pool_q_only`); returns the pooled `Sequence` with the layer's output."""
@@ -124,7 +126,8 @@ def pooled_block_start(c: FunnelConfig, layer, sequence, pooling, run, block):
   return after._replace(hidden=output)
 
 
-def encoder_blocks(c: FunnelConfig, layers: FunnelLayers, sequence, run):
+def encoder_blocks(c: FunnelConfig, layers: FunnelLayers, sequence: Sequence, run: LayerRunner
+                   ) -> tuple[Sequence, list]:
   """The encoder's blocks on the full-length `sequence`: `(the last block's Sequence, every layer
   application's output)`. Each layer runs its repeats back to back (L0 L0 L1 L1), as in the
   authors' code; a block after the first starts by pooling."""
@@ -142,8 +145,8 @@ def encoder_blocks(c: FunnelConfig, layers: FunnelLayers, sequence, run):
   return sequence, outputs
 
 
-def decoder_output(c: FunnelConfig, kit: EncoderKit, layers: FunnelLayers, encoder_output, layer_outputs,
-                   full, run):
+def decoder_output(c: FunnelConfig, kit: EncoderKit, layers: FunnelLayers, encoder_output: Any,
+                   layer_outputs: list, full: Sequence, run: LayerRunner) -> Any:
   """The decoder: the last block's output upsampled to the full length, plus the output of layer
   application `decoder_residual_layer` (default: block 0's last), through the decoder layers."""
   upsampling = kit.make(kit.upsampling, c.upsampling_stride, c.separate_cls, c.truncate_seq,
