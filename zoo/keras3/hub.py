@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from zoo.configs import EncoderConfig
 from zoo.keras3.loading import DEFAULT_SPECIAL_TOKENS
 from zoo.keras3.loading import LoadedModelDir
 from zoo.keras3.loading import load_model_dir
@@ -252,6 +251,23 @@ def check_special_tokens(vocab: Sequence[str], special_tokens: dict[str, str] | 
                    f"cls, sep, mask).{hint}")
 
 
+def _preset_parts(preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool,
+                  special_tokens: dict[str, str] | None, overrides: dict[str, Any]
+                  ) -> tuple[Any, ZooBackbone, ZooTokenizer]:
+  """`(the family's classes, backbone, tokenizer)` of a zoo preset's encoder with random weights, over
+  `vocab` at `seq_length`; `overrides` are encoder arguments over the preset's, and `dtype`."""
+  from zoo import presets
+  check_special_tokens(vocab, special_tokens)
+  chosen = presets.get(preset)
+  overrides = dict(overrides)
+  dtype = overrides.pop("dtype", None)
+  config = chosen.encoder_config(**{**overrides, "vocab_size": len(vocab), "seq_length": seq_length})
+  family = FAMILIES[chosen.family]
+  tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case,
+                               special_tokens_names=special_tokens)
+  return family, family.backbone(config, dtype=dtype), tokenizer
+
+
 def classifier_from_preset(preset: str, vocab: Sequence[str], num_classes: int, seq_length: int,
                            lower_case: bool = True, special_tokens: dict[str, str] | None = None,
                            activation: str | None = None, dropout: float = 0.1,
@@ -262,19 +278,11 @@ def classifier_from_preset(preset: str, vocab: Sequence[str], num_classes: int, 
   `special_tokens`: their names by role (default BERT's `[CLS]`, ...); `overrides`:
   encoder arguments over the preset's.
   """
-  from zoo import presets
-  check_special_tokens(vocab, special_tokens)
-  chosen = presets.get(preset)
-  dtype = overrides.pop("dtype", None)
-  config = chosen.encoder_config(**{**overrides, "vocab_size": len(vocab), "seq_length": seq_length})
-  family = FAMILIES[chosen.family]
-  backbone_class, tokenizer_class = family.backbone, family.tokenizer
-  preprocessor_class, classifier_class = family.classifier_preprocessor, family.classifier
-  tokenizer = tokenizer_class(vocabulary=list(vocab), lowercase=lower_case,
-                              special_tokens_names=special_tokens)
-  preprocessor = preprocessor_class(tokenizer, sequence_length=seq_length)
-  return classifier_class(backbone_class(config, dtype=dtype), num_classes, preprocessor=preprocessor,
-                          activation=activation, dropout=dropout)
+  family, backbone, tokenizer = _preset_parts(preset, vocab, seq_length, lower_case, special_tokens,
+                                              overrides)
+  preprocessor = family.classifier_preprocessor(tokenizer, sequence_length=seq_length)
+  return family.classifier(backbone, num_classes, preprocessor=preprocessor, activation=activation,
+                           dropout=dropout)
 
 
 def embedder_from_preset(preset: str, vocab: Sequence[str], seq_length: int, pooling_mode: str = "mean",
@@ -285,36 +293,23 @@ def embedder_from_preset(preset: str, vocab: Sequence[str], seq_length: int, poo
   `vocab`, `special_tokens`, `overrides`: as for `classifier_from_preset`; `pooling_mode` and
   `normalize`: `ZooTextEmbedder`'s.
   """
-  from zoo import presets
-  check_special_tokens(vocab, special_tokens)
-  chosen = presets.get(preset)
-  dtype = overrides.pop("dtype", None)
-  config = chosen.encoder_config(**{**overrides, "vocab_size": len(vocab), "seq_length": seq_length})
-  family = FAMILIES[chosen.family]
-  tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case,
-                               special_tokens_names=special_tokens)
+  family, backbone, tokenizer = _preset_parts(preset, vocab, seq_length, lower_case, special_tokens,
+                                              overrides)
   preprocessor = family.embedder_preprocessor(tokenizer, sequence_length=seq_length)
-  return family.embedder(family.backbone(config, dtype=dtype), preprocessor=preprocessor,
-                         pooling_mode=pooling_mode, normalize=normalize)
+  return family.embedder(backbone, preprocessor=preprocessor, pooling_mode=pooling_mode, normalize=normalize)
 
 
 def _pretraining_parts(kind: str, preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool,
                        special_tokens: dict[str, str] | None, mask_selection_length: int | None,
-                       overrides: dict[str, Any]) -> tuple[type, ZooBackbone, Any, EncoderConfig]:
-  """`(task class, backbone, preprocessor, encoder config)` of a pre-training task (`kind`: "masked_lm"
-  or "electra") on a zoo preset's encoder with random weights; see `masked_lm_from_preset`."""
-  from zoo import presets
-  check_special_tokens(vocab, special_tokens)
-  chosen = presets.get(preset)
-  dtype = overrides.pop("dtype", None)
-  config = chosen.encoder_config(**{**overrides, "vocab_size": len(vocab), "seq_length": seq_length})
-  family = FAMILIES[chosen.family]
-  tokenizer = family.tokenizer(vocabulary=list(vocab), lowercase=lower_case,
-                               special_tokens_names=special_tokens)
+                       overrides: dict[str, Any]) -> tuple[type, ZooBackbone, Any]:
+  """`(task class, backbone, preprocessor)` of a pre-training task (`kind`: "masked_lm" or "electra") on a
+  zoo preset's encoder with random weights; see `masked_lm_from_preset`."""
+  family, backbone, tokenizer = _preset_parts(preset, vocab, seq_length, lower_case, special_tokens,
+                                              overrides)
   selected = mask_selection_length or max(1, round(0.15 * seq_length))
   preprocessor = getattr(family, f"{kind}_preprocessor")(tokenizer, sequence_length=seq_length,
                                                          mask_selection_length=selected)
-  return getattr(family, kind), family.backbone(config, dtype=dtype), preprocessor, config
+  return getattr(family, kind), backbone, preprocessor
 
 
 def masked_lm_from_preset(preset: str, vocab: Sequence[str], seq_length: int, lower_case: bool = True,
@@ -328,7 +323,7 @@ def masked_lm_from_preset(preset: str, vocab: Sequence[str], seq_length: int, lo
   (default 15% of `seq_length`, at least 1); `overrides`: encoder arguments over the
   preset's (e.g. `hidden_size`, `dtype`).
   """
-  task_class, backbone, preprocessor, _ = _pretraining_parts(
+  task_class, backbone, preprocessor = _pretraining_parts(
       "masked_lm", preset, vocab, seq_length, lower_case, special_tokens, mask_selection_length, overrides)
   return task_class(backbone, preprocessor=preprocessor, activation=activation, mlm_transform=mlm_transform)
 
@@ -343,11 +338,11 @@ def electra_from_preset(preset: str, vocab: Sequence[str], seq_length: int, lowe
   The arguments are `masked_lm_from_preset`'s, plus `generator_overrides` (the generator's encoder
   arguments over `electra_generator_config`'s quarter width) and `discriminator_weight` (λ).
   """
-  task_class, backbone, preprocessor, config = _pretraining_parts(
+  task_class, backbone, preprocessor = _pretraining_parts(
       "electra", preset, vocab, seq_length, lower_case, special_tokens, mask_selection_length, overrides)
   return task_class(backbone, preprocessor=preprocessor, activation=activation, mlm_transform=mlm_transform,
                     discriminator_weight=discriminator_weight,
-                    generator_config=electra_generator_config(config, generator_overrides))
+                    generator_config=electra_generator_config(backbone.encoder_config, generator_overrides))
 
 
 def family_of(backbone: ZooBackbone) -> str:
