@@ -71,8 +71,8 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_FAST_WORKERS) --dist worksteal -m "not slow"
 
-# ruff, then mypy on the typed public API (the modules `[tool.mypy]` of pyproject.toml lists; about 3
-# CPU-seconds from scratch, well under one with its cache, .mypy_cache).
+# ruff, then mypy on the typed public API (the modules `[tool.mypy]` of pyproject.toml lists; about 12
+# CPU-seconds from scratch, a few with its cache, .mypy_cache).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check zoo tpu export benchmarks tests
 	$(VENV)/bin/mypy
