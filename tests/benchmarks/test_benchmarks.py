@@ -164,9 +164,12 @@ def test_serving_report_of_a_tiny_exported_classifier(tmp_path):
     assert timed["tokens_per_example"] == 32        # the texts fill the sequence
     assert 0 < timed["median"] <= timed["p99"] < 10
     assert timed["throughput"] == pytest.approx(batch / timed["median"])
-    # Tokenizing is part of serving_default: cheaper than it, and so is the model alone.
-    assert 0 < timed["tokenize"] < timed["median"] and 0 < timed["tokenize_share"] < 1
-    assert timed["difference_share"] < 1
+    # The shares are the medians' ratios. Which median is larger is the benchmark's finding, not
+    # this test's: on a model this small, tokenizing costs about what serving does, and a loaded
+    # machine orders the two either way.
+    assert 0 < timed["tokenize"] and 0 < timed["from_token_ids"]
+    assert timed["tokenize_share"] == pytest.approx(timed["tokenize"] / timed["median"])
+    assert timed["difference_share"] == pytest.approx(1 - timed["from_token_ids"] / timed["median"])
   text = serving.report(results, TINY_SERVING, "python -m benchmarks.serving --tiny")
   assert text.startswith(serving.SECTION) and "| tiny | 34k | 32 (32) |" in text
   assert text.count(": met") + text.count(": MISSED") == 1
