@@ -553,29 +553,11 @@ def test_task_choices_come_from_the_registry(capsys):
   assert "--tag-scheme {auto,iob1,iob2,iobes,bilou}" in train.parser().format_help()
 
 
-def forward_pass_files(encoder, inputs):
-  """The project's files whose code runs while `encoder` (built) is called on `inputs`: what a reader of its
-  forward pass opens."""
-  import sys
-  files = set()
-
-  def profile(frame, event, argument):
-    path = pathlib.Path(frame.f_code.co_filename)
-    if event == "call" and path.is_relative_to(ROOT / "zoo"):
-      files.add(str(path.relative_to(ROOT)))
-
-  sys.setprofile(profile)
-  try:
-    encoder(inputs)
-  finally:
-    sys.setprofile(None)
-  return sorted(files)
-
-
 @pytest.mark.parametrize("family", ["transformer", "funnel"])
 def test_a_tf_keras_encoders_forward_pass_reads_few_files(family):
   import numpy as np
 
+  from tests.forward_pass import files_run
   from zoo import models
   settings = dict(vocab_size=20, hidden_size=8, num_heads=2, intermediate_size=16)
   if family == "funnel":
@@ -583,5 +565,5 @@ def test_a_tf_keras_encoders_forward_pass_reads_few_files(family):
   else:
     encoder = models.TransformerEncoder(**settings, num_layers=2, residual_attention=True)
   ids = np.ones([2, 8], np.int32)
-  files = forward_pass_files(encoder, dict(input_word_ids=ids, input_mask=ids, input_type_ids=0 * ids))
+  files = files_run(lambda: encoder(dict(input_word_ids=ids, input_mask=ids, input_type_ids=0 * ids)))
   assert "zoo/layers/transformer_block.py" in files and len(files) <= 8, files

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from tests.forward_pass import files_run
 from tests.memory_guard import resident
 from tests.memory_guard import return_free_memory
 from tests.zoo.keras3 import cases
@@ -254,25 +255,6 @@ def _max_difference(a, b):
   return max(float(np.abs(_numpy(a[key]).astype(np.float64) - _numpy(b[key])).max()) for key in a)
 
 
-def forward_pass_files(call):
-  """The project's files whose code runs during `call()`: what a reader of a forward pass opens."""
-  root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))), "zoo")
-  files = set()
-
-  def profile(frame, event, argument):
-    path = os.path.abspath(frame.f_code.co_filename)
-    if event == "call" and path.startswith(root + os.sep):
-      files.add(os.path.relpath(path, os.path.dirname(root)))
-
-  sys.setprofile(profile)
-  try:
-    call()
-  finally:
-    sys.setprofile(None)
-  return sorted(files)
-
-
 def backend_checks(tmp_dir):
   import keras
 
@@ -290,7 +272,7 @@ def backend_checks(tmp_dir):
   for name, model in models.items():
     expected = model(inputs)
     if name != "layers":   # a second call, as a reader follows it (the first also builds the layers)
-      checks[f"forward_pass_files_{name}"] = forward_pass_files(lambda model=model: model(inputs))
+      checks[f"forward_pass_files_{name}"] = files_run(lambda model=model: model(inputs))
     path = os.path.join(tmp_dir, f"{name}.keras")
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
