@@ -8,6 +8,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # tests start inherit it.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# One operation at a time in each TensorFlow process, so that two training runs agree to the last
+# bit (tests compare a resumed run's losses with an uninterrupted run's exactly). TensorFlow's CPU
+# AddN, which sums the gradients of a tensor that several operations read (a relative attention
+# reads its query three times), adds its inputs in an order that depends on which input's buffer it may
+# reuse when it runs, that is, on which other operations have finished: with two at a time, two
+# runs of the same 16 steps differed in the last bits of some losses in about 1 run in 17 (and in
+# 0 of 90 with one at a time).
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 # TensorFlow's oneDNN kernels pay a set-up per operation and shape that the suite's small models
 # never earn back: without them a test file of encoder checks took 44-48 CPU-s instead of 51-55,
 # and one of training jobs and exports 40 instead of 41-46 (alternating runs). The tests' tolerances
