@@ -13,7 +13,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # AddN, which sums the gradients of a tensor that several operations read (a relative attention
 # reads its query three times), adds its inputs in an order that depends on which input's buffer it may
 # reuse when it runs, that is, on which other operations have finished: with two at a time, two
-# runs of the same 16 steps differed in the last bits of some losses in about 1 run in 17 (and in
+# runs of the same 16 steps differed in the last bits of some losses in about 1 run in 15 (and in
 # 0 of 90 with one at a time).
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 # TensorFlow's oneDNN kernels pay a set-up per operation and shape that the suite's small models
